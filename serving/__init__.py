@@ -1,0 +1,1 @@
+"""Serving `translator` exports: the HTTP server, TF Serving configs and client examples."""

@@ -1,0 +1,41 @@
+import numpy as np
+import pytest
+
+from tests.layer_testing import run_layer_test
+from translator.layers import FeedForward
+
+RNG = np.random.default_rng(2)
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu", "swiglu"])
+def test_contract(tmp_path, activation):
+    run_layer_test(
+        FeedForward,
+        dict(hidden_dim=12, activation=activation, dropout=0.1),
+        RNG.standard_normal((2, 5, 8)).astype("float32"),
+        expected_output_shape=(2, 5, 8),
+        tmp_path=tmp_path,
+    )
+
+
+def test_relu_is_the_paper_formula_and_position_wise():
+    layer = FeedForward(hidden_dim=12)
+    x = RNG.standard_normal((2, 5, 8)).astype("float32")
+    output = np.asarray(layer(x))
+    w1, b1 = np.asarray(layer.inner_dense.kernel), np.asarray(layer.inner_dense.bias)
+    w2, b2 = np.asarray(layer.outer_dense.kernel), np.asarray(layer.outer_dense.bias)
+    np.testing.assert_allclose(output, np.maximum(x @ w1 + b1, 0) @ w2 + b2, atol=1e-5)
+    permuted = np.asarray(layer(x[:, ::-1]))
+    np.testing.assert_allclose(permuted, output[:, ::-1], atol=1e-6)
+
+
+def test_swiglu_has_a_gate_and_relu_has_none():
+    swiglu, relu = FeedForward(12, activation="swiglu"), FeedForward(12)
+    x = np.ones((1, 1, 8), "float32")
+    swiglu(x), relu(x)
+    assert len(swiglu.trainable_weights) == len(relu.trainable_weights) + 2
+
+
+def test_unknown_activation_is_rejected():
+    with pytest.raises(ValueError, match="activation must be one of"):
+        FeedForward(8, activation="tanh")

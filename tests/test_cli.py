@@ -1,0 +1,51 @@
+"""The `translator` command as a user runs it (a real subprocess)."""
+
+import os
+import subprocess
+import sys
+
+import translator
+
+
+def run(*args, timeout=120):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    return subprocess.run(
+        [sys.executable, "-m", "translator", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+
+
+def test_help_lists_subcommands_and_version():
+    result = run("--help")
+    assert result.returncode == 0
+    assert "model-summary" in result.stdout
+    version = run("--version")
+    assert version.returncode == 0 and translator.__version__ in version.stdout
+
+
+def test_help_does_not_import_tensorflow():
+    code = (
+        "import sys; from translator.cli import build_parser; build_parser(); "
+        "print('tensorflow' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert result.stdout.strip() == "False"
+
+
+def test_model_summary_prints_parameter_count_and_shape():
+    result = run("model-summary", "--preset", "tiny", "--vocab-size", "100", "--length", "5")
+    assert result.returncode == 0, result.stderr
+    assert "total" in result.stdout and "174,080" in result.stdout
+    assert "logits (2, 5, 100)" in result.stdout
+
+
+def test_bad_preset_is_a_clean_error():
+    result = run("model-summary", "--preset", "huge")
+    assert result.returncode == 2
+    assert "Unknown preset 'huge'" in result.stderr
+    assert "Traceback" not in result.stderr

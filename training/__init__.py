@@ -1,0 +1,1 @@
+"""Training programs for `translator` models: configs, strategies, checkpoints, `translator train`."""

@@ -1,0 +1,210 @@
+"""Scaled dot-product multi-head attention with an explicit key/value cache."""
+
+from __future__ import annotations
+
+import math
+
+import keras
+from keras import ops
+
+from translator.layers.rotary_embedding import RotaryEmbedding
+
+# Added to masked scores before the softmax, which always runs in float32. Finite (not
+# -inf) so that a row with every key masked (an all-padding sentence) gives uniform
+# weights instead of NaN.
+_MASKED_SCORE = -1e9
+
+
+@keras.saving.register_keras_serializable(package="translator")
+class MultiHeadAttention(keras.layers.Layer):
+    """softmax(Q K^T / sqrt(head_dim)) V over several heads (paper, section 3.2).
+
+    One layer serves as self-attention (`key_value` omitted) and cross-attention
+    (`key_value` = encoder output). Incremental decoding passes an explicit cache
+    instead of keeping hidden state, so a decoding loop has static shapes:
+
+    - Self-attention cache: `[batch, 2, max_length, heads, head_dim]` (keys, values) plus
+      `cache_index`, the position of the first query token. The new keys/values are
+      written at `cache_index` and attention runs over the whole static cache; the
+      caller's mask hides positions not yet written.
+    - Cross-attention cache: `[batch, 2, source_length, heads, head_dim]` from
+      `compute_key_value(encoder_output)`, computed once per sentence, with
+      `cache_index=None`: the cache is read, never written.
+
+    Args:
+        num_heads: Number of heads.
+        head_dim: Size of each head for queries, keys and values.
+        output_dim: Width of the output; defaults to the query's last dimension.
+        use_bias: Biases on the four projections.
+        dropout: Dropout rate on the attention weights.
+        rotary_embedding: Rotate queries and keys with RoPE by their positions (for
+            self-attention; positions start at `cache_index` when decoding).
+        kernel_initializer: Initializer of the projection kernels.
+        **kwargs: Standard `keras.layers.Layer` arguments.
+
+    Call arguments:
+        query: `[batch, query_length, query_dim]`.
+        key_value: `[batch, key_length, key_dim]`; None for self-attention.
+        attention_mask: bool, True where attention is allowed, broadcastable to
+            `[batch, query_length, key_length]` (see `translator.layers.masks`).
+        cache: Key/value cache as described above, or None.
+        cache_index: int scalar; with `cache`, the write position (self-attention).
+        training: Applies dropout when True.
+        return_attention_scores: Also return the weights `[batch, heads, query, key]`.
+
+    Returns:
+        `output` `[batch, query_length, output_dim]`; `(output, cache)` when a cache is
+        given (the updated one for self-attention); with `return_attention_scores`, the
+        weights are appended to that.
+    """
+
+    def __init__(
+        self,
+        num_heads: int,
+        head_dim: int,
+        output_dim: int | None = None,
+        use_bias: bool = True,
+        dropout: float = 0.0,
+        rotary_embedding: bool = False,
+        kernel_initializer="glorot_uniform",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.head_dim = head_dim
+        self.output_dim = output_dim
+        self.use_bias = use_bias
+        self.dropout = dropout
+        self.rotary_embedding = rotary_embedding
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+
+    def build(self, query_shape, key_value_shape=None):
+        key_value_shape = key_value_shape or query_shape
+        heads_bias = "nh" if self.use_bias else None
+        output_dim = self.output_dim or query_shape[-1]
+
+        def projection(name, input_shape):
+            layer = keras.layers.EinsumDense(
+                "btd,dnh->btnh",
+                output_shape=(None, self.num_heads, self.head_dim),
+                bias_axes=heads_bias,
+                kernel_initializer=self.kernel_initializer,
+                dtype=self.dtype_policy,
+                name=name,
+            )
+            layer.build(input_shape)
+            return layer
+
+        self.query_dense = projection("query", query_shape)
+        self.key_dense = projection("key", key_value_shape)
+        self.value_dense = projection("value", key_value_shape)
+        self.output_dense = keras.layers.EinsumDense(
+            "btnh,nhd->btd",
+            output_shape=(None, output_dim),
+            bias_axes="d" if self.use_bias else None,
+            kernel_initializer=self.kernel_initializer,
+            dtype=self.dtype_policy,
+            name="output",
+        )
+        self.output_dense.build((None, None, self.num_heads, self.head_dim))
+        self.weights_dropout = keras.layers.Dropout(
+            self.dropout, dtype=self.dtype_policy, name="weights_dropout"
+        )
+        self.rotary = (
+            RotaryEmbedding(dtype=self.dtype_policy, name="rotary")
+            if self.rotary_embedding
+            else None
+        )
+        self.built = True
+
+    def compute_key_value(self, key_value):
+        """Projects a sequence once into a read-only cross-attention cache.
+
+        Args:
+            key_value: `[batch, key_length, key_dim]` (the encoder output).
+
+        Returns:
+            `[batch, 2, key_length, heads, head_dim]`.
+        """
+        key = self.key_dense(key_value)  # [batch, key_length, heads, head_dim]
+        value = self.value_dense(key_value)
+        return ops.stack([key, value], axis=1)
+
+    def call(
+        self,
+        query,
+        key_value=None,
+        attention_mask=None,
+        cache=None,
+        cache_index=None,
+        training=None,
+        return_attention_scores=False,
+    ):
+        start = 0 if cache_index is None else cache_index
+        q = self.query_dense(query)  # [batch, query_length, heads, head_dim]
+        if self.rotary is not None:
+            q = self.rotary(q, start_index=start)
+
+        if cache is not None and cache_index is None:
+            key, value = cache[:, 0], cache[:, 1]  # precomputed cross-attention
+        else:
+            source = query if key_value is None else key_value
+            key = self.key_dense(source)  # [batch, new_length, heads, head_dim]
+            value = self.value_dense(source)
+            if self.rotary is not None:
+                key = self.rotary(key, start_index=start)
+            if cache is not None:
+                cache = self._write_cache(cache, ops.stack([key, value], axis=1), cache_index)
+                key, value = cache[:, 0], cache[:, 1]  # [batch, max_length, heads, head_dim]
+
+        output, weights = self._attend(q, key, value, attention_mask, training)
+        result = (output,) if cache is None else (output, cache)
+        if return_attention_scores:
+            result = (*result, weights)
+        return result[0] if len(result) == 1 else result
+
+    def _write_cache(self, cache, update, index):
+        """Writes `update` `[batch, 2, n, heads, head_dim]` into `cache` at time `index`.
+
+        A pad + select on a position mask, not `slice_update`: the latter lowers to an
+        XLA-only op on TensorFlow, and this graph must also run in stock TF Serving.
+        """
+        max_length = ops.shape(cache)[2]
+        new_length = ops.shape(update)[2]
+        padded = ops.pad(
+            update,
+            [[0, 0], [0, 0], [index, max_length - index - new_length], [0, 0], [0, 0]],
+        )  # [batch, 2, max_length, heads, head_dim]
+        positions = ops.arange(max_length)
+        written = ops.logical_and(positions >= index, positions < index + new_length)
+        return ops.where(written[None, None, :, None, None], padded, cache)
+
+    def _attend(self, query, key, value, attention_mask, training):
+        scale = 1.0 / math.sqrt(self.head_dim)
+        scores = ops.einsum("btnh,bsnh->bnts", query, key)  # [batch, heads, query, key]
+        scores = ops.cast(scores, "float32") * scale  # softmax in float32 under mixed precision
+        if attention_mask is not None:
+            mask = ops.expand_dims(ops.cast(attention_mask, "bool"), axis=1)  # [b, 1, q, k]
+            scores = ops.where(mask, scores, _MASKED_SCORE)
+        weights = ops.softmax(scores, axis=-1)
+        dropped = self.weights_dropout(weights, training=training)
+        context = ops.einsum("bnts,bsnh->btnh", ops.cast(dropped, value.dtype), value)
+        return self.output_dense(context), weights  # [batch, query, output_dim]
+
+    def compute_output_shape(self, query_shape, key_value_shape=None):
+        return (*query_shape[:-1], self.output_dim or query_shape[-1])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "head_dim": self.head_dim,
+                "output_dim": self.output_dim,
+                "use_bias": self.use_bias,
+                "dropout": self.dropout,
+                "rotary_embedding": self.rotary_embedding,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            }
+        )
+        return config

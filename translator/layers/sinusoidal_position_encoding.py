@@ -1,0 +1,54 @@
+"""The paper's fixed sinusoidal position encoding (Vaswani et al. 2017, section 3.5)."""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="translator")
+class SinusoidalPositionEncoding(keras.layers.Layer):
+    """Adds PE(pos, 2i) = sin(pos / w^(2i/d)), PE(pos, 2i+1) = cos(pos / w^(2i/d)).
+
+    Each (sin, cos) channel pair turns at its own frequency, so PE(pos + k) is a fixed
+    rotation of PE(pos) for every pos: relative offsets are linear functions of the
+    encoding. No weights; any length works.
+
+    Args:
+        max_wavelength: w above (the paper uses 10000).
+        **kwargs: Standard `keras.layers.Layer` arguments.
+
+    Call arguments:
+        inputs: `[batch, length, d_model]` embeddings, d_model even.
+        start_index: Position of the first token (a cache index when decoding).
+
+    Returns:
+        `inputs + PE[start_index : start_index + length]`, `[batch, length, d_model]`.
+    """
+
+    def __init__(self, max_wavelength: float = 10000.0, **kwargs):
+        super().__init__(**kwargs)
+        self.max_wavelength = max_wavelength
+        self.built = True
+
+    def encoding(self, length, d_model: int, start_index=0):
+        """The encoding table `[length, d_model]` (float32) for positions from start_index."""
+        positions = ops.cast(ops.arange(length) + start_index, "float32")  # [length]
+        exponents = ops.arange(0, d_model, 2, dtype="float32") / d_model  # [d_model / 2]
+        angles = positions[:, None] / ops.power(self.max_wavelength, exponents)[None, :]
+        # Interleave so channel 2i is sin and 2i+1 is cos of the same angle.
+        table = ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1)  # [length, d/2, 2]
+        return ops.reshape(table, (length, d_model))  # [length, d_model]
+
+    def call(self, inputs, start_index=0):
+        length, d_model = ops.shape(inputs)[1], inputs.shape[-1]
+        table = self.encoding(length, d_model, start_index)  # [length, d_model]
+        return inputs + ops.cast(table, inputs.dtype)[None, :, :]
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"max_wavelength": self.max_wavelength})
+        return config

@@ -1,0 +1,319 @@
+"""The encoder-decoder Transformer (Vaswani et al. 2017) as a Keras model.
+
+Reading order: the decoding cache, then the model: construction, the full
+teacher-forced pass (`call` = `encode` + `decode`), and the incremental API the search
+code uses (`init_cache`, `decode_step`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import keras
+from keras import ops
+
+from translator.config import TransformerConfig
+from translator.layers import (
+    DecoderBlock,
+    EncoderBlock,
+    LearnedPositionEmbedding,
+    SinusoidalPositionEncoding,
+    TokenEmbedding,
+)
+from translator.layers.masks import cache_mask, causal_mask, padding_mask
+
+
+class DecodingCache(NamedTuple):
+    """Everything `decode_step` needs besides the next token and its position.
+
+    A plain tuple of tensors with static shapes, so it can be a `tf.while_loop`
+    variable, and beam search can reorder it with one `tf.gather` per field along
+    axis 0 (`tf.nest.map_structure`).
+    """
+
+    # Per decoder layer, keys and values of the target prefix written so far:
+    # num_decoder_layers x [batch, 2, max_length, heads, head_dim].
+    self_attention: tuple[Any, ...]
+    # Per decoder layer, keys and values of the encoder output, computed once:
+    # num_decoder_layers x [batch, 2, source_length, heads, head_dim].
+    cross_attention: tuple[Any, ...]
+    # True on real source tokens: [batch, source_length] bool.
+    source_mask: Any
+
+
+@keras.saving.register_keras_serializable(package="translator")
+class Transformer(keras.Model):
+    """Encoder-decoder Transformer for translation.
+
+    `model((source_ids, target_input_ids))` (or a dict with keys `source_ids` and
+    `decoder_input_ids`) returns next-token logits `[batch, target_length, vocab]` in
+    float32. Id 0 is padding in source and target.
+
+    Args:
+        config: A `TransformerConfig`, or its dict form (as stored in `.keras` files).
+        **kwargs: Standard `keras.Model` arguments (name, dtype policy).
+    """
+
+    def __init__(self, config: TransformerConfig | dict[str, Any], **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(config, dict):
+            config = TransformerConfig.from_dict(config)
+        self.config = config
+        d_model, policy = config.d_model, self.dtype_policy
+
+        self.source_embedding = TokenEmbedding(
+            config.source_vocab_size, d_model, dtype=policy, name="source_embedding"
+        )
+        # With a joint vocabulary the target side reuses the source table (not a second
+        # attribute: Keras would track the one layer twice).
+        self._own_target_embedding = (
+            None
+            if config.share_embeddings
+            else TokenEmbedding(
+                config.target_vocab_size, d_model, dtype=policy, name="target_embedding"
+            )
+        )
+        self.source_positions = self._position_layer("source_positions")
+        self.target_positions = self._position_layer("target_positions")
+        self.embedding_dropout = keras.layers.Dropout(
+            config.dropout, dtype=policy, name="embedding_dropout"
+        )
+        block_args = dict(
+            num_heads=config.num_heads,
+            ffn_dim=config.ffn_dim,
+            activation=config.activation,
+            dropout=config.dropout,
+            attention_dropout=config.attention_dropout,
+            activation_dropout=config.activation_dropout,
+            norm_first=config.norm_first,
+            layer_norm_epsilon=config.layer_norm_epsilon,
+            rotary_embedding=config.position_encoding == "rotary",
+            dtype=policy,
+        )
+        self.encoder_blocks = [
+            EncoderBlock(**block_args, name=f"encoder_block_{i}")
+            for i in range(config.num_encoder_layers)
+        ]
+        self.decoder_blocks = [
+            DecoderBlock(**block_args, name=f"decoder_block_{i}")
+            for i in range(config.num_decoder_layers)
+        ]
+        # Pre-norm leaves the residual stream unnormalized: normalize once at the end.
+        self.encoder_norm = self._final_norm("encoder_norm")
+        self.decoder_norm = self._final_norm("decoder_norm")
+        self.output_projection = (
+            None
+            if config.tie_output_projection
+            else keras.layers.Dense(
+                config.target_vocab_size, dtype=policy, name="output_projection"
+            )
+        )
+
+    def _position_layer(self, name: str):
+        """The additive position layer of the config, or None for rotary (in attention)."""
+        encoding = self.config.position_encoding
+        if encoding == "sinusoidal":
+            return SinusoidalPositionEncoding(dtype=self.dtype_policy, name=name)
+        if encoding == "learned":
+            return LearnedPositionEmbedding(
+                self.config.max_length, dtype=self.dtype_policy, name=name
+            )
+        return None
+
+    def _final_norm(self, name: str):
+        if not self.config.norm_first:
+            return None
+        return keras.layers.LayerNormalization(
+            epsilon=self.config.layer_norm_epsilon, dtype=self.dtype_policy, name=name
+        )
+
+    @property
+    def target_embedding(self) -> TokenEmbedding:
+        """The target token embedding (the source one under `share_embeddings`)."""
+        return self._own_target_embedding or self.source_embedding
+
+    def build(self, inputs_shape=None):
+        """Creates every weight; all shapes follow from the config, not the inputs."""
+        d_model = self.config.d_model
+        ids_shape, hidden_shape = (None, None), (None, None, d_model)
+        self.source_embedding.build(ids_shape)
+        if self._own_target_embedding is not None:
+            self._own_target_embedding.build(ids_shape)
+        for positions in (self.source_positions, self.target_positions):
+            if positions is not None:
+                positions.build(hidden_shape)
+        for block in self.encoder_blocks:
+            block.build(hidden_shape)
+        for block in self.decoder_blocks:
+            block.build(hidden_shape, hidden_shape)
+        for norm in (self.encoder_norm, self.decoder_norm):
+            if norm is not None:
+                norm.build(hidden_shape)
+        if self.output_projection is not None:
+            self.output_projection.build(hidden_shape)
+        self.built = True
+
+    # ---- The full, teacher-forced pass --------------------------------------------------
+
+    def call(self, inputs, training=None):
+        """Logits for every target position.
+
+        Args:
+            inputs: `(source_ids, target_input_ids)` or a dict with keys `source_ids` and
+                `decoder_input_ids`; int `[batch, source_length]` and
+                `[batch, target_length]`, padded with 0.
+            training: Applies dropout when True.
+
+        Returns:
+            float32 `[batch, target_length, target_vocab_size]`.
+        """
+        if isinstance(inputs, dict):
+            source_ids, target_ids = inputs["source_ids"], inputs["decoder_input_ids"]
+        else:
+            source_ids, target_ids = inputs
+        encoder_output = self.encode(source_ids, training=training)
+        return self.decode(target_ids, encoder_output, source_ids, training=training)
+
+    def encode(self, source_ids, training=None):
+        """Runs the encoder.
+
+        Args:
+            source_ids: int `[batch, source_length]`, 0 = padding.
+            training: Applies dropout when True.
+
+        Returns:
+            `[batch, source_length, d_model]` (values at padding positions are unused).
+        """
+        mask = padding_mask(source_ids)  # [batch, 1, source_length]
+        x = self._embed(self.source_embedding, self.source_positions, source_ids, 0, training)
+        for block in self.encoder_blocks:
+            x = block(x, attention_mask=mask, training=training)
+        return x if self.encoder_norm is None else self.encoder_norm(x)
+
+    def decode(self, target_ids, encoder_output, source_ids, training=None):
+        """Runs the decoder over a whole target prefix (teacher forcing).
+
+        Args:
+            target_ids: int `[batch, target_length]`, starting with BOS, 0 = padding.
+            encoder_output: `[batch, source_length, d_model]` from `encode`.
+            source_ids: int `[batch, source_length]`, for the cross-attention mask.
+            training: Applies dropout when True.
+
+        Returns:
+            float32 logits `[batch, target_length, target_vocab_size]`.
+        """
+        length = ops.shape(target_ids)[1]
+        self_mask = ops.logical_and(causal_mask(length), padding_mask(target_ids))  # [b, t, t]
+        cross_mask = padding_mask(source_ids)  # [batch, 1, source_length]
+        x = self._embed(self.target_embedding, self.target_positions, target_ids, 0, training)
+        for block in self.decoder_blocks:
+            x = block(
+                x,
+                encoder_output=encoder_output,
+                self_attention_mask=self_mask,
+                cross_attention_mask=cross_mask,
+                training=training,
+            )
+        return self._logits(x)
+
+    def _embed(self, embedding, positions, ids, start_index, training):
+        x = embedding(ids)  # [batch, length, d_model]
+        if positions is not None:
+            x = positions(x, start_index=start_index)
+        return self.embedding_dropout(x, training=training)
+
+    def _logits(self, hidden):
+        if self.decoder_norm is not None:
+            hidden = self.decoder_norm(hidden)
+        if self.output_projection is None:
+            return self.target_embedding.project(hidden)  # [batch, length, vocab]
+        return ops.cast(self.output_projection(hidden), "float32")
+
+    # ---- Incremental decoding, for search ------------------------------------------------
+
+    def init_cache(self, encoder_output, source_ids, max_length: int) -> DecodingCache:
+        """An empty self-attention cache and the cross-attention keys/values, once.
+
+        Args:
+            encoder_output: `[batch, source_length, d_model]` from `encode`.
+            source_ids: int `[batch, source_length]`, 0 = padding.
+            max_length: Static number of target positions the cache holds.
+
+        Returns:
+            A `DecodingCache` for `batch` sentences.
+        """
+        batch = ops.shape(encoder_output)[0]
+        head_dim = self.config.head_dim
+        empty = ops.zeros(
+            (batch, 2, max_length, self.config.num_heads, head_dim), dtype=self.compute_dtype
+        )
+        return DecodingCache(
+            self_attention=tuple(empty for _ in self.decoder_blocks),
+            cross_attention=tuple(
+                block.cross_attention.compute_key_value(encoder_output)
+                for block in self.decoder_blocks
+            ),
+            source_mask=ops.not_equal(source_ids, 0),
+        )
+
+    def decode_step(self, token_ids, cache: DecodingCache, index):
+        """Logits for the next token after feeding `token_ids` at position `index`.
+
+        Args:
+            token_ids: int `[batch]`, the tokens at position `index` (BOS at 0).
+            cache: The `DecodingCache` holding positions `0 .. index - 1`.
+            index: int scalar, the position of `token_ids`.
+
+        Returns:
+            `(logits, cache)`: float32 `[batch, target_vocab_size]` and the cache with
+            position `index` written.
+        """
+        max_length = ops.shape(cache.self_attention[0])[2]
+        self_mask = cache_mask(index, max_length)  # [1, 1, max_length]
+        cross_mask = ops.expand_dims(cache.source_mask, axis=1)  # [batch, 1, source_length]
+        x = self._embed(
+            self.target_embedding, self.target_positions, token_ids[:, None], index, False
+        )  # [batch, 1, d_model]
+        new_self_attention = []
+        for block, self_kv, cross_kv in zip(
+            self.decoder_blocks, cache.self_attention, cache.cross_attention, strict=True
+        ):
+            x, self_kv = block(
+                x,
+                self_attention_mask=self_mask,
+                cross_attention_mask=cross_mask,
+                self_attention_cache=self_kv,
+                cross_attention_cache=cross_kv,
+                cache_index=index,
+                training=False,
+            )
+            new_self_attention.append(self_kv)
+        logits = self._logits(x)[:, 0, :]  # [batch, vocab]
+        return logits, cache._replace(self_attention=tuple(new_self_attention))
+
+    # ---- Introspection and serialization -------------------------------------------------
+
+    def parameter_breakdown(self) -> dict[str, int]:
+        """Parameter counts of the embeddings, encoder, decoder and output projection."""
+
+        def count(layers):
+            return sum(int(w.numpy().size) for layer in layers if layer for w in layer.weights)
+
+        return {
+            "embeddings": count(
+                [
+                    self.source_embedding,
+                    self._own_target_embedding,
+                    self.source_positions,
+                    self.target_positions,
+                ]
+            ),
+            "encoder": count([*self.encoder_blocks, self.encoder_norm]),
+            "decoder": count([*self.decoder_blocks, self.decoder_norm]),
+            "output_projection": count([self.output_projection]),
+        }
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"config": self.config.to_dict()})
+        return config
