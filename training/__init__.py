@@ -1,1 +1,1 @@
-"""Training programs for `translator` models: configs, strategies, checkpoints, `translator train`."""
+"""Training programs for `translator` models: configs, strategies, checkpoints, `train`."""
