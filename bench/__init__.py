@@ -1,0 +1,1 @@
+"""Benchmarks: `python -m bench.<name>`; each writes its own section of bench/RESULTS.md."""

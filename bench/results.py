@@ -1,0 +1,106 @@
+"""Writing benchmark figures into bench/RESULTS.md, one section per benchmark.
+
+Each benchmark owns one section, delimited by HTML comments, and replaces only that
+section; text outside the markers (and other benchmarks' sections) is left alone:
+
+    from bench.results import machine_summary, update_section
+    update_section("training", "## Training\\n\\n| ... |\\n")
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import re
+import shlex
+import sys
+from pathlib import Path
+
+RESULTS_PATH = Path(__file__).resolve().with_name("RESULTS.md")
+HEADER = (
+    "# Benchmark results\n\n"
+    "Each section is written by the benchmark named in it (`python -m bench.<name>`), which\n"
+    "replaces its own section on every full run. Figures depend on the machine; each section\n"
+    "says which one.\n"
+)
+
+
+def _markers(name: str) -> tuple[str, str]:
+    return f"<!-- bench:{name}:begin -->", f"<!-- bench:{name}:end -->"
+
+
+def update_section(name: str, markdown: str, path: str | os.PathLike[str] = RESULTS_PATH) -> Path:
+    """Replaces (or appends) the section `name` of the results file.
+
+    Args:
+        name: Section key, e.g. "pipeline"; letters, digits, "-" and "_".
+        markdown: The section's content (usually starting with a "## " heading).
+        path: The results file; created with a header if missing.
+
+    Returns:
+        The path written.
+    """
+    if not re.fullmatch(r"[\w-]+", name):
+        raise ValueError(f"section name must be letters, digits, '-' or '_', got {name!r}")
+    path = Path(path)
+    text = path.read_text("utf-8") if path.is_file() else HEADER
+    begin, end = _markers(name)
+    block = f"{begin}\n{markdown.strip()}\n{end}"
+    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.DOTALL)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: block, text, count=1)
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(text if text.endswith("\n") else text + "\n", "utf-8")
+    return path
+
+
+def read_section(name: str, path: str | os.PathLike[str] = RESULTS_PATH) -> str | None:
+    """The current content of section `name`, or None."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    begin, end = _markers(name)
+    match = re.search(
+        re.escape(begin) + r"\n(.*?)\n" + re.escape(end), path.read_text("utf-8"), re.DOTALL
+    )
+    return match.group(1) if match else None
+
+
+def cpu_model() -> str:
+    """The CPU model from /proc/cpuinfo (or platform.processor() elsewhere)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def machine_summary() -> str:
+    """One line: cores, CPU model, OS, Python and TensorFlow versions."""
+    try:
+        import tensorflow as tf
+
+        tf_version = tf.__version__
+    except ImportError:  # pragma: no cover
+        tf_version = "not installed"
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return (
+        f"{cores} cores (nproc), {cpu_model()}, {platform.system()} {platform.machine()}, "
+        f"Python {platform.python_version()}, TensorFlow {tf_version}"
+    )
+
+
+def command_line() -> str:
+    """The command that is running, as one could type it again."""
+    module = sys.modules["__main__"].__spec__
+    head = ["python", "-m", module.name] if module is not None else ["python", sys.argv[0]]
+    return shlex.join([*head, *sys.argv[1:]])
+
+
+def today() -> str:
+    """The date, ISO format (UTC)."""
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")

@@ -1,0 +1,1 @@
+"""Text pipeline tests: corpus reading, vocabularies, the tf.data pipeline, downloads."""

@@ -1,0 +1,388 @@
+"""The tf.data pipeline: from two aligned text files to token-budgeted, teacher-forced batches.
+
+    lines (streamed, TextLineDataset)  ->  shard (tf.distribute input pipelines)
+      -> tokenize in batches of lines, in-graph (SentencePiece), filter, add BOS/EOS
+      -> [cache] -> [shuffle, training only] -> bucket by length -> pad -> batch
+
+Every element is `(features, labels)`:
+
+    features["source_ids"]         int32 [batch, src_len]   pieces + EOS, then PAD (0)
+    features["decoder_input_ids"]  int32 [batch, tgt_len]   BOS + pieces, then PAD
+    labels                         int32 [batch, tgt_len]   pieces + EOS, then PAD
+
+so `labels[:, :-1] == decoder_input_ids[:, 1:]` on real tokens (shifted-right teacher
+forcing). The source gets EOS but no BOS (the encoder needs no start symbol; common
+practice in fairseq, OpenNMT-tf and T2T).
+
+Skipped pairs: a pair is skipped when either side tokenizes to nothing (an empty or
+blank line) or when a side is longer than `max_source_length` / `max_target_length`
+(special tokens included). The same filter applies with `training=False`: the model
+cannot take longer sequences (position tables) and validation loss over the kept pairs is
+well defined; translating a whole test set is the decoder's job, not this pipeline's.
+`scan_corpus` counts the skipped pairs exactly (before any batch is produced) and
+`make_dataset` logs the summary once per process and corpus. Invalid UTF-8 and line-count
+mismatches are errors (`CorpusError`), raised by `make_dataset` itself, never mid-epoch.
+
+Distribution: pass `input_context` (as `strategy.distribute_datasets_from_function` does)
+and the dataset keeps every `num_input_pipelines`-th pair starting at
+`input_pipeline_id`, so input pipelines see disjoint parts that together are the whole
+corpus; `config.batch_tokens` is then the budget of one replica's batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from translator.pipelines.config import PipelineConfig
+from translator.pipelines.corpus import ParallelCorpus
+from translator.pipelines.vocab import BOS_ID, EOS_ID, PAD_ID, Vocabulary
+
+logger = logging.getLogger("translator.pipelines")
+
+# Why a pair is skipped (codes of `_classify`).
+KEPT, EMPTY, TOO_LONG = 0, 1, 2
+
+
+@dataclasses.dataclass(frozen=True)
+class CorpusStats:
+    """Exact counts of one parallel corpus under one vocabulary and `PipelineConfig`.
+
+    Every pair is either kept or counted in exactly one skip reason:
+    `pairs == kept + empty + too_long`.
+    """
+
+    # The two files.
+    source_path: str
+    target_path: str
+    # Lines in each file (= sentence pairs).
+    pairs: int
+    # Pairs that reach the batches.
+    kept: int
+    # Pairs skipped because the source or target line has no pieces (empty or blank).
+    empty: int
+    # Non-empty pairs skipped because a side exceeds its maximum length.
+    too_long: int
+    # The limits applied (special tokens included).
+    max_source_length: int
+    max_target_length: int
+    # Source and target tokens of the kept pairs (source: pieces + EOS; target: labels,
+    # pieces + EOS), i.e. the real (non-padding) tokens of one epoch.
+    source_tokens: int
+    target_tokens: int
+    # Kept pairs per length bucket (`config.buckets()` order), all shards together.
+    bucket_counts: tuple[int, ...]
+    # Input pipelines the counts below are split over (1 without sharding).
+    num_shards: int
+    # Kept pairs per shard.
+    kept_per_shard: tuple[int, ...]
+    # With static_shapes: kept pairs per shard left out of every epoch because they do
+    # not fill a bucket's last batch (which pairs varies with the shuffle). Else zeros.
+    static_remainder: tuple[int, ...]
+
+    @property
+    def skipped(self) -> int:
+        """Pairs skipped for any reason."""
+        return self.empty + self.too_long
+
+    def summary(self) -> str:
+        """One line for the log: counts and the reason of every skipped pair."""
+        text = (
+            f"{self.source_path} | {self.target_path}: {self.pairs:,} pairs, {self.kept:,} kept"
+            f" ({self.source_tokens:,} source / {self.target_tokens:,} target tokens); "
+            f"skipped {self.empty:,} with an empty line, {self.too_long:,} longer than "
+            f"{self.max_source_length} source / {self.max_target_length} target tokens"
+        )
+        if any(self.static_remainder):
+            text += (
+                f"; static shapes leave {sum(self.static_remainder):,} kept pairs out of each "
+                "epoch (incomplete last batches of buckets)"
+            )
+        return text
+
+
+def _classify(
+    source_pieces: tf.Tensor, target_pieces: tf.Tensor, config: PipelineConfig
+) -> tf.Tensor:
+    """Why each pair is skipped (KEPT, EMPTY or TOO_LONG).
+
+    Args:
+        source_pieces: int [n] pieces per source line (no specials).
+        target_pieces: int [n] pieces per target line.
+        config: Gives the maximum lengths, which include one special token per side.
+
+    Returns:
+        int32 [n].
+    """
+    empty = tf.equal(source_pieces, 0) | tf.equal(target_pieces, 0)  # [n]
+    too_long = (source_pieces + 1 > config.max_source_length) | (
+        target_pieces + 1 > config.max_target_length
+    )  # [n]
+    return tf.where(empty, EMPTY, tf.where(too_long, TOO_LONG, KEPT))  # [n] int32
+
+
+def _bucket_of(
+    source_pieces: tf.Tensor, target_pieces: tf.Tensor, config: PipelineConfig
+) -> tf.Tensor:
+    """Index of the first bucket whose length fits both sequences (specials included).
+
+    Returns:
+        int64 [n]; len(buckets) for pairs longer than every bucket (they are skipped).
+    """
+    lengths = tf.constant([b.length for b in config.buckets()], tf.int64)  # [buckets]
+    longest = tf.maximum(source_pieces, target_pieces) + 1  # [n] with EOS/BOS
+    return tf.searchsorted(lengths, tf.cast(longest, tf.int64), side="left", out_type=tf.int64)
+
+
+def _tokenizer_fn(vocabulary: Vocabulary, config: PipelineConfig) -> Callable[..., Any]:
+    """The per-line-batch map: tokenize, filter, add specials, assign buckets."""
+
+    def encode(sources: tf.Tensor, targets: tf.Tensor) -> tuple[tf.RaggedTensor, ...]:
+        source = vocabulary.source.tokenize(sources)  # [n, (s)] int32
+        target = vocabulary.target.tokenize(targets)  # [n, (t)] int32
+        source_pieces = source.row_lengths()  # [n] int64
+        target_pieces = target.row_lengths()  # [n] int64
+        keep = tf.equal(_classify(source_pieces, target_pieces, config), KEPT)  # [n]
+        bucket = tf.boolean_mask(_bucket_of(source_pieces, target_pieces, config), keep)  # [k]
+        source = tf.ragged.boolean_mask(source, keep)  # [k, (s)]
+        target = tf.ragged.boolean_mask(target, keep)  # [k, (t)]
+        kept = tf.shape(bucket)[0]
+        eos = tf.RaggedTensor.from_tensor(tf.fill([kept, 1], EOS_ID))  # [k, 1]
+        bos = tf.RaggedTensor.from_tensor(tf.fill([kept, 1], BOS_ID))  # [k, 1]
+        source_ids = tf.concat([source, eos], axis=1)  # [k, (s+1)]: pieces + EOS
+        decoder_input_ids = tf.concat([bos, target], axis=1)  # [k, (t+1)]: BOS + pieces
+        labels = tf.concat([target, eos], axis=1)  # [k, (t+1)]: pieces + EOS
+        return source_ids, decoder_input_ids, labels, bucket
+
+    return encode
+
+
+def make_dataset(
+    source_path: str | os.PathLike[str],
+    target_path: str | os.PathLike[str],
+    vocabulary: Vocabulary,
+    config: PipelineConfig | None = None,
+    *,
+    training: bool,
+    input_context: tf.distribute.InputContext | None = None,
+) -> tf.data.Dataset:
+    """Builds the batched dataset of one epoch over a parallel corpus.
+
+    Before returning, validates the files (equal line counts, UTF-8) and counts what the
+    filter will skip (`scan_corpus`, cached; the summary is logged once).
+
+    Args:
+        source_path: Source-language text file, plain or gzip.
+        target_path: Target-language text file, aligned line by line.
+        vocabulary: From `load_vocabulary`.
+        config: Batching, lengths, shuffling; `PipelineConfig()` if None.
+        training: True: shuffled with `config.seed`, a new order each time the dataset is
+            iterated again (call `.repeat()` for several epochs, or let Keras re-iterate).
+            False: the same order every time (file order, grouped by bucket).
+        input_context: From `tf.distribute`; shards the corpus by
+            `input_pipeline_id` / `num_input_pipelines`. `config.batch_tokens` is the
+            per-replica budget.
+
+    Returns:
+        A dataset of `(features, labels)`: features `{"source_ids": int32 [batch, src_len],
+        "decoder_input_ids": int32 [batch, tgt_len]}`, labels int32 `[batch, tgt_len]`,
+        padded with PAD=0 at the end of each row. With `config.static_shapes`, src_len ==
+        tgt_len == the bucket's length and batch == the bucket's batch size.
+
+    Raises:
+        CorpusError: line counts differ (naming both files and counts) or a line is not
+            UTF-8 (naming file and line).
+    """
+    config = config or PipelineConfig()
+    num_shards = input_context.num_input_pipelines if input_context else 1
+    shard = input_context.input_pipeline_id if input_context else 0
+    stats = _scan(source_path, target_path, vocabulary, config, num_shards, log=shard == 0)
+    del stats  # computed for validation and the summary; the graph below needs no counts
+
+    buckets = config.buckets()
+    batch_sizes = tf.constant([b.batch_size for b in buckets], tf.int64)  # [buckets]
+    lengths = tf.constant([b.length for b in buckets], tf.int64)  # [buckets]
+
+    dataset = ParallelCorpus(source_path, target_path).text_dataset()  # (str, str) scalars
+    if num_shards > 1:
+        dataset = dataset.shard(num_shards, shard)
+    dataset = dataset.batch(config.tokenize_batch_size)  # ([n], [n]) lines
+    dataset = dataset.map(
+        _tokenizer_fn(vocabulary, config), num_parallel_calls=tf.data.AUTOTUNE
+    )  # ([k, (s)], [k, (t)], [k, (t)], [k]) kept pairs
+    dataset = dataset.unbatch()  # ([s], [t], [t], []) one pair
+    if config.cache:
+        dataset = dataset.cache()
+    if training and config.shuffle_buffer_size > 1:
+        dataset = dataset.shuffle(
+            config.shuffle_buffer_size, seed=config.seed, reshuffle_each_iteration=True
+        )
+
+    def batch_bucket(bucket: tf.Tensor, window: tf.data.Dataset) -> tf.data.Dataset:
+        # Unbatched ragged rows keep a RaggedTensorSpec, so batch() makes ragged batches
+        # (fast; padded_batch refuses them, ragged_batch converts row by row); they are
+        # padded densely in `to_features`, once per batch.
+        return window.batch(tf.gather(batch_sizes, bucket), drop_remainder=config.static_shapes)
+
+    def to_features(
+        source: tf.RaggedTensor,
+        decoder_input: tf.RaggedTensor,
+        labels: tf.RaggedTensor,
+        bucket: tf.Tensor,
+    ) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+        # Static shapes: every row padded to the bucket's length; else to the longest row.
+        shape = None
+        if config.static_shapes:
+            rows = tf.shape(bucket, out_type=tf.int64)[0]
+            shape = tf.stack([rows, tf.gather(lengths, bucket[0])])  # [2]: (b, bucket length)
+        features = {
+            "source_ids": source.to_tensor(PAD_ID, shape=shape),  # [b, S]
+            "decoder_input_ids": decoder_input.to_tensor(PAD_ID, shape=shape),  # [b, T]
+        }
+        return features, labels.to_tensor(PAD_ID, shape=shape)  # [b, T]
+
+    dataset = dataset.group_by_window(
+        key_func=lambda source, decoder_input, labels, bucket: bucket,
+        reduce_func=batch_bucket,
+        window_size_func=lambda bucket: tf.gather(batch_sizes, bucket),
+    )  # ([b, (s)], [b, (t)], [b, (t)], [b]) one bucket's pairs
+    dataset = dataset.map(to_features, num_parallel_calls=tf.data.AUTOTUNE)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def scan_corpus(
+    source_path: str | os.PathLike[str],
+    target_path: str | os.PathLike[str],
+    vocabulary: Vocabulary,
+    config: PipelineConfig | None = None,
+    *,
+    num_shards: int = 1,
+) -> CorpusStats:
+    """Validates a parallel corpus and counts exactly what `make_dataset` keeps and skips.
+
+    One streaming pass in Python (line counts, UTF-8, naming file and line) and one
+    in-graph pass that tokenizes with the same code and filter as `make_dataset`. Results
+    are cached per files (path, size, mtime), vocabulary, length settings and shard count,
+    so calling this after `make_dataset` costs nothing.
+
+    Args:
+        source_path: Source-language text file.
+        target_path: Target-language text file.
+        vocabulary: From `load_vocabulary`.
+        config: The `PipelineConfig` the dataset uses.
+        num_shards: `input_context.num_input_pipelines`, to count per shard.
+
+    Returns:
+        The `CorpusStats`.
+
+    Raises:
+        CorpusError: as `make_dataset`.
+    """
+    return _scan(
+        source_path, target_path, vocabulary, config or PipelineConfig(), num_shards, log=False
+    )
+
+
+# Cache of scans: key -> [stats, logged]. Per process; keyed so that a changed file,
+# vocabulary or setting is scanned again.
+_SCANS: dict[tuple[Any, ...], list[Any]] = {}
+
+
+def _file_key(path: str | os.PathLike[str]) -> tuple[str, int, int]:
+    resolved = Path(path).resolve()
+    try:
+        status = resolved.stat()
+    except OSError:
+        return (str(resolved), -1, -1)  # missing: validate() reports it
+    return (str(resolved), status.st_size, status.st_mtime_ns)
+
+
+def _scan(
+    source_path: str | os.PathLike[str],
+    target_path: str | os.PathLike[str],
+    vocabulary: Vocabulary,
+    config: PipelineConfig,
+    num_shards: int,
+    *,
+    log: bool,
+) -> CorpusStats:
+    key = (
+        _file_key(source_path),
+        _file_key(target_path),
+        vocabulary.source.sha256,
+        vocabulary.target.sha256,
+        config.max_source_length,
+        config.max_target_length,
+        config.buckets(),
+        config.static_shapes,
+        num_shards,
+    )
+    entry = _SCANS.get(key)
+    if entry is None:
+        entry = _SCANS[key] = [
+            _compute_stats(source_path, target_path, vocabulary, config, num_shards),
+            False,
+        ]
+    stats: CorpusStats = entry[0]
+    if log and not entry[1]:
+        entry[1] = True
+        # A warning when pairs were skipped (nothing is dropped silently), else info.
+        logger.log(logging.WARNING if stats.skipped else logging.INFO, "%s", stats.summary())
+    return stats
+
+
+def _compute_stats(
+    source_path: str | os.PathLike[str],
+    target_path: str | os.PathLike[str],
+    vocabulary: Vocabulary,
+    config: PipelineConfig,
+    num_shards: int,
+) -> CorpusStats:
+    corpus = ParallelCorpus(source_path, target_path)
+    pairs = corpus.validate()  # raises CorpusError naming file and line / both counts
+    buckets = config.buckets()
+
+    def count(index: tf.Tensor, lines: tuple[tf.Tensor, tf.Tensor]) -> tuple[tf.Tensor, ...]:
+        source = vocabulary.source.tokenize(lines[0]).row_lengths()  # [n] pieces
+        target = vocabulary.target.tokenize(lines[1]).row_lengths()  # [n] pieces
+        reason = _classify(source, target, config)  # [n]
+        bucket = _bucket_of(source, target, config)  # [n]
+        return reason, bucket, index % num_shards, source + 1, target + 1
+
+    dataset = corpus.text_dataset().enumerate().batch(max(config.tokenize_batch_size, 4096))
+    dataset = dataset.map(count, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
+    reasons = np.zeros(3, np.int64)
+    per_bucket = np.zeros((num_shards, len(buckets)), np.int64)
+    tokens = np.zeros(2, np.int64)
+    for reason, bucket, shard, source_len, target_len in dataset.as_numpy_iterator():
+        reasons += np.bincount(reason, minlength=3)
+        kept = reason == KEPT
+        np.add.at(per_bucket, (shard[kept], bucket[kept]), 1)
+        tokens += (source_len[kept].sum(), target_len[kept].sum())
+    if int(reasons.sum()) != pairs:  # pragma: no cover - would mean TF and Python disagree
+        raise RuntimeError(f"scanned {int(reasons.sum())} pairs, but the files have {pairs} lines")
+    sizes = np.array([b.batch_size for b in buckets], np.int64)
+    remainder = (per_bucket % sizes).sum(axis=1) if config.static_shapes else np.zeros(num_shards)
+    return CorpusStats(
+        source_path=str(source_path),
+        target_path=str(target_path),
+        pairs=pairs,
+        kept=int(reasons[KEPT]),
+        empty=int(reasons[EMPTY]),
+        too_long=int(reasons[TOO_LONG]),
+        max_source_length=config.max_source_length,
+        max_target_length=config.max_target_length,
+        source_tokens=int(tokens[0]),
+        target_tokens=int(tokens[1]),
+        bucket_counts=tuple(int(c) for c in per_bucket.sum(axis=0)),
+        num_shards=num_shards,
+        kept_per_shard=tuple(int(c) for c in per_bucket.sum(axis=1)),
+        static_remainder=tuple(int(r) for r in remainder),
+    )

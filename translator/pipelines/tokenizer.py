@@ -1,0 +1,156 @@
+"""`SentencePieceTokenizer`: one SentencePiece model, usable in-graph and from Python.
+
+In-graph (`tokenize`, `detokenize`) it runs `tensorflow_text.SentencepieceTokenizer`, so
+it works inside `tf.data` maps, `tf.function`s and exported SavedModels (it is a
+`tf.Module`: attach it to the exported module and its model resource is tracked and
+saved). From Python (`encode`, `decode`) it runs the `sentencepiece` package on the
+same model bytes; both give the same ids (tested).
+
+Ids follow `translator.pipelines.vocab`: PAD=0, UNK=1, BOS=2, EOS=3. Neither `tokenize`
+nor `encode` adds BOS or EOS; the dataset adds them where the model needs them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import sentencepiece as spm
+import tensorflow as tf
+import tensorflow_text as tf_text
+from tensorflow_text.python.ops import sentencepiece_tokenizer as sentencepiece_ops
+
+from translator.pipelines.vocab import BOS_ID, EOS_ID, PAD_ID
+
+
+class _SharedModelResource(sentencepiece_ops._SentencepieceModelResource):
+    """tensorflow_text's SentencePiece model resource, under a process-wide shared name.
+
+    tensorflow_text creates the resource private to the kernel that made it. Then
+    `tf.random.set_seed` (so `keras.utils.set_random_seed`), which clears TensorFlow's
+    eager kernel cache, destroys it, and every tf.function or tf.data pipeline that
+    captured it fails with NotFoundError; and each new tf.data iterator parses the model
+    again. With a shared name the resource lives in the device's resource manager for
+    the life of the process: lookups survive cache clears and reuse the parsed model.
+    The name holds the model's sha256, so equal names always mean equal models.
+    """
+
+    def __init__(self, model: bytes, shared_name: str) -> None:
+        self._shared_name = shared_name
+        super().__init__(model, None)
+
+    def _create_resource(self) -> tf.Tensor:
+        with tf.name_scope("SentencepieceModel"):
+            return sentencepiece_ops.gen_sentencepiece_tokenizer.sentencepiece_op(
+                model=self._model, shared_name=self._shared_name
+            )
+
+
+class SentencePieceTokenizer(tf.Module):
+    """Tokenizes text to int32 ids and back with one SentencePiece model.
+
+    Args:
+        model_proto: The serialized SentencePiece model (the bytes of a `.model` file).
+        name: Name of the `tf.Module`.
+    """
+
+    def __init__(self, model_proto: bytes, name: str | None = None) -> None:
+        super().__init__(name=name)
+        self._model_proto = bytes(model_proto)
+        self._processor = spm.SentencePieceProcessor(model_proto=self._model_proto)
+        # No BOS/EOS here: tokenize() returns the pieces only; the dataset adds specials.
+        self._tokenizer = tf_text.SentencepieceTokenizer(
+            model=self._model_proto, out_type=tf.int32, add_bos=False, add_eos=False
+        )
+        shared_name = f"translator_sentencepiece_{self.sha256}"
+        self._tokenizer._model_resource = _SharedModelResource(self._model_proto, shared_name)
+
+    @classmethod
+    def from_file(
+        cls, path: str | os.PathLike[str], name: str | None = None
+    ) -> SentencePieceTokenizer:
+        """Loads a `.model` file."""
+        with open(path, "rb") as file:
+            return cls(file.read(), name=name)
+
+    @property
+    def model_proto(self) -> bytes:
+        """The serialized model: write it as a SavedModel asset to rebuild the tokenizer."""
+        return self._model_proto
+
+    @property
+    def sha256(self) -> str:
+        """Hex sha256 of `model_proto`: identifies the vocabulary."""
+        return hashlib.sha256(self._model_proto).hexdigest()
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of ids, specials included (ids are 0 .. vocab_size - 1)."""
+        return self._processor.get_piece_size()
+
+    def id_to_piece(self, token_id: int) -> str:
+        """The piece string of one id (e.g. `"▁Haus"`, `"<0xC3>"`, `"</s>"`)."""
+        return self._processor.id_to_piece(token_id)
+
+    def piece_to_id(self, piece: str) -> int:
+        """The id of a piece string (UNK_ID for an unknown piece)."""
+        return self._processor.piece_to_id(piece)
+
+    def tokenize(self, texts: Any) -> tf.RaggedTensor:
+        """Tokenizes in-graph.
+
+        Args:
+            texts: tf.string `[batch]` (or anything convertible): UTF-8 sentences.
+
+        Returns:
+            int32 RaggedTensor `[batch, (pieces)]`, without BOS or EOS.
+        """
+        texts = tf.convert_to_tensor(texts, dtype=tf.string)  # [batch]
+        return self._tokenizer.tokenize(texts)  # [batch, (pieces)] int32
+
+    def detokenize(self, ids: Any) -> tf.Tensor:
+        """Turns ids back into text in-graph, stopping at the first EOS.
+
+        Every id from the first EOS on is ignored (so decoder output that continues after
+        EOS is cut there), and PAD and BOS are removed wherever they are.
+
+        Args:
+            ids: Integer ids `[batch, length]`, dense (padded with PAD) or ragged.
+
+        Returns:
+            tf.string `[batch]`.
+        """
+        if isinstance(ids, tf.RaggedTensor):
+            ids = ids.to_tensor(default_value=PAD_ID)  # [batch, length]
+        ids = tf.cast(tf.convert_to_tensor(ids), tf.int32)  # [batch, length]
+        # True at and after the first EOS of each row.
+        after_eos = tf.cumsum(tf.cast(tf.equal(ids, EOS_ID), tf.int32), axis=-1) > 0  # [b, l]
+        keep = ~after_eos & tf.not_equal(ids, PAD_ID) & tf.not_equal(ids, BOS_ID)  # [b, l]
+        pieces = tf.ragged.boolean_mask(ids, keep)  # [batch, (kept)]
+        return self._tokenizer.detokenize(pieces)  # [batch]
+
+    def encode(self, texts: Sequence[str]) -> list[list[int]]:
+        """Tokenizes from Python with the `sentencepiece` package (same ids as `tokenize`)."""
+        return self._processor.encode(list(texts), out_type=int)
+
+    def decode(self, ids: Sequence[Sequence[int]]) -> list[str]:
+        """Python counterpart of `detokenize`: stops at EOS, drops PAD and BOS."""
+        rows = []
+        for row in ids:
+            row = [int(i) for i in row]
+            if EOS_ID in row:
+                row = row[: row.index(EOS_ID)]
+            rows.append([i for i in row if i not in (PAD_ID, BOS_ID)])
+        return [self._processor.decode(row) for row in rows]
+
+    def normalize(self, text: str) -> str:
+        """The text as the model sees it after normalization, in plain spaces.
+
+        With byte fallback (the default of `build_vocabulary`), `decode(encode(text)) ==
+        normalize(text)` for every text; where that differs from `text`, normalization
+        (not a bug) changed it. With the identity rule used here, only spaces change:
+        leading, trailing and repeated spaces are removed.
+        """
+        return self._processor.normalize(text).replace("\u2581", " ").lstrip(" ")

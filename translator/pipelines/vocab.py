@@ -1,0 +1,471 @@
+"""Vocabularies: training SentencePiece models, writing and loading vocabulary directories.
+
+Special ids (every model trained here has them; `load_vocabulary` checks it):
+
+    PAD_ID = 0   padding; the model masks it out and the loss ignores it
+    UNK_ID = 1   unknown piece (rare: byte fallback spells unseen characters as bytes)
+    BOS_ID = 2   begins the decoder input
+    EOS_ID = 3   ends source sequences and labels
+
+A vocabulary directory, as written by `build_vocabulary` (`translator build-vocab`):
+
+    vocab.json            metadata: model type, size, joint, sha256 of each .model file,
+                          the training settings; written last, so its presence means the
+                          directory is complete
+    spm.model, spm.vocab  joint vocabulary (source and target share one model), or
+    source.model, source.vocab, target.model, target.vocab   separate vocabularies
+
+`.vocab` files list `piece<TAB>score` per id, for people; the `.model` files are what is
+loaded.
+
+This module imports neither TensorFlow nor tensorflow_text at import time, so
+`translator build-vocab` starts fast; `load_vocabulary` imports them to build tokenizers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import itertools
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from translator.pipelines.errors import CorpusError, VocabularyError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from translator.pipelines.tokenizer import SentencePieceTokenizer
+
+PAD_ID = 0
+UNK_ID = 1
+BOS_ID = 2
+EOS_ID = 3
+PAD_PIECE = "<pad>"
+UNK_PIECE = "<unk>"
+BOS_PIECE = "<s>"
+EOS_PIECE = "</s>"
+
+METADATA_FILE = "vocab.json"
+METADATA_FORMAT = 1
+MODEL_TYPES: tuple[str, ...] = ("unigram", "bpe")
+
+# Defaults of `train_sentencepiece`, fixed (not derived from the machine) because the
+# trained model depends on them: same input + same settings = byte-identical model.
+DEFAULT_SEED = 1234
+# SentencePiece's unigram trainer gives different pieces with different thread counts,
+# so the count is a setting, not `os.cpu_count()`.
+DEFAULT_NUM_THREADS = 4
+# SentencePiece holds its training sentences in memory; above this many it draws a
+# seeded random sample, so a corpus larger than memory still trains.
+DEFAULT_MAX_SENTENCES = 5_000_000
+# SentencePiece's default: the rarest 0.05% of characters get no piece of their own and,
+# with byte fallback, are spelled as UTF-8 bytes.
+DEFAULT_CHARACTER_COVERAGE = 0.9995
+
+
+def train_sentencepiece(
+    sentences: Iterable[str],
+    *,
+    vocab_size: int,
+    model_type: str = "unigram",
+    character_coverage: float = DEFAULT_CHARACTER_COVERAGE,
+    byte_fallback: bool = True,
+    max_sentences: int = DEFAULT_MAX_SENTENCES,
+    seed: int = DEFAULT_SEED,
+    num_threads: int = DEFAULT_NUM_THREADS,
+) -> bytes:
+    """Trains one SentencePiece model from streamed sentences.
+
+    Settings, and why:
+
+    * Special ids PAD=0, UNK=1, BOS=2, EOS=3 (pieces `<pad>`, `<unk>`, `<s>`, `</s>`):
+      padding is id 0 so zero-filled tensors are padding.
+    * `normalization_rule_name="identity"` instead of SentencePiece's default `nmt_nfkc`:
+      NFKC rewrites characters (ligatures, full-width forms, superscripts, `…` to `...`),
+      so detokenized output would differ from the reference text BLEU is scored against.
+      Corpora are normally NFC already, which identity keeps. Only whitespace is still
+      normalized (`remove_extra_whitespaces`): leading, trailing and repeated spaces are
+      dropped, which is the one expected difference in `detokenize(tokenize(line))`.
+    * `byte_fallback=True`: characters without a piece become UTF-8 byte pieces instead of
+      UNK, so any text round-trips (256 ids of the vocabulary go to the bytes).
+    * Determinism: fixed seed, fixed thread count, and sampling (`input_sentence_size`)
+      only when there are more than `max_sentences` sentences; then the sample is drawn
+      with the seed. The same sentences in the same order give a byte-identical model.
+
+    Args:
+        sentences: Training text, one sentence per item, streamed (an iterator is fine;
+            empty strings are ignored by SentencePiece).
+        vocab_size: Number of ids including the four specials (and 256 bytes if
+            `byte_fallback`).
+        model_type: "unigram" (Kudo 2018, SentencePiece's default) or "bpe".
+        character_coverage: Fraction of characters that get their own piece.
+        byte_fallback: Spell pieceless characters as bytes instead of UNK.
+        max_sentences: Train on a seeded sample of this many sentences at most.
+        seed: Seed of SentencePiece's random generator (used by the sampling).
+        num_threads: Trainer threads; part of the settings (changes the model).
+
+    Returns:
+        The serialized model (the bytes of a `.model` file).
+
+    Raises:
+        VocabularyError: for invalid settings, or when SentencePiece cannot reach the
+            vocabulary size on this data (the message says what to change).
+        CorpusError: from `sentences`, when it reads a broken file.
+    """
+    if model_type not in MODEL_TYPES:
+        raise VocabularyError(f"model type must be one of {MODEL_TYPES}, got {model_type!r}")
+    minimum = 4 + (256 if byte_fallback else 0) + 1
+    if vocab_size < minimum:
+        raise VocabularyError(
+            f"vocab size {vocab_size} is too small: the specials"
+            f"{' and the 256 byte pieces' if byte_fallback else ''} alone take {minimum - 1}"
+        )
+    import sentencepiece as spm
+
+    # The iterator is consumed inside SentencePiece's C++ code; an exception raised there
+    # would surface as a generic error, so keep ours and re-raise it after.
+    failure: list[BaseException] = []
+
+    def guarded(items: Iterable[str]) -> Iterator[str]:
+        try:
+            yield from items
+        except Exception as error:
+            failure.append(error)
+            raise
+
+    spm.set_random_generator_seed(seed)
+    model = io.BytesIO()
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=guarded(sentences),
+            model_writer=model,
+            model_type=model_type,
+            vocab_size=vocab_size,
+            character_coverage=character_coverage,
+            byte_fallback=byte_fallback,
+            normalization_rule_name="identity",
+            remove_extra_whitespaces=True,
+            pad_id=PAD_ID,
+            unk_id=UNK_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            pad_piece=PAD_PIECE,
+            unk_piece=UNK_PIECE,
+            bos_piece=BOS_PIECE,
+            eos_piece=EOS_PIECE,
+            input_sentence_size=max_sentences,
+            shuffle_input_sentence=True,
+            num_threads=num_threads,
+            minloglevel=2,  # errors only; SentencePiece's INFO log is thousands of lines
+        )
+    except Exception as error:
+        if failure:
+            raise failure[0] from None
+        message = str(error)
+        if "Vocabulary size too high" in message or "vocab_size" in message:
+            message += " (lower --vocab-size, or train on more text)"
+        raise VocabularyError(f"SentencePiece training failed: {message}") from error
+    return model.getvalue()
+
+
+@dataclasses.dataclass(frozen=True)
+class VocabularyMetadata:
+    """What `vocab.json` records about a vocabulary directory."""
+
+    # "unigram" or "bpe".
+    model_type: str
+    # Ids per model, specials included (both models have this size when separate).
+    vocab_size: int
+    # One model shared by source and target.
+    joint: bool
+    # File names (inside the directory) of the source and target models; equal if joint.
+    source_model: str
+    target_model: str
+    # Hex sha256 of those files; checked by `load_vocabulary`.
+    source_sha256: str
+    target_sha256: str
+    # The training settings and inputs (for the record; not needed to load).
+    training: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def to_json(self) -> str:
+        """The `vocab.json` text."""
+        data = {
+            "format": METADATA_FORMAT,
+            "model_type": self.model_type,
+            "vocab_size": self.vocab_size,
+            "joint": self.joint,
+            "special_ids": {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID},
+            "models": {
+                "source": {"file": self.source_model, "sha256": self.source_sha256},
+                "target": {"file": self.target_model, "sha256": self.target_sha256},
+            },
+            "training": self.training,
+        }
+        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, *, origin: str = METADATA_FILE) -> VocabularyMetadata:
+        """Parses `vocab.json` text; `origin` names the file in errors."""
+        try:
+            data = json.loads(text)
+            if data.get("format") != METADATA_FORMAT:
+                raise VocabularyError(
+                    f"{origin}: unsupported format {data.get('format')!r} "
+                    f"(expected {METADATA_FORMAT})"
+                )
+            specials = {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID}
+            if data["special_ids"] != specials:
+                raise VocabularyError(f"{origin}: special ids {data['special_ids']} != {specials}")
+            return cls(
+                model_type=data["model_type"],
+                vocab_size=int(data["vocab_size"]),
+                joint=bool(data["joint"]),
+                source_model=data["models"]["source"]["file"],
+                target_model=data["models"]["target"]["file"],
+                source_sha256=data["models"]["source"]["sha256"],
+                target_sha256=data["models"]["target"]["sha256"],
+                training=dict(data.get("training", {})),
+            )
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            if isinstance(error, VocabularyError):
+                raise
+            raise VocabularyError(
+                f"{origin}: not a valid vocabulary metadata file ({error!r})"
+            ) from error
+
+
+@dataclasses.dataclass(frozen=True)
+class Vocabulary:
+    """Source and target tokenizers of a vocabulary directory (`load_vocabulary`)."""
+
+    # Tokenizer of source sentences.
+    source: SentencePieceTokenizer
+    # Tokenizer of target sentences; the same object as `source` when joint.
+    target: SentencePieceTokenizer
+    # The contents of vocab.json.
+    metadata: VocabularyMetadata
+    # Where it was loaded from.
+    directory: Path
+
+    @property
+    def joint(self) -> bool:
+        """True when source and target share one model."""
+        return self.metadata.joint
+
+    @property
+    def source_vocab_size(self) -> int:
+        """Ids of the source model (for `TransformerConfig.source_vocab_size`)."""
+        return self.source.vocab_size
+
+    @property
+    def target_vocab_size(self) -> int:
+        """Ids of the target model (for `TransformerConfig.target_vocab_size`)."""
+        return self.target.vocab_size
+
+
+def sha256_bytes(data: bytes) -> str:
+    """Hex sha256 of `data`."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def _sentences(paths: Sequence[str | os.PathLike[str]]) -> Iterator[str]:
+    from translator.pipelines.corpus import iter_lines
+
+    return itertools.chain.from_iterable(iter_lines(path) for path in paths)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    # A crash mid-write leaves the old file or none, never half a model.
+    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(data)
+        # mkstemp makes the file private (0600); give it the permissions open() would.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temp, 0o666 & ~umask)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def _vocab_listing(model_proto: bytes) -> bytes:
+    import sentencepiece as spm
+
+    processor = spm.SentencePieceProcessor(model_proto=model_proto)
+    lines = (
+        f"{processor.id_to_piece(i)}\t{processor.get_score(i):g}\n"
+        for i in range(processor.get_piece_size())
+    )
+    return "".join(lines).encode("utf-8")
+
+
+def build_vocabulary(
+    source_files: Sequence[str | os.PathLike[str]],
+    target_files: Sequence[str | os.PathLike[str]],
+    out_dir: str | os.PathLike[str],
+    *,
+    vocab_size: int,
+    model_type: str = "unigram",
+    joint: bool = True,
+    character_coverage: float = DEFAULT_CHARACTER_COVERAGE,
+    byte_fallback: bool = True,
+    max_sentences: int = DEFAULT_MAX_SENTENCES,
+    seed: int = DEFAULT_SEED,
+    num_threads: int = DEFAULT_NUM_THREADS,
+    overwrite: bool = False,
+) -> VocabularyMetadata:
+    """Trains SentencePiece model(s) and writes a vocabulary directory.
+
+    Files are streamed (never loaded whole; see `train_sentencepiece` for the sampling
+    of very large corpora). Joint: one model trained on all source then all target
+    lines, `vocab_size` ids shared. Separate: one model per side, `vocab_size` ids each.
+
+    Args:
+        source_files: Source-language text files (plain or gzip), one sentence a line.
+        target_files: Target-language text files.
+        out_dir: Directory to write (created if needed).
+        vocab_size: Ids per model, specials included.
+        model_type: "unigram" or "bpe".
+        joint: One shared model (True) or one per side (False).
+        character_coverage: See `train_sentencepiece`.
+        byte_fallback: See `train_sentencepiece`.
+        max_sentences: See `train_sentencepiece` (per model).
+        seed: See `train_sentencepiece`.
+        num_threads: See `train_sentencepiece`.
+        overwrite: Replace an existing vocabulary in `out_dir`.
+
+    Returns:
+        The metadata written to `out_dir/vocab.json`.
+
+    Raises:
+        VocabularyError: bad settings, an existing vocabulary without `overwrite`, or
+            SentencePiece failing.
+        CorpusError: an input file missing or not UTF-8 (naming file and line).
+    """
+    out = Path(out_dir)
+    if (out / METADATA_FILE).exists() and not overwrite:
+        raise VocabularyError(
+            f"{out} already holds a vocabulary ({METADATA_FILE}); "
+            "pass overwrite=True (--overwrite) to replace it"
+        )
+    if not source_files or not target_files:
+        raise VocabularyError("build_vocabulary needs at least one source and one target file")
+    for path in [*source_files, *target_files]:
+        if not Path(path).is_file():
+            raise CorpusError(f"{path}: no such file")
+    settings = dict(
+        vocab_size=vocab_size,
+        model_type=model_type,
+        character_coverage=character_coverage,
+        byte_fallback=byte_fallback,
+        max_sentences=max_sentences,
+        seed=seed,
+        num_threads=num_threads,
+    )
+    if joint:
+        model = train_sentencepiece(_sentences([*source_files, *target_files]), **settings)
+        models = {"spm": model}
+        names = ("spm.model", "spm.model")
+    else:
+        source = train_sentencepiece(_sentences(source_files), **settings)
+        target = train_sentencepiece(_sentences(target_files), **settings)
+        models = {"source": source, "target": target}
+        names = ("source.model", "target.model")
+    out.mkdir(parents=True, exist_ok=True)
+    stale = out / METADATA_FILE
+    stale.unlink(missing_ok=True)  # the directory is incomplete until metadata is rewritten
+    for stem, proto in models.items():
+        _write_atomic(out / f"{stem}.model", proto)
+        _write_atomic(out / f"{stem}.vocab", _vocab_listing(proto))
+    import sentencepiece as spm
+
+    metadata = VocabularyMetadata(
+        model_type=model_type,
+        vocab_size=vocab_size,
+        joint=joint,
+        source_model=names[0],
+        target_model=names[1],
+        source_sha256=sha256_bytes(models["spm" if joint else "source"]),
+        target_sha256=sha256_bytes(models["spm" if joint else "target"]),
+        training={
+            **settings,
+            "normalization_rule_name": "identity",
+            "remove_extra_whitespaces": True,
+            "sentencepiece_version": spm.__version__,
+            "source_files": [str(p) for p in source_files],
+            "target_files": [str(p) for p in target_files],
+        },
+    )
+    _write_atomic(out / METADATA_FILE, metadata.to_json().encode("utf-8"))
+    return metadata
+
+
+def load_vocabulary(directory: str | os.PathLike[str]) -> Vocabulary:
+    """Loads a vocabulary directory written by `build_vocabulary`.
+
+    Checks that each model file matches the sha256 in `vocab.json` and has the special
+    ids PAD=0, UNK=1, BOS=2, EOS=3.
+
+    Args:
+        directory: The directory (`translator build-vocab --out`).
+
+    Returns:
+        A `Vocabulary`; when joint, `.source` and `.target` are the same tokenizer object.
+
+    Raises:
+        VocabularyError: naming the missing, altered or invalid file.
+    """
+    from translator.pipelines.tokenizer import SentencePieceTokenizer
+
+    root = Path(directory)
+    meta_path = root / METADATA_FILE
+    if not meta_path.is_file():
+        raise VocabularyError(
+            f"{root} is not a vocabulary directory (no {METADATA_FILE}); build one with "
+            "`translator build-vocab`"
+        )
+    metadata = VocabularyMetadata.from_json(meta_path.read_text("utf-8"), origin=str(meta_path))
+
+    def load(name: str, sha256: str, role: str) -> SentencePieceTokenizer:
+        path = root / name
+        try:
+            proto = path.read_bytes()
+        except OSError as error:
+            raise VocabularyError(
+                f"{path}: cannot read the {role} model: {error.strerror}"
+            ) from error
+        if sha256_bytes(proto) != sha256:
+            raise VocabularyError(
+                f"{path}: sha256 {sha256_bytes(proto)} differs from {sha256} in {meta_path}; "
+                "the model file was changed after the vocabulary was built"
+            )
+        try:
+            tokenizer = SentencePieceTokenizer(proto, name=f"{role}_tokenizer")
+            size = tokenizer.vocab_size
+        except Exception as error:
+            raise VocabularyError(f"{path}: not a SentencePiece model ({error})") from error
+        processor = tokenizer._processor
+        found = (processor.pad_id(), processor.unk_id(), processor.bos_id(), processor.eos_id())
+        if found != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
+            raise VocabularyError(
+                f"{path}: special ids (pad, unk, bos, eos) are {found}, expected "
+                f"{(PAD_ID, UNK_ID, BOS_ID, EOS_ID)}"
+            )
+        if size != metadata.vocab_size:
+            raise VocabularyError(f"{path}: {size} ids, but {meta_path} says {metadata.vocab_size}")
+        return tokenizer
+
+    source = load(
+        metadata.source_model, metadata.source_sha256, "joint" if metadata.joint else "source"
+    )
+    if metadata.joint:
+        target = source
+    else:
+        target = load(metadata.target_model, metadata.target_sha256, "target")
+    return Vocabulary(source=source, target=target, metadata=metadata, directory=root)
