@@ -1,0 +1,86 @@
+import pytest
+
+from training.cli import DEFAULT_CONFIG
+from training.config import ConfigError, RunConfig, dump_config, load_config
+
+
+def write(tmp_path, text):
+    path = tmp_path / "run.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_default_recipe_loads_and_round_trips(tmp_path):
+    config = load_config(DEFAULT_CONFIG)
+    assert config.model.preset == "small"
+    assert config.data.pipeline.batch_tokens == 4096
+    assert config.optimizer.beta_2 == 0.98 and config.optimizer.epsilon == 1e-9
+    assert config.optimizer.label_smoothing == 0.1
+    out = tmp_path / "again.yaml"
+    dump_config(config, out)
+    assert load_config(out) == config
+
+
+def test_overrides_are_typed_and_nested(tmp_path):
+    config = load_config(
+        DEFAULT_CONFIG,
+        [
+            "optimizer.warmup_steps=123",
+            "train.max_minutes=2.5",
+            "data.pipeline.batch_tokens=1024",
+            "model.overrides.position_encoding=rotary",
+            "eval.bleu=false",
+        ],
+    )
+    assert config.optimizer.warmup_steps == 123
+    assert config.train.max_minutes == 2.5
+    assert config.data.pipeline.batch_tokens == 1024
+    assert config.model.overrides["position_encoding"] == "rotary"
+    assert config.eval.bleu is False
+    assert config.model.transformer_config(100, 100).position_encoding == "rotary"
+
+
+@pytest.mark.parametrize(
+    ("text", "overrides", "message"),
+    [
+        (
+            "optimizer: {warmpu_steps: 10}",
+            [],
+            r"optimizer\.warmpu_steps: unknown key; did you mean 'warmup_steps'",
+        ),
+        ("trian: {}", [], r"trian: unknown key"),
+        (
+            "optimizer: {warmup_steps: ten}",
+            [],
+            r"optimizer\.warmup_steps: expected an integer, got 'ten'",
+        ),
+        ("train: {strategy: gpu}", [], r"train\.strategy: must be one of auto, one_device"),
+        ("data: {pipeline: {batch_tokens: 0}}", [], r"data\.pipeline: .*batch_tokens must be >= 1"),
+        (
+            "",
+            ["data.pipeline.bucket_widht=8"],
+            r"data\.pipeline\.bucket_widht: unknown key; did you mean 'bucket_width'",
+        ),
+        ("", ["eval.every_steps"], r"--set expects key=value"),
+        ("- a\n- b", [], r"top level must be a mapping"),
+    ],
+)
+def test_errors_name_the_offending_key(tmp_path, text, overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(write(tmp_path, text), overrides)
+
+
+def test_bad_model_override_is_named_when_building_the_model():
+    config = load_config(None, ["model.overrides.num_haeds=4"])
+    with pytest.raises(ValueError, match="num_haeds"):
+        config.model.transformer_config(100, 100)
+
+
+def test_missing_file_is_named(tmp_path):
+    with pytest.raises(ConfigError, match=r"config file not found: .*nope\.yaml"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_defaults_are_the_paper_optimizer():
+    config = RunConfig()
+    assert (config.optimizer.beta_1, config.optimizer.beta_2) == (0.9, 0.98)

@@ -1,0 +1,203 @@
+"""Whole training runs through `training.run.train` on the synthetic copy task."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.training.conftest import replace, tiny_run_config
+from training.config import ConfigError, dump_config
+from training.run import TrainingError, train
+from translator.artifacts import load_model_dir
+
+SCRIPT = Path(__file__).parent / "scripts" / "train_run.py"
+
+
+def _env():
+    return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(Path(__file__).parents[2])}
+
+
+def test_run_directory_layout_and_final_model(copy_task, tmp_path):
+    config = tiny_run_config(
+        copy_task, train={"max_steps": 20}, checkpoint={"every_steps": 5, "keep_last": 2}
+    )
+    result = train(config, tmp_path / "run", verbose=0)
+    run = tmp_path / "run"
+    assert result.steps == 20 and result.stop_reason == "reached max_steps (20)"
+    assert (run / "config.yaml").is_file() and (run / "vocab" / "vocab.json").is_file()
+    checkpoints = sorted(p.name for p in (run / "checkpoints").glob("ckpt-*.index"))
+    assert checkpoints == ["ckpt-15.index", "ckpt-20.index"]  # keep_last 2
+    assert any((run / "logs").rglob("events.out.tfevents.*"))
+    loaded = load_model_dir(run)  # a run directory resolves to its final model
+    source = np.array([[5, 6, 7, 3]], "int32")
+    target = np.array([[2, 5, 6, 7]], "int32")
+    np.testing.assert_allclose(
+        loaded.model((source, target)), result.model((source, target)), atol=1e-6
+    )
+    assert loaded.metadata["step"] == 20
+
+
+def test_errors_before_training_name_the_key(copy_task, tmp_path):
+    config = tiny_run_config(copy_task)
+    with pytest.raises(ConfigError, match=r"data\.train_source: file not found: .*missing\.src"):
+        train(replace(config, "data", train_source=str(tmp_path / "missing.src")), tmp_path / "a")
+    with pytest.raises(ConfigError, match=r"data\.vocabulary: directory not found"):
+        train(replace(config, "data", vocabulary=str(tmp_path / "novocab")), tmp_path / "b")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()  # nothing started
+
+
+def test_resuming_with_another_vocabulary_is_refused(copy_task, tmp_path):
+    from translator.pipelines.vocab import build_vocabulary
+
+    config = tiny_run_config(copy_task, train={"max_steps": 2})
+    train(config, tmp_path / "run", verbose=0)
+    other = tmp_path / "other_vocab"
+    build_vocabulary(
+        [copy_task["train"][0]], [copy_task["train"][1]], other, vocab_size=30, byte_fallback=False
+    )
+    with pytest.raises(ConfigError, match="differs from the vocabulary of the run being resumed"):
+        train(replace(config, "data", vocabulary=str(other)), tmp_path / "run")
+
+
+def test_nan_loss_stops_naming_the_step_and_keeps_the_last_good_checkpoint(
+    copy_task, tmp_path, monkeypatch
+):
+    import training.trainer as trainer_module
+
+    real_loss, real_cross_entropy = (
+        trainer_module.TranslationTrainer._loss,
+        trainer_module.masked_cross_entropy,
+    )
+    poison = {}
+
+    def poisoned_loss(self, features, labels, training):
+        # From the 7th update on, the cross-entropy is NaN, as a diverging run's would be.
+        poison["value"] = tf.where(self.optimizer.iterations >= 6, float("nan"), 0.0)
+        return real_loss(self, features, labels, training)
+
+    def poisoned_cross_entropy(labels, logits, label_smoothing=0.0):
+        total, count = real_cross_entropy(labels, logits, label_smoothing)
+        return total + poison["value"], count
+
+    monkeypatch.setattr(trainer_module.TranslationTrainer, "_loss", poisoned_loss)
+    monkeypatch.setattr(trainer_module, "masked_cross_entropy", poisoned_cross_entropy)
+    config = tiny_run_config(copy_task, train={"max_steps": 20}, checkpoint={"every_steps": 5})
+    with pytest.raises(TrainingError, match=r"NaN at step 7.*ckpt-5"):
+        train(config, tmp_path / "run", verbose=0)
+    assert tf.train.latest_checkpoint(str(tmp_path / "run" / "checkpoints")).endswith("ckpt-5")
+    reader = tf.train.load_checkpoint(str(tmp_path / "run" / "checkpoints" / "ckpt-5"))
+    for name in reader.get_variable_to_shape_map():
+        value = reader.get_tensor(name)
+        if np.issubdtype(np.asarray(value).dtype, np.floating):
+            assert np.all(np.isfinite(value)), name
+    assert not (tmp_path / "run" / "model").exists()  # no final model from a broken run
+
+
+def test_resume_after_sigkill_matches_an_uninterrupted_run(copy_task, tmp_path):
+    """SIGKILL mid-training, restart: same final weights as a run never interrupted."""
+    config = tiny_run_config(
+        copy_task,
+        model={"preset": "tiny", "overrides": {"dropout": 0.1}},  # RNG state must resume too
+        train={"max_steps": 60},
+        checkpoint={"every_steps": 10, "keep_last": 10},
+    )
+    config_path = tmp_path / "config.yaml"
+    dump_config(config, config_path)
+
+    straight = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            str(config_path),
+            str(tmp_path / "straight"),
+            str(tmp_path / "a.npz"),
+        ],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert straight.returncode == 0, straight.stderr[-3000:]
+
+    killed_dir = tmp_path / "killed"
+    process = subprocess.Popen(
+        [sys.executable, str(SCRIPT), str(config_path), str(killed_dir), str(tmp_path / "x.npz")],
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 300
+    while not (killed_dir / "checkpoints" / "ckpt-30.index").exists():
+        assert process.poll() is None, "finished before it could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    latest = tf.train.latest_checkpoint(str(killed_dir / "checkpoints"))
+    assert latest is not None and int(latest.rsplit("-", 1)[1]) in range(30, 60)
+    assert not (killed_dir / "model").exists()
+
+    resumed = subprocess.run(
+        [sys.executable, str(SCRIPT), str(config_path), str(killed_dir), str(tmp_path / "b.npz")],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "steps=60" in resumed.stdout
+    a, b = np.load(tmp_path / "a.npz"), np.load(tmp_path / "b.npz")
+    for key in a.files:
+        np.testing.assert_allclose(b[key], a[key], atol=1e-5, err_msg=key)
+
+
+def _free_ports(count):
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def test_multi_worker_two_processes_end_with_identical_weights(copy_task, tmp_path):
+    config = tiny_run_config(copy_task, train={"max_steps": 8, "strategy": "multi_worker"})
+    config_path = tmp_path / "config.yaml"
+    dump_config(config, config_path)
+    workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+    processes = []
+    for index in range(2):
+        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        processes.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    str(SCRIPT),
+                    str(config_path),
+                    str(tmp_path / "run"),
+                    str(tmp_path / f"w{index}.npz"),
+                ],
+                env={**_env(), "TF_CONFIG": json.dumps(tf_config)},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    outputs = [p.communicate(timeout=600) for p in processes]
+    for process, (out, err) in zip(processes, outputs, strict=True):
+        assert process.returncode == 0, err[-3000:]
+        assert "steps=8" in out
+    w0, w1 = np.load(tmp_path / "w0.npz"), np.load(tmp_path / "w1.npz")
+    for key in w0.files:
+        np.testing.assert_array_equal(w0[key], w1[key], err_msg=key)
+    assert (tmp_path / "run" / "model" / "model.keras").is_file()  # the chief wrote the model
+    assert not list((tmp_path / "run" / "checkpoints").glob(".scratch-*"))  # worker scratch removed

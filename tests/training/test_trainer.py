@@ -1,0 +1,86 @@
+import json
+import subprocess
+import sys
+
+import keras
+import numpy as np
+
+from training.trainer import TranslationTrainer
+from translator import Transformer, TransformerConfig
+
+SCRIPTS = __import__("pathlib").Path(__file__).parent / "scripts"
+
+
+def batch(pad=0, seed=0):
+    rng = np.random.default_rng(seed)
+    src = rng.integers(4, 30, (4, 6)).astype("int32")
+    lab = rng.integers(4, 30, (4, 5)).astype("int32")
+    lab[1, 3:] = 0
+    dec = np.concatenate([np.full((4, 1), 2, "int32"), lab[:, :-1]], axis=1)
+    dec[lab == 0] = 0
+    if pad:
+        src, dec, lab = (np.pad(a, [(0, 0), (0, pad)]) for a in (src, dec, lab))
+    return {"source_ids": src, "decoder_input_ids": dec}, lab
+
+
+def make_trainer(seed=5):
+    keras.utils.set_random_seed(seed)
+    model = Transformer(TransformerConfig.preset("tiny", vocab_size=30, dropout=0.0))
+    trainer = TranslationTrainer(model, label_smoothing=0.1)
+    # SGD: the update is linear in the gradient (Adam's 1/sqrt(v) would blow float noise
+    # on near-zero gradients up to full-size steps).
+    trainer.compile(optimizer=keras.optimizers.SGD(0.5))
+    return trainer, model
+
+
+def test_padding_changes_neither_loss_nor_update():
+    results = []
+    for pad in (0, 7):
+        trainer, model = make_trainer()
+        features, labels = batch(pad)
+        evaluated = trainer.evaluate(features, labels, batch_size=4, verbose=0, return_dict=True)
+        initial = model.get_weights()
+        trainer.fit(features, labels, batch_size=4, epochs=1, verbose=0, shuffle=False)
+        results.append((evaluated["loss"], evaluated["tokens"], model.get_weights()))
+    (loss_a, tokens_a, weights_a), (loss_b, tokens_b, weights_b) = results
+    assert tokens_a == tokens_b == 18
+    np.testing.assert_allclose(loss_a, loss_b, rtol=1e-6)
+    for a, b in zip(weights_a, weights_b, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    assert any(not np.allclose(a, b) for a, b in zip(weights_b, initial, strict=True))  # it updated
+
+
+def test_loss_is_the_token_mean_of_label_smoothed_cross_entropy():
+    trainer, model = make_trainer()
+    features, labels = batch()
+    logits = np.asarray(model(features), "float64")
+    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    real = labels != 0
+    nll = -np.take_along_axis(log_probs, labels[..., None], -1)[..., 0]
+    smoothed = 0.9 * nll + 0.1 * -log_probs.mean(-1)
+    result = trainer.evaluate(features, labels, batch_size=4, verbose=0, return_dict=True)
+    np.testing.assert_allclose(result["loss"], smoothed[real].mean(), rtol=1e-5)
+
+
+def test_mirrored_over_two_cpus_matches_one_device():
+    """Same global batches, split over 2 replicas: same losses and weights, with and
+    without global-norm clipping (replicas hold different token counts)."""
+    result = subprocess.run(
+        [sys.executable, str(SCRIPTS / "strategy_equivalence.py"), "0", "0.5"],
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    runs = json.loads(result.stdout.strip().splitlines()[-1])
+    for clip_norm in ("0.0", "0.5"):
+        one, mirrored = runs[clip_norm]["one_device"], runs[clip_norm]["mirrored"]
+        assert (one["replicas"], mirrored["replicas"]) == (1, 2)
+        assert len(one["losses"]) == len(mirrored["losses"]) == 6
+        np.testing.assert_allclose(mirrored["losses"], one["losses"], rtol=1e-5)
+        np.testing.assert_allclose(mirrored["weights"], one["weights"], atol=1e-5)
+        assert one["losses"][-1] < one["losses"][0]  # it trains
+    # Clipping at 0.5 binds: the runs with and without it differ.
+    assert not np.allclose(
+        runs["0.0"]["one_device"]["weights"], runs["0.5"]["one_device"]["weights"]
+    )

@@ -1,0 +1,162 @@
+"""Keras callbacks of a training run: budget, NaN guard, checkpoints, BLEU, throughput.
+
+The step counter is the optimizer's update count, not Keras' per-`fit` batch index, so
+everything stays right across a resume.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+
+import keras
+import sacrebleu
+
+from training.checkpoints import Checkpoints
+
+log = logging.getLogger(__name__)
+
+
+def _step(model) -> int:
+    return int(model.optimizer.iterations.numpy())
+
+
+class NanGuard(keras.callbacks.Callback):
+    """Stops training at the first non-finite loss and remembers the step.
+
+    The periodic checkpoints look at `failed_step` and stop saving, so the last good
+    checkpoint stays the newest one.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.failed_step: int | None = None
+
+    def on_train_batch_end(self, batch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(float(loss)):
+            self.failed_step = _step(self.model)
+            self.model.stop_training = True
+
+
+class Budget(keras.callbacks.Callback):
+    """Stops after `max_steps` updates or `max_minutes` of wall time (0 = no limit)."""
+
+    def __init__(self, max_steps: int, max_minutes: float = 0.0):
+        super().__init__()
+        self.max_steps = max_steps
+        self.max_seconds = max_minutes * 60.0
+        self.started = time.monotonic()
+        self.reason = ""
+
+    def on_train_batch_end(self, batch, logs=None):
+        if _step(self.model) >= self.max_steps:
+            self.reason = f"reached max_steps ({self.max_steps})"
+        elif self.max_seconds and time.monotonic() - self.started >= self.max_seconds:
+            self.reason = f"time budget of {self.max_seconds / 60:g} minutes used"
+        if self.reason:
+            self.model.stop_training = True
+
+
+class PeriodicCheckpoint(keras.callbacks.Callback):
+    """Saves every `every_steps` updates and at every epoch (validation) end."""
+
+    def __init__(self, checkpoints: Checkpoints, every_steps: int, nan_guard: NanGuard):
+        super().__init__()
+        self.checkpoints = checkpoints
+        self.every_steps = every_steps
+        self.nan_guard = nan_guard
+        self.last_saved = -1
+
+    def save(self) -> None:
+        """Saves unless this step is saved already or the loss went NaN."""
+        step = _step(self.model)
+        if self.nan_guard.failed_step is None and step != self.last_saved and step > 0:
+            path = self.checkpoints.save()
+            self.last_saved = step
+            log.info("saved %s", path)
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.every_steps and _step(self.model) % self.every_steps == 0:
+            self.save()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.save()
+
+
+class Throughput(keras.callbacks.Callback):
+    """Adds `tokens_per_second` (target tokens) and `learning_rate` to the epoch logs."""
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.started = time.monotonic()
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is None:
+            return
+        elapsed = max(time.monotonic() - self.started, 1e-9)
+        logs["tokens_per_second"] = float(logs.get("tokens", 0.0)) / elapsed
+        optimizer = self.model.optimizer
+        rate = optimizer.learning_rate
+        logs["learning_rate"] = float(rate.numpy() if hasattr(rate, "numpy") else rate)
+
+
+class BleuValidation(keras.callbacks.Callback):
+    """Translates the validation sources, scores them with sacreBLEU, keeps the best.
+
+    Adds `val_bleu` to the epoch logs (so TensorBoard and the progress bar show it),
+    calls `on_best(step, bleu)` when BLEU improves, and stops training after `patience`
+    validations without improvement (0 = never).
+
+    Args:
+        translate: Maps source sentences to detokenized translations.
+        sources: Validation source sentences.
+        references: Their reference translations.
+        on_best: Called with (step, bleu) on a new best, e.g. to save the model.
+        patience: Early-stopping patience in validations; 0 disables it.
+        nan_guard: Validation is skipped once the loss went NaN.
+    """
+
+    def __init__(
+        self,
+        translate: Callable[[Sequence[str]], list[str]],
+        sources: Sequence[str],
+        references: Sequence[str],
+        on_best: Callable[[int, float], None],
+        patience: int,
+        nan_guard: NanGuard,
+    ):
+        super().__init__()
+        self.translate = translate
+        self.sources = list(sources)
+        self.references = list(references)
+        self.on_best = on_best
+        self.patience = patience
+        self.nan_guard = nan_guard
+        self.best = -1.0
+        self.best_step = 0
+        self.since_best = 0
+        self.history: list[tuple[int, float]] = []
+        self.stopped_early = False
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.nan_guard.failed_step is not None:
+            return
+        started = time.monotonic()
+        hypotheses = self.translate(self.sources)
+        bleu = sacrebleu.corpus_bleu(hypotheses, [self.references]).score
+        step = _step(self.model)
+        self.history.append((step, bleu))
+        if logs is not None:
+            logs["val_bleu"] = bleu
+        log.info("step %d: validation BLEU %.2f (%.1fs)", step, bleu, time.monotonic() - started)
+        if bleu > self.best:
+            self.best, self.best_step, self.since_best = bleu, step, 0
+            self.on_best(step, bleu)
+        else:
+            self.since_best += 1
+            if self.patience and self.since_best >= self.patience:
+                log.info("early stopping: no BLEU gain in %d validations", self.patience)
+                self.stopped_early = True
+                self.model.stop_training = True

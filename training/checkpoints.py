@@ -1,0 +1,114 @@
+"""Checkpoints: periodic saves, resume, and weight averaging.
+
+Saves go through `tf.train.CheckpointManager`: the data files are written first and the
+`checkpoint` index file is replaced atomically afterwards, so a process killed at any
+moment (SIGKILL included) leaves the last complete checkpoint as the latest one; a
+partial write is never referenced and is overwritten by the next save of that step.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from training.strategy import is_chief
+
+log = logging.getLogger(__name__)
+
+
+class Checkpoints:
+    """The model and optimizer state of a run, saved under `directory`.
+
+    Under MultiWorkerMirroredStrategy every worker must take part in a save; the chief
+    writes to `directory` and the others to a scratch directory they delete afterwards
+    (TensorFlow's documented pattern).
+
+    Args:
+        directory: The run's checkpoint directory.
+        model: The `Transformer`.
+        optimizer: The Keras optimizer (its iteration counter is the step counter).
+        keep_last: How many recent checkpoints to keep.
+        strategy: The training strategy.
+    """
+
+    def __init__(self, directory: str | Path, model, optimizer, keep_last: int, strategy):
+        self.directory = Path(directory)
+        self.optimizer = optimizer
+        self.checkpoint = tf.train.Checkpoint(
+            model=model, optimizer=optimizer, random_states=random_states(model)
+        )
+        self.chief = is_chief(strategy)
+        resolver = getattr(strategy, "cluster_resolver", None)
+        task = f"{getattr(resolver, 'task_type', 'worker')}-{getattr(resolver, 'task_id', 0)}"
+        self.write_directory = self.directory if self.chief else self.directory / f".scratch-{task}"
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, str(self.write_directory), max_to_keep=max(keep_last, 1)
+        )
+
+    @property
+    def step(self) -> int:
+        """Optimizer updates so far."""
+        return int(self.optimizer.iterations.numpy())
+
+    def latest(self) -> str | None:
+        """Path prefix of the newest complete checkpoint, or None."""
+        return tf.train.latest_checkpoint(str(self.directory))
+
+    def restore_latest(self) -> int:
+        """Restores the newest checkpoint, if any; returns the step it was saved at."""
+        path = self.latest()
+        if path is None:
+            return 0
+        self.checkpoint.restore(path).assert_existing_objects_matched()
+        log.info("resumed from %s at step %d", path, self.step)
+        return self.step
+
+    def save(self) -> str:
+        """Saves the current state, numbered by step; returns its path prefix."""
+        path = self.manager.save(checkpoint_number=self.step)
+        if not self.chief:
+            shutil.rmtree(self.write_directory, ignore_errors=True)
+        return path
+
+    def all(self) -> list[str]:
+        """Path prefixes of the kept checkpoints, oldest first."""
+        state = tf.train.get_checkpoint_state(str(self.directory))
+        return list(state.all_model_checkpoint_paths) if state else []
+
+
+def random_states(model) -> list:
+    """The model's variables that are not weights: the dropout seed generators' states.
+
+    `tf.train.Checkpoint(model=...)` saves weights only; without these a resumed run would
+    draw other dropout masks than an uninterrupted one.
+    """
+    weights = {id(w) for w in model.weights}
+    return [v.value for v in model.variables if id(v) not in weights]
+
+
+def average_checkpoints(model, paths: list[str]) -> None:
+    """Sets `model`'s weights to the mean of its weights in the given checkpoints.
+
+    As in the paper (section 6.1), averaging the last checkpoints smooths the noise of the
+    final updates. Only the model is read; optimizer slots are ignored.
+
+    Args:
+        model: A built `Transformer` of the same configuration as the checkpoints.
+        paths: Checkpoint path prefixes (from `Checkpoints.all()`).
+
+    Raises:
+        ValueError: when `paths` is empty.
+    """
+    if not paths:
+        raise ValueError("no checkpoints to average")
+    total = None
+    reader = tf.train.Checkpoint(model=model)
+    for path in paths:
+        reader.read(path).expect_partial().assert_existing_objects_matched()
+        weights = [np.asarray(w, dtype=np.float64) for w in model.get_weights()]
+        total = weights if total is None else [t + w for t, w in zip(total, weights, strict=True)]
+    model.set_weights([t / len(paths) for t in total])

@@ -1,0 +1,277 @@
+"""The run config: one frozen, typed section per concern, loaded from YAML.
+
+`load_config(path, overrides=["optimizer.warmup_steps=4000"])` reads a YAML file,
+applies `--set key=value` overrides and validates every key and value, naming the
+offending key (`optimizer.warmpu_steps: unknown key; did you mean 'warmup_steps'?`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from translator.config import TransformerConfig
+from translator.pipelines.config import PipelineConfig
+
+Strategy = Literal["auto", "one_device", "mirrored", "multi_worker", "tpu"]
+Precision = Literal["auto", "float32", "mixed_bfloat16", "mixed_float16"]
+
+
+class ConfigError(ValueError):
+    """A config key or value is wrong; the message names it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSection:
+    """Which Transformer to train."""
+
+    # A `TransformerConfig` preset: tiny, small, base or big.
+    preset: str = "small"
+    # Any `TransformerConfig` field, e.g. {num_encoder_layers: 4, position_encoding: rotary}.
+    # Vocabulary sizes come from the vocabulary, not from here.
+    overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def transformer_config(
+        self, source_vocab_size: int, target_vocab_size: int
+    ) -> TransformerConfig:
+        """The `TransformerConfig` for vocabularies of the given sizes."""
+        fields = dict(self.overrides)
+        fields.setdefault("share_embeddings", source_vocab_size == target_vocab_size)
+        return TransformerConfig.preset(
+            self.preset,
+            source_vocab_size=source_vocab_size,
+            target_vocab_size=target_vocab_size,
+            **fields,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class DataSection:
+    """Where the corpus and the vocabulary are (paths relative to the working directory)."""
+
+    # Training source and target text files, one sentence per line (plain or .gz).
+    train_source: str = ""
+    train_target: str = ""
+    # Validation files for loss and BLEU; empty to train without validation.
+    valid_source: str = ""
+    valid_target: str = ""
+    # A directory written by `translator build-vocab`.
+    vocabulary: str = ""
+    # Tokenization, filtering, batching (batch_tokens is per replica).
+    pipeline: PipelineConfig = dataclasses.field(default_factory=PipelineConfig)
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerSection:
+    """Adam with the paper's inverse-square-root schedule, and the loss."""
+
+    # Multiplier of the schedule lr = scale * d_model^-0.5 * min(s^-0.5, s * warmup^-1.5).
+    learning_rate_scale: float = 2.0
+    # Steps of linear warmup before the inverse-square-root decay.
+    warmup_steps: int = 4000
+    # Adam's beta_1, beta_2 and epsilon (the paper: 0.9, 0.98, 1e-9).
+    beta_1: float = 0.9
+    beta_2: float = 0.98
+    epsilon: float = 1e-9
+    # Clip gradients to this global norm (over all replicas); 0 = no clipping.
+    clip_norm: float = 0.0
+    # Micro-batches whose gradients are averaged into one update (1 = none).
+    accumulation_steps: int = 1
+    # Label smoothing of the cross-entropy (the paper: 0.1).
+    label_smoothing: float = 0.1
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainSection:
+    """How long, where and in which precision to train."""
+
+    # Stop after this many optimizer updates.
+    max_steps: int = 100_000
+    # Also stop after this much wall time (minutes, validation included); 0 = no limit.
+    max_minutes: float = 0.0
+    # Seed of weights initialization, dropout and data shuffling.
+    seed: int = 1234
+    # auto: TPU if one is configured, else mirrored over GPUs if > 1, else one device.
+    strategy: Strategy = "auto"
+    # auto: mixed_float16 on GPU, mixed_bfloat16 on TPU and CPU, where the matmuls are
+    # about 2x faster in bfloat16 on CPUs with AVX512-BF16/AMX.
+    precision: Precision = "auto"
+    # Training steps run per call into the graph: > 1 cuts Python overhead for small
+    # models; callbacks and the progress bar then see every N-th step.
+    steps_per_execution: int = 1
+    # Compile the training step with XLA: only with static shapes (pipeline.static_shapes).
+    jit_compile: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalSection:
+    """Validation: loss and BLEU of greedy translations."""
+
+    # Validate every this many steps (and at the end); 0 = only at the end.
+    every_steps: int = 1000
+    # Translate the validation set and score it with sacreBLEU.
+    bleu: bool = True
+    # Translate at most this many validation sentences for BLEU (0 = all).
+    max_sentences: int = 0
+    # Stop when validation BLEU has not improved for this many validations (0 = never).
+    early_stopping_patience: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointSection:
+    """Checkpoints for resuming, and checkpoint averaging for the final model."""
+
+    # Save every this many steps (and at the end).
+    every_steps: int = 1000
+    # Keep this many most recent checkpoints.
+    keep_last: int = 5
+    # The final model averages the weights of this many last checkpoints (0 or 1 = none).
+    average_last: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """Everything one training run needs."""
+
+    model: ModelSection = dataclasses.field(default_factory=ModelSection)
+    data: DataSection = dataclasses.field(default_factory=DataSection)
+    optimizer: OptimizerSection = dataclasses.field(default_factory=OptimizerSection)
+    train: TrainSection = dataclasses.field(default_factory=TrainSection)
+    eval: EvalSection = dataclasses.field(default_factory=EvalSection)
+    checkpoint: CheckpointSection = dataclasses.field(default_factory=CheckpointSection)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain nested dict, as written to the run directory's config.yaml."""
+        return dataclasses.asdict(self)
+
+
+# ---- Loading and validation ------------------------------------------------------------
+
+
+def load_config(path: str | Path | None, overrides: typing.Sequence[str] = ()) -> RunConfig:
+    """Reads a YAML run config and applies `key.path=value` overrides.
+
+    Args:
+        path: A YAML file, or None for the defaults.
+        overrides: `section.key=value` strings; values are parsed as YAML scalars.
+
+    Raises:
+        ConfigError: naming the file and the key for any unknown key or bad value.
+    """
+    raw: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file not found: {path}")
+        try:
+            raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as error:
+            raise ConfigError(f"{path}: not valid YAML: {error}") from error
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path}: the top level must be a mapping of sections")
+    for override in overrides:
+        _apply_override(raw, override)
+    try:
+        return build_section(RunConfig, raw, "")
+    except ConfigError as error:
+        raise ConfigError(f"{path}: {error}" if path else str(error)) from None
+
+
+def _apply_override(raw: dict[str, Any], override: str) -> None:
+    key, sep, text = override.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"--set expects key=value, got {override!r}")
+    try:
+        value = yaml.safe_load(text) if text.strip() else ""
+    except yaml.YAMLError as error:
+        raise ConfigError(f"--set {key}: cannot parse value {text!r}: {error}") from error
+    *parents, leaf = key.strip().split(".")
+    node = raw
+    for i, part in enumerate(parents):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"--set {key}: {'.'.join(parents[: i + 1])} is not a section")
+        node = child
+    node[leaf] = value
+
+
+def build_section(cls: type, raw: Any, where: str) -> Any:
+    """Builds dataclass `cls` from a mapping, checking every key and value type."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where or 'config'}: expected a mapping, got {raw!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for key, value in raw.items():
+        name = f"{where}.{key}" if where else str(key)
+        if key not in fields:
+            close = difflib.get_close_matches(str(key), fields, n=1)
+            hint = (
+                f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(fields)}"
+            )
+            raise ConfigError(f"{name}: unknown key{hint}")
+        values[key] = _check_value(hints[key], value, name)
+    try:
+        return cls(**values)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"{where or 'config'}: {error}") from None
+
+
+def _check_value(hint: Any, value: Any, name: str) -> Any:
+    if dataclasses.is_dataclass(hint):
+        return build_section(hint, value, name)
+    origin = typing.get_origin(hint)
+    if origin is Literal:
+        choices = typing.get_args(hint)
+        if value not in choices:
+            raise ConfigError(
+                f"{name}: must be one of {', '.join(map(str, choices))}, got {value!r}"
+            )
+        return value
+    if origin in (types.UnionType, typing.Union):
+        options = typing.get_args(hint)
+        if value is None and type(None) in options:
+            return None
+        errors = []
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _check_value(option, value, name)
+            except ConfigError as error:
+                errors.append(str(error))
+        raise ConfigError(errors[0] if errors else f"{name}: bad value {value!r}")
+    if origin is dict or hint is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{name}: expected a mapping, got {value!r}")
+        return dict(value)
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{name}: expected a list, got {value!r}")
+        (item,) = {a for a in typing.get_args(hint) if a is not Ellipsis}
+        return tuple(_check_value(item, v, f"{name}[{i}]") for i, v in enumerate(value))
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{name}: expected a number, got {value!r}")
+        return float(value)
+    if hint in (int, str, bool):
+        if type(value) is not hint:
+            kind = {int: "an integer", str: "a string", bool: "true or false"}[hint]
+            raise ConfigError(f"{name}: expected {kind}, got {value!r}")
+        return value
+    if hint is Any:
+        return value
+    raise ConfigError(f"{name}: unsupported config type {hint}")
+
+
+def dump_config(config: RunConfig, path: str | Path) -> None:
+    """Writes the resolved config as YAML (what `load_config` reads back)."""
+    Path(path).write_text(yaml.safe_dump(config.to_dict(), sort_keys=False), encoding="utf-8")

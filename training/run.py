@@ -1,0 +1,379 @@
+"""One training run: from a `RunConfig` to a run directory with a final model.
+
+    <run>/config.yaml      the resolved config of the run
+    <run>/vocab/           the vocabulary (copied; a resumed run must use the same)
+    <run>/checkpoints/     the last K checkpoints (model + optimizer + step)
+    <run>/logs/            TensorBoard: loss, learning rate, tokens/s, val loss and BLEU
+    <run>/best/            the model with the best validation BLEU (a model directory)
+    <run>/model/           the final model (a model directory: translate/evaluate/export)
+
+`train()` resumes from `<run>/checkpoints` when it holds a checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import shutil
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from training.callbacks import BleuValidation, Budget, NanGuard, PeriodicCheckpoint, Throughput
+from training.checkpoints import Checkpoints, average_checkpoints
+from training.config import ConfigError, RunConfig, dump_config, load_config
+from training.schedule import InverseSquareRootSchedule
+from training.strategy import is_chief, make_strategy, select_precision
+from training.trainer import TranslationTrainer
+from translator.artifacts import save_model_dir
+from translator.model import Transformer
+from translator.pipelines import corpus
+from translator.pipelines.dataset import make_dataset
+from translator.pipelines.vocab import Vocabulary, load_vocabulary
+
+log = logging.getLogger(__name__)
+
+
+class TrainingError(RuntimeError):
+    """Training stopped abnormally (a NaN loss); the message names the step."""
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """What a finished run produced."""
+
+    # The run directory.
+    run_dir: Path
+    # Optimizer updates done in total (across resumes).
+    steps: int
+    # Why training stopped.
+    stop_reason: str
+    # The final model directory (<run>/model).
+    model_dir: Path
+    # Best validation BLEU and its step (None without BLEU validation).
+    best_bleu: float | None
+    best_step: int | None
+    # Validation BLEU after each validation: (step, BLEU).
+    bleu_history: list[tuple[int, float]]
+    # Training loss of the last epoch.
+    final_loss: float
+    # The trained Transformer (averaged when checkpoint.average_last > 1).
+    model: Transformer
+
+
+def make_optimizer(config: RunConfig, d_model: int) -> keras.optimizers.Optimizer:
+    """Adam with the inverse-square-root schedule (and gradient accumulation)."""
+    opt = config.optimizer
+    accumulation = opt.accumulation_steps if opt.accumulation_steps > 1 else None
+    schedule = InverseSquareRootSchedule(
+        d_model,
+        opt.warmup_steps,
+        scale=opt.learning_rate_scale,
+        accumulation_steps=accumulation or 1,
+    )
+    return keras.optimizers.Adam(
+        learning_rate=schedule,
+        beta_1=opt.beta_1,
+        beta_2=opt.beta_2,
+        epsilon=opt.epsilon,
+        gradient_accumulation_steps=accumulation,
+    )
+
+
+def check_inputs(config: RunConfig) -> None:
+    """Fails early, naming the key, for missing data files or vocabulary directory.
+
+    Pure Python: it runs before the strategy is made, which for MultiWorkerMirrored
+    must happen before TensorFlow starts.
+    """
+    data = config.data
+    for key in ("train_source", "train_target"):
+        if not getattr(data, key):
+            raise ConfigError(f"data.{key}: required")
+    if bool(data.valid_source) != bool(data.valid_target):
+        raise ConfigError("data.valid_source and data.valid_target: give both or neither")
+    for key in ("train_source", "train_target", "valid_source", "valid_target"):
+        path = getattr(data, key)
+        if path and not Path(path).is_file():
+            raise ConfigError(f"data.{key}: file not found: {path}")
+    if not data.vocabulary:
+        raise ConfigError("data.vocabulary: required (a directory from `translator build-vocab`)")
+    if not Path(data.vocabulary).is_dir():
+        raise ConfigError(
+            f"data.vocabulary: directory not found: {data.vocabulary} "
+            "(build one with `translator build-vocab`)"
+        )
+
+
+def _load_vocabulary(config: RunConfig) -> Vocabulary:
+    try:
+        return load_vocabulary(config.data.vocabulary)
+    except Exception as error:  # the vocabulary module names the file
+        raise ConfigError(f"data.vocabulary: {error}") from error
+
+
+def _prepare_run_dir(run_dir: Path, config: RunConfig, vocabulary: Vocabulary) -> None:
+    """Writes config and vocabulary, or checks them against a run being resumed."""
+    vocab_copy = run_dir / "vocab"
+    if vocab_copy.is_dir():
+        previous = load_vocabulary(vocab_copy)
+        if (previous.source.sha256, previous.target.sha256) != (
+            vocabulary.source.sha256,
+            vocabulary.target.sha256,
+        ):
+            raise ConfigError(
+                f"data.vocabulary: {config.data.vocabulary} differs from the vocabulary of "
+                f"the run being resumed ({vocab_copy}); use a new run directory"
+            )
+        previous_config = load_config(run_dir / "config.yaml")
+        if previous_config.model != config.model:
+            raise ConfigError(
+                f"model: differs from the run being resumed ({run_dir / 'config.yaml'}): "
+                f"{previous_config.model} vs {config.model}; use a new run directory"
+            )
+    else:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(config.data.vocabulary, vocab_copy)
+    dump_config(config, run_dir / "config.yaml")
+
+
+def read_lines(path: str, limit: int = 0) -> list[str]:
+    """The first `limit` lines of a text file (plain or .gz); all when limit is 0."""
+    lines = []
+    for line in corpus.iter_lines(path):
+        if limit and len(lines) >= limit:
+            break
+        lines.append(line)
+    return lines
+
+
+def train(
+    config: RunConfig,
+    run_dir: str | Path,
+    *,
+    translate_factory: Callable[[Transformer, Vocabulary], Callable[[Sequence[str]], list[str]]]
+    | None = None,
+    verbose: int | None = None,
+) -> TrainResult:
+    """Trains (or resumes) a model as `config` says, in `run_dir`.
+
+    Args:
+        config: The run config.
+        run_dir: The run directory; resumed when it holds checkpoints.
+        translate_factory: Builds the validation translator from the model and the
+            vocabulary; defaults to greedy search (`translator.search`).
+        verbose: Keras verbosity; default: a progress bar on a terminal, else one line per
+            validation period.
+
+    Returns:
+        The `TrainResult`.
+
+    Raises:
+        ConfigError: bad config, missing files, a vocabulary that does not match the run.
+        TrainingError: the loss became NaN (the last good checkpoint stays intact).
+    """
+    run_dir = Path(run_dir)
+    check_inputs(config)
+    strategy = make_strategy(config.train.strategy)  # before anything starts TensorFlow
+    vocabulary = _load_vocabulary(config)
+    chief = is_chief(strategy)
+    precision = select_precision(config.train.precision, strategy)
+    keras.utils.set_random_seed(config.train.seed)
+    if chief:
+        _prepare_run_dir(run_dir, config, vocabulary)
+    model_config = config.model.transformer_config(
+        vocabulary.source_vocab_size, vocabulary.target_vocab_size
+    )
+    log.info(
+        "model %s, precision %s, %d replica(s)",
+        model_config,
+        precision,
+        strategy.num_replicas_in_sync,
+    )
+
+    with strategy.scope():
+        transformer = Transformer(model_config, name="transformer")
+        trainer = TranslationTrainer(
+            transformer,
+            label_smoothing=config.optimizer.label_smoothing,
+            clip_norm=config.optimizer.clip_norm,
+        )
+        optimizer = make_optimizer(config, model_config.d_model)
+        trainer.compile(
+            optimizer=optimizer,
+            steps_per_execution=config.train.steps_per_execution,
+            jit_compile=config.train.jit_compile,
+        )
+        trainer.build()
+        trainer.optimizer.build(transformer.trainable_variables)
+    checkpoints = Checkpoints(
+        run_dir / "checkpoints",
+        transformer,
+        trainer.optimizer,
+        config.checkpoint.keep_last,
+        strategy,
+    )
+    start_step = checkpoints.restore_latest()
+    if start_step >= config.train.max_steps:
+        log.info("run already at step %d >= max_steps", start_step)
+
+    train_data = _distributed_dataset(config, vocabulary, strategy, start_step)
+    valid_data = None
+    if config.data.valid_source:
+        valid_data = strategy.distribute_datasets_from_function(
+            lambda context: make_dataset(
+                config.data.valid_source,
+                config.data.valid_target,
+                vocabulary,
+                config.data.pipeline,
+                training=False,
+                input_context=context,
+            )
+        )
+
+    nan_guard = NanGuard()
+    budget = Budget(config.train.max_steps, config.train.max_minutes)
+    callbacks: list[keras.callbacks.Callback] = [nan_guard, budget, Throughput()]
+    bleu = None
+    if valid_data is not None and config.eval.bleu:
+        bleu = _bleu_callback(
+            config, transformer, vocabulary, run_dir, chief, nan_guard, translate_factory
+        )
+        callbacks.append(bleu)
+    callbacks.append(PeriodicCheckpoint(checkpoints, config.checkpoint.every_steps, nan_guard))
+    if chief:
+        callbacks.append(keras.callbacks.TensorBoard(str(run_dir / "logs"), update_freq=100))
+
+    period = config.eval.every_steps or config.train.max_steps
+    period = max(1, period * max(config.optimizer.accumulation_steps, 1))  # in micro-steps
+    if verbose is None:
+        verbose = 1 if sys.stdout.isatty() else 2
+    started = time.monotonic()
+    history = trainer.fit(
+        train_data,
+        epochs=math.ceil(
+            config.train.max_steps * max(config.optimizer.accumulation_steps, 1) / period
+        ),
+        initial_epoch=(_micro_steps(trainer.optimizer)) // period,
+        steps_per_epoch=period,
+        validation_data=valid_data,
+        callbacks=callbacks,
+        verbose=verbose,
+    )
+    if nan_guard.failed_step is not None:
+        raise TrainingError(
+            f"the training loss became NaN at step {nan_guard.failed_step}; the last good "
+            f"checkpoint is {checkpoints.latest() or '(none yet)'}; lower the learning rate "
+            "(optimizer.learning_rate_scale), raise optimizer.warmup_steps or set "
+            "optimizer.clip_norm"
+        )
+    steps = checkpoints.step
+    if checkpoints.manager.latest_checkpoint is None or steps != _checkpoint_step(checkpoints):
+        checkpoints.save()
+    if config.checkpoint.average_last > 1:
+        paths = checkpoints.all()[-config.checkpoint.average_last :]
+        average_checkpoints(transformer, paths)
+        log.info("final model: average of %d checkpoints", len(paths))
+    model_dir = run_dir / "model"
+    losses = history.history.get("loss", [float("nan")])
+    if chief:
+        save_model_dir(
+            model_dir,
+            transformer,
+            run_dir / "vocab",
+            {
+                "step": steps,
+                "averaged_checkpoints": max(config.checkpoint.average_last, 1),
+                "best_validation_bleu": bleu.best if bleu and bleu.best >= 0 else None,
+                "best_validation_step": bleu.best_step if bleu else None,
+                "training_seconds": round(time.monotonic() - started, 1),
+                "precision": precision,
+                "config": config.to_dict(),
+            },
+        )
+    return TrainResult(
+        run_dir=run_dir,
+        steps=steps,
+        stop_reason=budget.reason or ("early stopping" if bleu and bleu.stopped_early else "done"),
+        model_dir=model_dir,
+        best_bleu=bleu.best if bleu and bleu.best >= 0 else None,
+        best_step=bleu.best_step if bleu else None,
+        bleu_history=bleu.history if bleu else [],
+        final_loss=float(losses[-1]) if losses else float("nan"),
+        model=transformer,
+    )
+
+
+def _micro_steps(optimizer) -> int:
+    """Batches consumed so far: the optimizer's counter before accumulation division."""
+    return int(optimizer._iterations.numpy())
+
+
+def _checkpoint_step(checkpoints: Checkpoints) -> int:
+    latest = checkpoints.manager.latest_checkpoint
+    return int(latest.rsplit("-", 1)[-1]) if latest else -1
+
+
+def _distributed_dataset(
+    config: RunConfig, vocabulary: Vocabulary, strategy, start_step: int
+) -> Any:
+    """Endless training batches, each replica its own shard, resumed where the run was.
+
+    The shuffled order is a function of the seed only, so skipping the batches already
+    consumed puts a resumed run on exactly the batches an uninterrupted run would see.
+    """
+    accumulation = max(config.optimizer.accumulation_steps, 1)
+    consumed = start_step * accumulation
+
+    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+        dataset = make_dataset(
+            config.data.train_source,
+            config.data.train_target,
+            vocabulary,
+            config.data.pipeline,
+            training=True,
+            input_context=context,
+        )
+        return dataset.repeat().skip(consumed).prefetch(tf.data.AUTOTUNE)
+
+    return strategy.distribute_datasets_from_function(dataset_fn)
+
+
+def _bleu_callback(config, transformer, vocabulary, run_dir, chief, nan_guard, translate_factory):
+    limit = config.eval.max_sentences
+    sources = read_lines(config.data.valid_source, limit)
+    references = read_lines(config.data.valid_target, limit)
+    factory = translate_factory or greedy_translator
+
+    def on_best(step: int, bleu: float) -> None:
+        if chief:
+            save_model_dir(
+                run_dir / "best",
+                transformer,
+                run_dir / "vocab",
+                {"step": step, "validation_bleu": bleu, "config": config.to_dict()},
+            )
+
+    return BleuValidation(
+        factory(transformer, vocabulary),
+        sources,
+        references,
+        on_best,
+        config.eval.early_stopping_patience,
+        nan_guard,
+    )
+
+
+def greedy_translator(
+    model: Transformer, vocabulary: Vocabulary
+) -> Callable[[Sequence[str]], list[str]]:
+    """Greedy translation through `translator.search`, for validation BLEU."""
+    from translator.search import Translator  # the decoding issue's one decoding path
+
+    return Translator(model, vocabulary, beam_size=1).translate

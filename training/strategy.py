@@ -1,0 +1,109 @@
+"""Choosing the tf.distribute strategy and the mixed-precision policy.
+
+The rest of training does not branch on the strategy: it builds everything inside
+`strategy.scope()` and reads the input through `distribute_datasets_from_function`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import keras
+import tensorflow as tf
+
+log = logging.getLogger(__name__)
+
+
+def make_strategy(name: str) -> tf.distribute.Strategy:
+    """Returns the strategy called `name`.
+
+    Args:
+        name: "one_device" (the first GPU, else the CPU), "mirrored" (all local GPUs, or
+            all logical CPUs), "multi_worker" (MultiWorkerMirroredStrategy from the
+            TF_CONFIG environment variable), "tpu" (TPUStrategy on the TPU named by the
+            TPU_NAME environment variable, or the local one), or "auto" (a TPU when
+            TPU_NAME is set, mirrored over several GPUs, multi_worker when TF_CONFIG names
+            several workers, else one device).
+
+    Raises:
+        ValueError: for an unknown name, or multi_worker without a usable TF_CONFIG.
+    """
+    if name == "auto":
+        name = _auto_strategy_name()
+        log.info("strategy auto -> %s", name)
+    if name == "one_device":
+        gpus = tf.config.list_logical_devices("GPU")
+        return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
+    if name == "mirrored":
+        gpus = tf.config.list_logical_devices("GPU")
+        devices = [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices("CPU")]
+        return tf.distribute.MirroredStrategy(devices)
+    if name == "multi_worker":
+        _check_tf_config()
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if name == "tpu":
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+            tpu=os.environ.get("TPU_NAME", "local")
+        )
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        return tf.distribute.TPUStrategy(resolver)
+    raise ValueError(
+        f"unknown strategy {name!r}; choose auto, one_device, mirrored, multi_worker or tpu"
+    )
+
+
+def _auto_strategy_name() -> str:
+    if os.environ.get("TPU_NAME"):
+        return "tpu"
+    if _tf_config_workers() > 1:
+        return "multi_worker"
+    if len(tf.config.list_logical_devices("GPU")) > 1:
+        return "mirrored"
+    return "one_device"
+
+
+def _tf_config_workers() -> int:
+    try:
+        cluster = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
+    except json.JSONDecodeError:
+        return 0
+    return len(cluster.get("worker", [])) + len(cluster.get("chief", []))
+
+
+def _check_tf_config() -> None:
+    text = os.environ.get("TF_CONFIG")
+    if not text:
+        raise ValueError("strategy multi_worker needs the TF_CONFIG environment variable")
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"TF_CONFIG is not valid JSON: {error}") from error
+    if "cluster" not in config or "task" not in config:
+        raise ValueError("TF_CONFIG needs 'cluster' and 'task' entries")
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+    """True on the worker that writes checkpoints, logs and the final model."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not getattr(resolver, "task_type", None):
+        return True
+    if resolver.task_type == "chief":
+        return True
+    cluster = resolver.cluster_spec().as_dict()
+    return resolver.task_type == "worker" and resolver.task_id == 0 and "chief" not in cluster
+
+
+def select_precision(name: str, strategy: tf.distribute.Strategy) -> str:
+    """Resolves "auto" and sets Keras' global dtype policy; returns the policy name.
+
+    auto: mixed_float16 on GPUs (with loss scaling, added by `compile`), mixed_bfloat16 on
+    TPUs and CPUs.
+    """
+    if name == "auto":
+        device = strategy.extended.worker_devices[0].upper()
+        name = "mixed_float16" if "GPU" in device else "mixed_bfloat16"
+    keras.config.set_dtype_policy(name)
+    return name

@@ -1,0 +1,159 @@
+"""The training and validation steps, as a Keras model wrapping the Transformer.
+
+`TranslationTrainer` owns what the paper's training step needs and the Transformer
+should not know about: the label-smoothed loss over real target tokens, averaged over
+the *global* batch (every replica's tokens), and global-norm gradient clipping. It
+runs under `model.fit`, so Keras callbacks, the progress bar and `tf.distribute` work
+as usual.
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+from translator.losses import masked_cross_entropy
+from translator.model import Transformer
+
+
+def _sum_over_replicas(value):
+    """Sums a per-replica value over all replicas (identity without a strategy)."""
+    return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, value)
+
+
+def _multi_worker(strategy) -> bool:
+    return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and (
+        strategy.extended._in_multi_worker_mode()
+    )
+
+
+@keras.saving.register_keras_serializable(package="translator")
+class TranslationTrainer(keras.Model):
+    """Teacher-forced training of a `Transformer` on `(features, labels)` batches.
+
+    Batches come from `translator.pipelines.make_dataset`: features
+    `{"source_ids": [batch, src_len], "decoder_input_ids": [batch, tgt_len]}`, labels
+    `[batch, tgt_len]`, 0 = padding.
+
+    The loss of a step is the label-smoothed cross-entropy summed over the real target
+    tokens of all replicas, divided by their number. Each replica computes
+    `local_sum / global_tokens`; the optimizer sums gradients over replicas, which then
+    equal the gradient of the global mean. So a batch split over replicas trains exactly
+    like the same batch on one device, whatever the padding. Under gradient accumulation
+    (the optimizer's `gradient_accumulation_steps`) the update averages the micro-batch
+    gradients, each a token mean of its micro-batch.
+
+    Args:
+        transformer: The model to train.
+        label_smoothing: Label smoothing of the cross-entropy.
+        clip_norm: Clip the global gradient norm (over all replicas) to this; 0 = off.
+        **kwargs: Standard `keras.Model` arguments.
+    """
+
+    def __init__(
+        self,
+        transformer: Transformer,
+        label_smoothing: float = 0.1,
+        clip_norm: float = 0.0,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.transformer = transformer
+        self.label_smoothing = label_smoothing
+        self.clip_norm = clip_norm
+        # Token-weighted mean loss and target tokens seen, over all replicas, per epoch.
+        self.loss_tracker = keras.metrics.Mean(name="loss")
+        self.token_counter = keras.metrics.Sum(name="tokens")
+
+    @property
+    def metrics(self):
+        return [self.loss_tracker, self.token_counter]
+
+    def call(self, inputs, training=None):
+        return self.transformer(inputs, training=training)
+
+    def build(self, input_shape=None):
+        self.transformer.build()
+        self.built = True
+
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        # Under a strategy, Keras' fit pulls a batch and all-reduces it (MEAN) to build the
+        # model symbolically, before checking whether anything is unbuilt. That fails for
+        # dict batches under MultiWorkerMirroredStrategy and for replicas holding batches
+        # of different shapes (token batching). Everything here is built before fit.
+        if self.built and self.optimizer is not None and self.optimizer.built:
+            return
+        super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
+
+    def _loss(self, features, labels, training):
+        logits = self.transformer(features, training=training)  # [batch, tgt_len, vocab]
+        loss_sum, tokens = masked_cross_entropy(labels, logits, self.label_smoothing)
+        global_sum, global_tokens = _sum_over_replicas([loss_sum, tokens])
+        global_tokens = ops.maximum(global_tokens, 1.0)
+        # Every replica records the *global* figures, so each replica's metrics hold the
+        # exact token-weighted values (Keras reports a replica's own metric results, and
+        # would otherwise average per-replica means over different token counts).
+        self.loss_tracker.update_state(global_sum / global_tokens, sample_weight=global_tokens)
+        self.token_counter.update_state(global_tokens)
+        return loss_sum / global_tokens
+
+    def train_step(self, data):
+        features, labels = data
+        with tf.GradientTape() as tape:
+            loss = self._loss(features, labels, training=True)
+            scaled_loss = self.optimizer.scale_loss(loss)  # loss scaling under float16
+        variables = self.transformer.trainable_variables
+        gradients = tape.gradient(scaled_loss, variables)
+        if self.clip_norm:
+            gradients = self._clip(gradients)
+        self.optimizer.apply(gradients, variables)
+        return self._results()
+
+    def test_step(self, data):
+        features, labels = data
+        self._loss(features, labels, training=False)
+        return self._results()
+
+    def _results(self):
+        results = {metric.name: metric.result() for metric in self.metrics}
+        if _multi_worker(self.distribute_strategy):
+            # Keras' fit reduces per-replica logs with strategy.reduce(MEAN, axis=0) under
+            # multi-worker collectives, which needs an axis to reduce: scalars fail there.
+            # The values are equal on all replicas, so the mean gives them back.
+            results = {name: ops.reshape(value, (1,)) for name, value in results.items()}
+        return results
+
+    def _clip(self, gradients):
+        """Clips the *global* gradient to `clip_norm`.
+
+        Keras' own `global_clipnorm` clips each replica's share before the cross-replica
+        sum, which is not the global norm. Here the full gradient is summed first, clipped,
+        and divided by the replica count, since the optimizer sums it over replicas again.
+        """
+        context = tf.distribute.get_replica_context()
+        replicas = context.num_replicas_in_sync
+        gradients = [tf.convert_to_tensor(g) for g in gradients]
+        if replicas > 1:
+            gradients = context.all_reduce(tf.distribute.ReduceOp.SUM, gradients)
+        # Under loss scaling the gradients are still scaled: scale the threshold alike.
+        threshold = self.clip_norm * getattr(self.optimizer, "dynamic_scale", 1.0)
+        gradients, _ = tf.clip_by_global_norm(gradients, threshold)
+        return [g / replicas for g in gradients] if replicas > 1 else gradients
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "transformer": keras.saving.serialize_keras_object(self.transformer),
+                "label_smoothing": self.label_smoothing,
+                "clip_norm": self.clip_norm,
+            }
+        )
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["transformer"] = keras.saving.deserialize_keras_object(config["transformer"])
+        return cls(**config)

@@ -1,0 +1,130 @@
+"""The trained-model directory: what `translate`, `evaluate` and `export` load.
+
+A model directory holds:
+
+    model.keras      the Transformer (keras.saving format)
+    vocab/           the vocabulary it was trained with (as written by build-vocab)
+    metadata.json    how it was made: step, validation scores, run config, sources
+
+A training run directory keeps its final model in `<run>/model/`; commands accept
+either the run directory or a model directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+MODEL_FILE = "model.keras"
+VOCAB_DIR = "vocab"
+METADATA_FILE = "metadata.json"
+RUN_MODEL_DIR = "model"
+
+
+class ModelDirError(ValueError):
+    """A path is not a usable model directory; the message says why."""
+
+
+@dataclasses.dataclass
+class TrainedModel:
+    """A loaded model directory."""
+
+    # The Transformer, built, weights loaded.
+    model: Any
+    # `translator.pipelines.vocab.Vocabulary` it was trained with.
+    vocabulary: Any
+    # Contents of metadata.json.
+    metadata: dict[str, Any]
+    # The model directory itself.
+    directory: Path
+
+
+def save_model_dir(
+    directory: str | Path, model: Any, vocabulary_dir: str | Path, metadata: dict[str, Any]
+) -> Path:
+    """Writes a model directory atomically (a temporary sibling, then a rename).
+
+    An existing directory at the same path is replaced only once the new one is
+    complete, so a crash never leaves a half-written model behind.
+
+    Args:
+        directory: Where the model directory goes.
+        model: The `Transformer`.
+        vocabulary_dir: Its vocabulary directory (copied).
+        metadata: JSON-serializable facts about the model.
+
+    Returns:
+        The directory.
+    """
+    directory = Path(directory)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    try:
+        model.save(staging / MODEL_FILE)
+        shutil.copytree(vocabulary_dir, staging / VOCAB_DIR)
+        (staging / METADATA_FILE).write_text(json.dumps(metadata, indent=2, default=str) + "\n")
+        if directory.exists():
+            retired = directory.with_name(f".{directory.name}.old")
+            shutil.rmtree(retired, ignore_errors=True)
+            directory.rename(retired)
+            staging.rename(directory)
+            shutil.rmtree(retired, ignore_errors=True)
+        else:
+            staging.rename(directory)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return directory
+
+
+def resolve_model_dir(path: str | Path) -> Path:
+    """The model directory for a model directory or a training run directory.
+
+    Raises:
+        ModelDirError: naming the path and what is missing.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ModelDirError(f"{path}: no such directory")
+    if (path / MODEL_FILE).is_file():
+        return path
+    if (path / RUN_MODEL_DIR / MODEL_FILE).is_file():
+        return path / RUN_MODEL_DIR
+    raise ModelDirError(
+        f"{path}: neither a model directory (no {MODEL_FILE}) nor a finished training run "
+        f"(no {RUN_MODEL_DIR}/{MODEL_FILE}); has `translator train` finished?"
+    )
+
+
+def load_model_dir(path: str | Path) -> TrainedModel:
+    """Loads a model directory (or a run directory's final model).
+
+    Raises:
+        ModelDirError: a missing file, or a vocabulary whose sizes differ from the model's.
+    """
+    import keras
+
+    import translator.losses  # noqa: F401  (registers serializable classes)
+    from translator.model import Transformer
+    from translator.pipelines.vocab import load_vocabulary
+
+    directory = resolve_model_dir(path)
+    if not (directory / VOCAB_DIR).is_dir():
+        raise ModelDirError(f"{directory}: no {VOCAB_DIR}/ directory")
+    model = keras.saving.load_model(directory / MODEL_FILE, compile=False)
+    if not isinstance(model, Transformer):
+        raise ModelDirError(f"{directory / MODEL_FILE}: not a translator Transformer")
+    vocabulary = load_vocabulary(directory / VOCAB_DIR)
+    sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
+    expected = (model.config.source_vocab_size, model.config.target_vocab_size)
+    if sizes != expected:
+        raise ModelDirError(
+            f"{directory}: vocabulary sizes {sizes} do not match the model's {expected}"
+        )
+    metadata_path = directory / METADATA_FILE
+    metadata = json.loads(metadata_path.read_text()) if metadata_path.is_file() else {}
+    return TrainedModel(model=model, vocabulary=vocabulary, metadata=metadata, directory=directory)
