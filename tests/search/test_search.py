@@ -1,0 +1,151 @@
+"""Invariants of greedy and beam search on tiny random models."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.search.helpers import compiled, hypotheses_of, random_sources, tiny_model
+from translator.search import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    SearchConfig,
+    beam_search,
+    greedy_search,
+    length_penalty,
+    output_length_limits,
+)
+
+VOCAB = 16
+LENGTHS = [5, 2, 7, 4, 3, 6]
+
+
+@pytest.fixture(scope="module")
+def model():
+    # Peaked distributions and an EOS that is sometimes, not always, the best token.
+    return tiny_model(VOCAB, seed=1, logit_scale=2.0, eos_bias=2.0, constant_eos=True)
+
+
+@pytest.fixture(scope="module")
+def source():
+    return random_sources(np.random.default_rng(3), LENGTHS, VOCAB)
+
+
+def limits(source, config):
+    max_lengths, _ = output_length_limits(tf.constant(source), config)
+    return np.asarray(max_lengths)
+
+
+def test_beam_size_one_is_greedy(model, source):
+    # alpha > 0 matters: a beam search that kept searching after the first EOS (while an
+    # alive hypothesis could still win under the length penalty) would differ from greedy.
+    config = SearchConfig(beam_size=1, length_penalty=0.6, max_length_a=1.0, max_length_b=2)
+    greedy = compiled(greedy_search, model, config)(source)
+    beam = compiled(beam_search, model, config)(source)
+    lengths = np.asarray(greedy.lengths)
+    assert len(set(lengths[:, 0])) > 1, "want sentences of several lengths"
+    assert (lengths[:, 0] < limits(source, config)).any(), "want EOS before the limit"
+    np.testing.assert_array_equal(beam.ids, greedy.ids)
+    np.testing.assert_array_equal(beam.lengths, greedy.lengths)
+    np.testing.assert_allclose(beam.scores, greedy.scores, rtol=1e-6)
+
+
+@pytest.mark.parametrize("strategy", [greedy_search, beam_search])
+def test_output_format(model, source, strategy):
+    config = SearchConfig(
+        beam_size=4, n_best=3 if strategy is beam_search else 1, max_length_a=1.0, max_length_b=3
+    )
+    result = compiled(strategy, model, config)(source)
+    ids, scores, lengths = (np.asarray(x) for x in result)
+    assert ids.dtype == np.int32 and scores.dtype == np.float32 and lengths.dtype == np.int32
+    assert ids.shape == (len(LENGTHS), config.n_best, lengths.max())
+    assert scores.shape == lengths.shape == (len(LENGTHS), config.n_best)
+    max_lengths = limits(source, config)
+    np.testing.assert_array_equal(max_lengths, np.array(LENGTHS) + 3)
+    for b in range(len(LENGTHS)):
+        assert np.all(np.diff(scores[b]) <= 0), "n-best must be sorted, best first"
+        seen = set()
+        for k in range(config.n_best):
+            n = lengths[b, k]
+            assert 1 <= n <= max_lengths[b]
+            assert ids[b, k, n - 1] == EOS_ID
+            assert np.all(ids[b, k, n:] == PAD_ID)
+            body = ids[b, k, : n - 1]
+            assert not np.isin(body, [PAD_ID, BOS_ID, EOS_ID]).any()
+            seen.add(tuple(ids[b, k, :n]))
+        assert len(seen) == config.n_best, "n-best hypotheses must be distinct"
+
+
+@pytest.mark.parametrize("strategy", [greedy_search, beam_search])
+def test_length_limit_is_per_sentence_and_ends_with_forced_eos(strategy):
+    never_ends = tiny_model(VOCAB, seed=2, eos_bias=-30.0)
+    source = random_sources(np.random.default_rng(4), LENGTHS, VOCAB)
+    config = SearchConfig(beam_size=3, max_length_a=1.5, max_length_b=-1, max_output_length=8)
+    result = compiled(strategy, never_ends, config)(source)
+    expected = np.minimum(np.floor(1.5 * np.array(LENGTHS) - 1), 8).astype(int)
+    np.testing.assert_array_equal(np.asarray(result.lengths)[:, 0], expected)
+    ids = np.asarray(result.ids)
+    assert ids.shape[-1] == 8
+    for b, n in enumerate(expected):
+        assert ids[b, 0, n - 1] == EOS_ID and EOS_ID not in ids[b, 0, : n - 1]
+
+
+@pytest.mark.parametrize("strategy", [greedy_search, beam_search])
+def test_batch_result_does_not_depend_on_the_other_sentences(model, source, strategy):
+    config = SearchConfig(beam_size=4, n_best=2 if strategy is beam_search else 1)
+    run = compiled(strategy, model, config)
+    batched = run(source)
+    for b, length in enumerate(LENGTHS):
+        alone = run(source[b : b + 1, :length])  # also without padding
+        expected = hypotheses_of(batched, b)
+        actual = hypotheses_of(alone, 0)
+        assert [t for _, t in actual] == [t for _, t in expected]
+        np.testing.assert_allclose([s for s, _ in actual], [s for s, _ in expected], atol=1e-5)
+
+
+class CountingModel:
+    """Delegates to a model and counts `decode_step` calls made inside the graph."""
+
+    def __init__(self, model):
+        self.model = model
+        self.config = model.config
+        self.steps = tf.Variable(0, dtype=tf.int32)
+
+    def encode(self, *args, **kwargs):
+        return self.model.encode(*args, **kwargs)
+
+    def init_cache(self, *args, **kwargs):
+        return self.model.init_cache(*args, **kwargs)
+
+    def decode_step(self, *args, **kwargs):
+        self.steps.assign_add(1)
+        return self.model.decode_step(*args, **kwargs)
+
+
+@pytest.mark.parametrize("strategy", [greedy_search, beam_search])
+def test_loop_stops_when_every_sentence_is_finished(strategy):
+    source = random_sources(np.random.default_rng(5), LENGTHS, VOCAB)
+    config = SearchConfig(beam_size=3, length_penalty=1.0, max_length_a=1.0, max_length_b=2)
+    # EOS almost certain at once: one step, although the limits allow up to 9.
+    ends_at_once = CountingModel(tiny_model(VOCAB, seed=4, eos_bias=40.0))
+    result = compiled(strategy, ends_at_once, config)(source)
+    assert int(ends_at_once.steps.numpy()) == 1
+    np.testing.assert_array_equal(np.asarray(result.lengths)[:, 0], 1)
+    # EOS never chosen: as many steps as the longest limit of the batch, not the cache.
+    never_ends = CountingModel(tiny_model(VOCAB, seed=4, eos_bias=-40.0))
+    run = compiled(strategy, never_ends, config)
+    run(source[1:2, :2])  # limit 4, cache_length 4
+    assert int(never_ends.steps.numpy()) == 4
+    never_ends.steps.assign(0)
+    short_and_padded = source[[1, 4]]  # lengths 2 and 3, padded to 7: cache_length 9
+    result = run(short_and_padded)
+    assert int(never_ends.steps.numpy()) == 5
+    np.testing.assert_array_equal(np.asarray(result.lengths)[:, 0], [4, 5])
+
+
+def test_length_penalty_values():
+    lengths = tf.constant([1, 5, 10])
+    np.testing.assert_allclose(length_penalty(lengths, 0.0), [1.0, 1.0, 1.0])
+    np.testing.assert_allclose(
+        length_penalty(lengths, 0.6), ((5 + np.array([1, 5, 10])) / 6) ** 0.6, rtol=1e-6
+    )

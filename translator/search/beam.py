@@ -1,0 +1,177 @@
+"""Beam search with the GNMT length penalty, finished-hypothesis set and early stopping.
+
+The algorithm, per sentence, at step t (every candidate then has t + 1 tokens):
+
+1. Each alive hypothesis is extended by every allowed token (see
+   `common.next_token_log_probs`); the `beam_size` candidates with the highest
+   log P are kept. All candidates have the same length, so this is also the ranking by
+   score (the length penalty is the same for all of them).
+2. Kept candidates ending in EOS leave the beam for the finished set (scored
+   log P / lp, the `n_best` best kept); the others are next step's alive hypotheses.
+   A beam that lost hypotheses to EOS refills at the next step: the top `beam_size`
+   extensions of the survivors are kept again. With `beam_size = 1` this is exactly
+   greedy search.
+3. Early stop: extending a hypothesis only lowers log P (<= 0), and lp grows with length,
+   so no descendant of an alive hypothesis can score above
+   `max(alive log P) / lp(max_length_i)` (the sentence's length limit). Once the
+   `n_best`-th finished score is >= that bound (or no hypothesis is alive), the sentence
+   is done: its beams are emptied and it no longer changes. Stopping never changes the
+   result compared with running to the length limit (ties aside).
+4. The `tf.while_loop` ends when every sentence is done; at the latest at the longest
+   length limit, where only EOS is allowed.
+
+Layout: the batch of `batch * beam` decoder rows is sentence-major (row b * beam + k),
+so the per-sentence `[batch, beam]` tensors reshape to and from it without copies.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import tensorflow as tf
+
+from translator.model import DecodingCache
+from translator.search.common import (
+    BOS_ID,
+    EOS_ID,
+    NEG_INF,
+    PAD_ID,
+    SearchResult,
+    length_penalty,
+    model_position_limit,
+    next_token_log_probs,
+    output_length_limits,
+    trim,
+    write_at,
+)
+from translator.search.config import SearchConfig
+
+
+class BeamState(NamedTuple):
+    """The `tf.while_loop` variables of beam search."""
+
+    # Position being generated next (0 = first token after BOS): int32 scalar.
+    step: Any
+    # Alive hypotheses' tokens (positions < step), then PAD: int32 [batch, beam, cache_length].
+    alive_ids: Any
+    # log P of the alive hypotheses; -inf = empty slot: float32 [batch, beam].
+    alive_log_probs: Any
+    # Finished hypotheses, EOS included, then PAD: int32 [batch, n_best, cache_length].
+    finished_ids: Any
+    # Their scores log P / lp, descending; -inf = empty slot: float32 [batch, n_best].
+    finished_scores: Any
+    # Their lengths |Y|, EOS included: int32 [batch, n_best].
+    finished_lengths: Any
+    # Sentence can no longer change (early stop): bool [batch].
+    done: Any
+    # Decoder keys/values for the alive hypotheses: `DecodingCache` with batch * beam rows.
+    cache: DecodingCache
+
+
+def beam_search(model, source_ids, config: SearchConfig) -> SearchResult:
+    """Translates a batch with beam search (see the module docstring for the algorithm).
+
+    Args:
+        model: A built `translator.model.Transformer`.
+        source_ids: int32 `[batch, source_length]`, 0 = padding.
+        config: A `SearchConfig` (beam_size, n_best, length_penalty, length limits).
+
+    Returns:
+        A `SearchResult` with `config.n_best` hypotheses per sentence.
+    """
+    beam, n_best, alpha = config.beam_size, config.n_best, config.length_penalty
+    source_ids = tf.convert_to_tensor(source_ids, tf.int32)
+    batch = tf.shape(source_ids)[0]
+    max_lengths, cache_length = output_length_limits(
+        source_ids, config, model_position_limit(model)
+    )  # [batch], scalar
+    row_max_lengths = tf.repeat(max_lengths, beam)  # [batch * beam]
+    best_possible_penalty = length_penalty(max_lengths, alpha)  # [batch]
+
+    # The encoder and the cross-attention keys/values run once per sentence, then are
+    # repeated for its beams. They are never reordered: a reorder only permutes rows
+    # within a sentence, and those rows are identical.
+    encoder_output = model.encode(source_ids, training=False)  # [batch, src, d_model]
+    cache = model.init_cache(encoder_output, source_ids, cache_length)
+    cache = tf.nest.map_structure(lambda x: tf.repeat(x, beam, axis=0), cache)  # batch*beam rows
+
+    # Only beam 0 starts alive, so the first step does not yield `beam` copies of each
+    # candidate.
+    first_alive = tf.concat([[0.0], tf.fill([beam - 1], NEG_INF)], axis=0)  # [beam]
+    initial = BeamState(
+        step=tf.constant(0, tf.int32),
+        alive_ids=tf.zeros([batch, beam, cache_length], tf.int32),
+        alive_log_probs=tf.tile(first_alive[None, :], [batch, 1]),
+        finished_ids=tf.zeros([batch, n_best, cache_length], tf.int32),
+        finished_scores=tf.fill([batch, n_best], NEG_INF),
+        finished_lengths=tf.zeros([batch, n_best], tf.int32),
+        done=tf.zeros([batch], tf.bool),
+        cache=cache,
+    )
+    # Row offsets of each sentence in the flat batch * beam layout: [batch, 1].
+    row_offsets = tf.range(batch)[:, None] * beam
+
+    def keep_going(state: BeamState):
+        return tf.logical_and(state.step < cache_length, tf.logical_not(tf.reduce_all(state.done)))
+
+    def step(state: BeamState) -> tuple[BeamState]:
+        t = state.step
+        previous = tf.gather(state.alive_ids, tf.maximum(t - 1, 0), axis=2)  # [batch, beam]
+        tokens_in = tf.where(t > 0, previous, BOS_ID)
+        logits, cache = model.decode_step(tf.reshape(tokens_in, [-1]), state.cache, t)
+        log_probs = next_token_log_probs(logits, t, row_max_lengths)  # [batch * beam, vocab]
+        vocab = tf.shape(log_probs)[-1]
+        candidates = state.alive_log_probs[:, :, None] + tf.reshape(
+            log_probs, [batch, beam, vocab]
+        )  # [batch, beam, vocab]
+        top_log_probs, top_indices = tf.math.top_k(
+            tf.reshape(candidates, [batch, beam * vocab]), k=beam
+        )  # [batch, beam]
+        origins = top_indices // vocab  # [batch, beam]: the beam each candidate extends
+        tokens = top_indices % vocab  # [batch, beam]
+        sequences = write_at(
+            tf.gather(state.alive_ids, origins, batch_dims=1), t, tokens
+        )  # [batch, beam, cache_length]
+        # -inf candidates (fewer allowed extensions than beams) are neither alive nor finished.
+        ends = tf.logical_and(tf.equal(tokens, EOS_ID), top_log_probs > NEG_INF)  # [b, beam]
+
+        # Merge the new finished hypotheses into the n_best kept so far.
+        new_scores = tf.where(ends, top_log_probs / length_penalty(t + 1, alpha), NEG_INF)
+        pooled_scores = tf.concat([state.finished_scores, new_scores], axis=1)  # [b, n+beam]
+        finished_scores, kept = tf.math.top_k(pooled_scores, k=n_best)  # [batch, n_best]
+        pooled_ids = tf.concat([state.finished_ids, sequences], axis=1)  # [b, n+beam, T]
+        pooled_lengths = tf.concat(
+            [state.finished_lengths, tf.fill([batch, beam], t + 1)], axis=1
+        )  # [batch, n_best + beam]
+
+        # Early stop (module docstring, 3.): the best any alive hypothesis can still reach
+        # is its log P over the largest penalty it can get. With nothing alive the bound is
+        # -inf, so that sentence is done too. A done sentence's beams are emptied, so its
+        # finished set no longer changes.
+        alive_log_probs = tf.where(ends, NEG_INF, top_log_probs)  # [batch, beam]
+        bound = tf.reduce_max(alive_log_probs, axis=1) / best_possible_penalty  # [batch]
+        done = tf.logical_or(state.done, finished_scores[:, n_best - 1] >= bound)  # [batch]
+        alive_log_probs = tf.where(done[:, None], NEG_INF, alive_log_probs)
+
+        # Reorder the self-attention cache to follow each candidate's origin beam.
+        rows = tf.reshape(origins + row_offsets, [-1])  # [batch * beam]
+        cache = cache._replace(
+            self_attention=tf.nest.map_structure(lambda x: tf.gather(x, rows), cache.self_attention)
+        )
+        new = BeamState(
+            step=t + 1,
+            alive_ids=sequences,
+            alive_log_probs=alive_log_probs,
+            finished_ids=tf.gather(pooled_ids, kept, batch_dims=1),
+            finished_scores=finished_scores,
+            finished_lengths=tf.gather(pooled_lengths, kept, batch_dims=1),
+            done=done,
+            cache=cache,
+        )
+        return (new,)
+
+    (final,) = tf.while_loop(keep_going, step, (initial,))
+    filled = final.finished_scores > NEG_INF  # [batch, n_best]
+    lengths = tf.where(filled, final.finished_lengths, 0)  # [batch, n_best]
+    ids = tf.where(filled[:, :, None], final.finished_ids, PAD_ID)  # [batch, n_best, T]
+    return SearchResult(ids=trim(ids, lengths), scores=final.finished_scores, lengths=lengths)

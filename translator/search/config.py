@@ -1,0 +1,60 @@
+"""`SearchConfig`: how to search for translations (not what the network is)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchConfig:
+    """Settings of greedy and beam search.
+
+    Output length is limited per sentence to `floor(max_length_a * source_length +
+    max_length_b)` tokens, EOS included, where `source_length` counts the non-padding
+    source ids (the source's EOS included). The limit is clamped to
+    `[1, max_output_length]`; at the limit only EOS may be produced, so every returned
+    hypothesis ends with EOS.
+    """
+
+    # Hypotheses kept per sentence; 1 = greedy search (beam search with 1 beam is identical).
+    beam_size: int = 4
+    # GNMT length-penalty exponent alpha in lp(Y) = ((5 + |Y|) / 6) ** alpha, score =
+    # log P(Y) / lp(Y); 0 ranks by plain log-probability. Must be >= 0 (early stopping
+    # relies on lp growing with length).
+    length_penalty: float = 0.6
+    # Output length limit per sentence: a in floor(a * source_length + b).
+    max_length_a: float = 1.2
+    # Output length limit per sentence: b in floor(a * source_length + b).
+    max_length_b: int = 10
+    # Static cap on output tokens, EOS included: bounds the decoding cache of any batch.
+    max_output_length: int = 256
+    # Hypotheses returned per sentence, best first; at most beam_size.
+    n_best: int = 1
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.beam_size < 1:
+            problems.append(f"beam_size must be >= 1, got {self.beam_size}")
+        if not 1 <= self.n_best <= max(self.beam_size, 1):
+            problems.append(f"n_best must be in [1, beam_size={self.beam_size}], got {self.n_best}")
+        if self.length_penalty < 0:
+            problems.append(f"length_penalty must be >= 0, got {self.length_penalty}")
+        if self.max_length_a < 0:
+            problems.append(f"max_length_a must be >= 0, got {self.max_length_a}")
+        if self.max_output_length < 1:
+            problems.append(f"max_output_length must be >= 1, got {self.max_output_length}")
+        if problems:
+            raise ValueError("Invalid SearchConfig: " + "; ".join(problems))
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain dict of every field (JSON and YAML friendly)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, fields: dict[str, Any]) -> SearchConfig:
+        """Inverse of `to_dict`; names any unknown key."""
+        unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise ValueError(f"Unknown SearchConfig field(s): {', '.join(unknown)}")
+        return cls(**fields)

@@ -1,0 +1,78 @@
+"""The entry points: `search` (any context) and `Decoder` (a compiled, saveable module)."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from translator.search.beam import beam_search
+from translator.search.common import SearchResult
+from translator.search.config import SearchConfig
+from translator.search.greedy import greedy_search
+
+
+def search(model, source_ids, config: SearchConfig) -> SearchResult:
+    """Greedy search for `beam_size == 1`, else beam search.
+
+    Works eagerly (slowly: the loop then runs in Python) and inside a `tf.function`; use
+    `Decoder` for a compiled function that does not retrace per batch.
+
+    Args:
+        model: A built `translator.model.Transformer`.
+        source_ids: int32 `[batch, source_length]`, 0 = padding.
+        config: A `SearchConfig`.
+
+    Returns:
+        A `SearchResult`: ids `[batch, n_best, length]`, scores and lengths `[batch, n_best]`.
+    """
+    if config.beam_size == 1:
+        return greedy_search(model, source_ids, config)
+    return beam_search(model, source_ids, config)
+
+
+class Decoder(tf.Module):
+    """A model and a `SearchConfig` bound into one compiled search function.
+
+    `decoder(source_ids)` runs `decoder.translate`, a `tf.function` with the input
+    signature int32 `[None, None]`: it is traced once, whatever the batch size and source
+    length (with `jit_compile=True`, XLA still compiles once per distinct input shape, so
+    feed length buckets). Being a `tf.Module` with no Python-side state in the function,
+    it can be saved with `tf.saved_model.save(decoder, path)`; the restored object has a
+    `translate` function returning the same `SearchResult` structure.
+
+    Args:
+        model: A `translator.model.Transformer`; built here if needed.
+        config: The `SearchConfig`; fixed for the life of the function.
+        jit_compile: Compile the whole search with XLA (then one compile per input shape).
+        name: Module name.
+    """
+
+    def __init__(
+        self,
+        model,
+        config: SearchConfig | None = None,
+        jit_compile: bool = False,
+        name: str | None = None,
+    ):
+        super().__init__(name=name)
+        if not model.built:
+            model.build()  # weights must exist before tracing (tf.function creates none)
+        self.model = model
+        self.config = config or SearchConfig()
+        self.jit_compile = jit_compile
+        self.translate = tf.function(
+            self._translate,
+            input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")],
+            jit_compile=jit_compile,
+        )
+
+    def _translate(self, source_ids) -> SearchResult:
+        return search(self.model, source_ids, self.config)
+
+    def __call__(self, source_ids) -> SearchResult:
+        """Translates a batch; see `search` for shapes."""
+        return self.translate(tf.convert_to_tensor(source_ids, tf.int32))
+
+    @property
+    def tracing_count(self) -> int:
+        """How many times `translate` was traced (1 after any number of batches)."""
+        return self.translate.experimental_get_tracing_count()
