@@ -99,8 +99,8 @@ class TrainSection:
     seed: int = 1234
     # auto: TPU if one is configured, else mirrored over GPUs if > 1, else one device.
     strategy: Strategy = "auto"
-    # auto: mixed_float16 on GPU, mixed_bfloat16 on TPU and CPU, where the matmuls are
-    # about 2x faster in bfloat16 on CPUs with AVX512-BF16/AMX.
+    # auto: mixed_float16 on GPU, mixed_bfloat16 on TPU and on CPUs with native bfloat16
+    # (AVX512-BF16 or AMX), float32 on other CPUs, where bfloat16 is slower.
     precision: Precision = "auto"
     # Training steps run per call into the graph: > 1 cuts Python overhead for small
     # models; callbacks and the progress bar then see every N-th step.

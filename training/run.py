@@ -373,7 +373,8 @@ def _bleu_callback(config, transformer, vocabulary, run_dir, chief, nan_guard, t
 def greedy_translator(
     model: Transformer, vocabulary: Vocabulary
 ) -> Callable[[Sequence[str]], list[str]]:
-    """Greedy translation through `translator.search`, for validation BLEU."""
-    from translator.search import Translator  # the decoding issue's one decoding path
+    """Greedy translation for validation BLEU, through the one decoding path."""
+    from translator.inference import Translator
+    from translator.search import SearchConfig
 
-    return Translator(model, vocabulary, beam_size=1).translate
+    return Translator(model, vocabulary, SearchConfig(beam_size=1)).translate

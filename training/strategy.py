@@ -100,10 +100,30 @@ def select_precision(name: str, strategy: tf.distribute.Strategy) -> str:
     """Resolves "auto" and sets Keras' global dtype policy; returns the policy name.
 
     auto: mixed_float16 on GPUs (with loss scaling, added by `compile`), mixed_bfloat16 on
-    TPUs and CPUs.
+    TPUs, and on CPUs only where they compute bfloat16 natively (AVX512-BF16 or AMX):
+    elsewhere bfloat16 runs through slow conversion paths (measured here on an AVX2 CPU:
+    7x slower than float32 in training; see bench/RESULTS.md), so float32.
     """
     if name == "auto":
         device = strategy.extended.worker_devices[0].upper()
-        name = "mixed_float16" if "GPU" in device else "mixed_bfloat16"
+        if "GPU" in device:
+            name = "mixed_float16"
+        elif "TPU" in device or cpu_has_native_bfloat16():
+            name = "mixed_bfloat16"
+        else:
+            name = "float32"
     keras.config.set_dtype_policy(name)
     return name
+
+
+def cpu_has_native_bfloat16() -> bool:
+    """True when /proc/cpuinfo lists AVX512-BF16 or AMX-BF16 (Linux; False elsewhere)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return bool(flags & {"avx512_bf16", "amx_bf16"})
+    except OSError:
+        pass
+    return False
