@@ -18,6 +18,7 @@ import math
 import shutil
 import sys
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -223,18 +224,15 @@ def train(
     if start_step >= config.train.max_steps:
         log.info("run already at step %d >= max_steps", start_step)
 
-    train_data = _distributed_dataset(config, vocabulary, strategy, start_step)
+    data = config.data
+    micro_steps_done = start_step * max(config.optimizer.accumulation_steps, 1)
+    train_data = _distributed_dataset(
+        config, vocabulary, strategy, data.train_source, data.train_target, skip=micro_steps_done
+    )
     valid_data = None
-    if config.data.valid_source:
-        valid_data = strategy.distribute_datasets_from_function(
-            lambda context: make_dataset(
-                config.data.valid_source,
-                config.data.valid_target,
-                vocabulary,
-                config.data.pipeline,
-                training=False,
-                input_context=context,
-            )
+    if data.valid_source:
+        valid_data = _distributed_dataset(
+            config, vocabulary, strategy, data.valid_source, data.valid_target, skip=None
         )
 
     nan_guard = NanGuard()
@@ -255,17 +253,22 @@ def train(
     if verbose is None:
         verbose = 1 if sys.stdout.isatty() else 2
     started = time.monotonic()
-    history = trainer.fit(
-        train_data,
-        epochs=math.ceil(
-            config.train.max_steps * max(config.optimizer.accumulation_steps, 1) / period
-        ),
-        initial_epoch=(_micro_steps(trainer.optimizer)) // period,
-        steps_per_epoch=period,
-        validation_data=valid_data,
-        callbacks=callbacks,
-        verbose=verbose,
-    )
+    with warnings.catch_warnings():
+        # Keras says "input ran out of data" whenever a callback stops training mid-epoch
+        # (the budget, early stopping, the NaN guard); the input here is endless.
+        warnings.filterwarnings("ignore", message="Your input ran out of data")
+        history = trainer.fit(
+            train_data,
+            epochs=math.ceil(
+                config.train.max_steps * max(config.optimizer.accumulation_steps, 1) / period
+            ),
+            initial_epoch=_micro_steps(trainer.optimizer) // period,
+            steps_per_epoch=period,
+            validation_data=valid_data,
+            callbacks=callbacks,
+            verbose=verbose,
+            shuffle=False,  # the pipeline shuffles (with a seed, so resume is exact)
+        )
     if nan_guard.failed_step is not None:
         raise TrainingError(
             f"the training loss became NaN at step {nan_guard.failed_step}; the last good "
@@ -321,26 +324,35 @@ def _checkpoint_step(checkpoints: Checkpoints) -> int:
 
 
 def _distributed_dataset(
-    config: RunConfig, vocabulary: Vocabulary, strategy, start_step: int
+    config: RunConfig, vocabulary: Vocabulary, strategy, source: str, target: str, skip: int | None
 ) -> Any:
-    """Endless training batches, each replica its own shard, resumed where the run was.
+    """Each replica's shard of a corpus, through `distribute_datasets_from_function`.
 
-    The shuffled order is a function of the seed only, so skipping the batches already
-    consumed puts a resumed run on exactly the batches an uninterrupted run would see.
+    Args:
+        config: The run config (its pipeline section).
+        vocabulary: The vocabulary.
+        strategy: The strategy whose replicas read the shards.
+        source: Source text file.
+        target: Target text file.
+        skip: None for validation (one pass, file order). For training, the number of
+            batches already consumed: the data repeats endlessly in a shuffled order that
+            is a function of the seed only, so skipping them puts a resumed run on exactly
+            the batches an uninterrupted run would see.
     """
-    accumulation = max(config.optimizer.accumulation_steps, 1)
-    consumed = start_step * accumulation
+    training = skip is not None
 
     def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
         dataset = make_dataset(
-            config.data.train_source,
-            config.data.train_target,
+            source,
+            target,
             vocabulary,
             config.data.pipeline,
-            training=True,
+            training=training,
             input_context=context,
         )
-        return dataset.repeat().skip(consumed).prefetch(tf.data.AUTOTUNE)
+        if training:
+            dataset = dataset.repeat().skip(skip)
+        return dataset.prefetch(tf.data.AUTOTUNE)
 
     return strategy.distribute_datasets_from_function(dataset_fn)
 
