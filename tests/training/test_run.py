@@ -134,15 +134,18 @@ def test_resume_after_sigkill_matches_an_uninterrupted_run(copy_task, tmp_path):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    # Kill once the checkpoint of step 30 is complete (the `checkpoint` state file names
+    # it), so the run is interrupted mid-training with a real checkpoint to resume from.
+    # Watching for the `.index` file instead races with the state-file update, which
+    # correctly still names step 20 at that moment.
     deadline = time.monotonic() + 300
-    while not (killed_dir / "checkpoints" / "ckpt-30.index").exists():
+    while _latest_step(killed_dir) < 30:
         assert process.poll() is None, "finished before it could be killed"
         assert time.monotonic() < deadline
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
     process.wait()
-    latest = tf.train.latest_checkpoint(str(killed_dir / "checkpoints"))
-    assert latest is not None and int(latest.rsplit("-", 1)[1]) in range(30, 60)
+    assert _latest_step(killed_dir) in range(30, 60)
     assert not (killed_dir / "model").exists()
 
     resumed = subprocess.run(
@@ -157,6 +160,12 @@ def test_resume_after_sigkill_matches_an_uninterrupted_run(copy_task, tmp_path):
     a, b = np.load(tmp_path / "a.npz"), np.load(tmp_path / "b.npz")
     for key in a.files:
         np.testing.assert_allclose(b[key], a[key], atol=1e-5, err_msg=key)
+
+
+def _latest_step(run_dir):
+    """Step of the newest complete checkpoint in `run_dir`, or -1."""
+    latest = tf.train.latest_checkpoint(str(run_dir / "checkpoints"))
+    return -1 if latest is None else int(latest.rsplit("-", 1)[1])
 
 
 def _free_ports(count):
