@@ -29,7 +29,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as `python bench/pipeline.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.results import command_line, machine_summary, today, update_section
+from bench.results import command_line, machine_summary, report_target, today, update_section
 
 REPO = Path(__file__).resolve().parents[1]
 TRAINING_RATE = 5_400  # target tokens/s the training step consumes (our goal)
@@ -150,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{TRAINING_RATE:,} target tok/s; {verdict} the {REQUIRED_RATIO}x target "
         f"({REQUIRED_RATIO * TRAINING_RATE:,} tok/s)"
     )
+
+    report_target("pipeline target tokens/s over the training goal", ratio, REQUIRED_RATIO, "x")
 
     if args.write:
         vocab_line = f"- Vocabulary: joint unigram, {vocabulary.target_vocab_size:,} ids" + (

@@ -10,6 +10,7 @@ section; text outside the markers (and other benchmarks' sections) is left alone
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import platform
 import re
@@ -104,3 +105,39 @@ def command_line() -> str:
 def today() -> str:
     """The date, ISO format (UTC)."""
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+# Lines starting with this marker carry one target's figure as JSON, for `python -m bench`
+# to collect into its summary table.
+TARGET_MARKER = "bench-target:"
+
+
+def report_target(
+    name: str, measured: float, goal: float, unit: str, higher_is_better: bool = True
+) -> bool:
+    """Prints one target's figure in the line format `python -m bench` collects.
+
+    Args:
+        name: What is measured, e.g. "training target tokens/s (fp32)".
+        measured: The measured figure.
+        goal: The target figure.
+        unit: The unit of both, e.g. "tok/s" or "x".
+        higher_is_better: Whether the target is a minimum (else a maximum).
+
+    Returns:
+        Whether the target is met.
+    """
+    met = measured >= goal if higher_is_better else measured <= goal
+    record = {"name": name, "measured": measured, "goal": goal, "unit": unit, "met": met}
+    record["higher_is_better"] = higher_is_better
+    print(f"{TARGET_MARKER} {json.dumps(record)}", flush=True)
+    return met
+
+
+def parse_targets(output: str) -> list[dict]:
+    """The target records printed by `report_target` in a benchmark's output."""
+    return [
+        json.loads(line[len(TARGET_MARKER) :])
+        for line in output.splitlines()
+        if line.startswith(TARGET_MARKER)
+    ]

@@ -3,21 +3,27 @@
     translator recipe --workdir runs/multi30k --minutes 60
 
 fetches Multi30k (from `--mirror` / `$TRANSLATOR_DATA_MIRROR` when offline), builds the
-joint SentencePiece vocabulary, trains the default recipe within the time budget
-(resuming if the work directory holds an interrupted run), and prints where each
-result is. Each stage is skipped when its result is already there.
+joint SentencePiece vocabulary, trains the default recipe within the time budget,
+translates test_2016_flickr with beam search and scores it with sacreBLEU into a report,
+and exports a SavedModel for serving; then prints where each result is. Each stage is
+skipped when its result is already there, and an interrupted training resumes.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import logging
 from pathlib import Path
 
 from training.cli import DEFAULT_CONFIG
 
 log = logging.getLogger(__name__)
+
+# The test set the recipe reports on, and the export version it writes.
+TEST_SET = "test_2016_flickr"
+EXPORT_VERSION = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,19 +44,49 @@ class RecipePaths:
 
     @property
     def run(self) -> Path:
-        """The training run directory."""
+        """The training run directory (its final model is `run/model`)."""
         return self.workdir / "run"
+
+    @property
+    def report(self) -> Path:
+        """The evaluation report on the test set (report.json, report.md, translations)."""
+        return self.workdir / "eval" / TEST_SET
+
+    @property
+    def export(self) -> Path:
+        """The export base directory: SavedModel versions as TF Serving expects them."""
+        return self.workdir / "export"
+
+
+@dataclasses.dataclass(frozen=True)
+class RecipeSettings:
+    """What the user chose on the command line."""
+
+    # Training time budget in minutes (the published figure uses 60).
+    minutes: float
+    # Local directory with the Multi30k files, for machines without internet.
+    mirror: str | None
+    # Joint SentencePiece vocabulary size.
+    vocab_size: int
+    # `--set key=value` overrides of the training config.
+    overrides: tuple[str, ...] = ()
+    # Translate and score only the first N test sentences (0 = all); for quick checks.
+    test_sentences: int = 0
+    # Beam size of the test translation and of the export.
+    beam_size: int = 4
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Adds the `recipe` subcommand."""
     parser = subparsers.add_parser(
         "recipe",
-        help="the whole job: fetch Multi30k, build the vocabulary, train (README's main command)",
+        help="the whole job: data, vocabulary, training, test-set report, export",
         description=(
             "Runs the default Multi30k English-to-German recipe end to end in one work "
-            "directory: data, vocabulary, training. Stages already done are skipped; an "
-            "interrupted training resumes."
+            "directory: fetch the data, build the vocabulary, train within a time budget, "
+            f"translate {TEST_SET} with beam search and score it with sacreBLEU into a "
+            "report, export a SavedModel. Stages already done are skipped; an interrupted "
+            "training resumes (delete WORKDIR/run/model to train again)."
         ),
     )
     parser.add_argument(
@@ -62,6 +98,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--mirror", help="local directory with the Multi30k files (no network)")
     parser.add_argument(
         "--vocab-size", type=int, default=8000, help="joint vocabulary size (default: 8000)"
+    )
+    parser.add_argument(
+        "--beam-size", type=int, default=4, help="beam of the test report and export (default: 4)"
+    )
+    parser.add_argument(
+        "--test-sentences",
+        type=int,
+        default=0,
+        metavar="N",
+        help=f"translate only the first N sentences of {TEST_SET} (default: all)",
     )
     parser.add_argument(
         "--set",
@@ -82,49 +128,72 @@ def run(args: argparse.Namespace) -> int:
     from translator.pipelines import PipelineError
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    paths = RecipePaths(args.workdir)
+    settings = RecipeSettings(
+        minutes=args.minutes,
+        mirror=args.mirror,
+        vocab_size=args.vocab_size,
+        overrides=tuple(args.overrides),
+        test_sentences=args.test_sentences,
+        beam_size=args.beam_size,
+    )
     try:
-        result = run_recipe(
-            RecipePaths(args.workdir), args.minutes, args.mirror, args.vocab_size, args.overrides
-        )
+        run_recipe(paths, settings)
     except (PipelineError, ConfigError, TrainingError) as error:
         raise CommandError(str(error)) from error
-    paths = RecipePaths(args.workdir)
-    print()
-    print(f"data:        {paths.data}")
-    print(f"vocabulary:  {paths.vocabulary}")
-    print(
-        f"run:         {paths.run}  (checkpoints; logs: tensorboard --logdir {paths.run / 'logs'})"
-    )
-    best = (
-        f"; best validation BLEU {result.best_bleu:.2f} at step {result.best_step}"
-        if result.best_bleu
-        else ""
-    )
-    print(f"model:       {result.model_dir}  ({result.steps} steps, {result.stop_reason}{best})")
+    print_summary(paths)
     return 0
 
 
-def run_recipe(
-    paths: RecipePaths, minutes: float, mirror: str | None, vocab_size: int, overrides=()
-):
-    """Data, vocabulary and training; returns the `TrainResult`."""
-    from training.config import load_config
-    from training.run import train
-    from translator.pipelines import build_vocabulary, fetch_dataset
+def run_recipe(paths: RecipePaths, settings: RecipeSettings) -> None:
+    """Every stage in order, each skipped when its result is already there.
 
-    print(f"[1/3] data -> {paths.data}", flush=True)
-    fetch_dataset("multi30k", paths.data, mirror=mirror, log=lambda line: print("  " + line))
-    print(f"[2/3] vocabulary -> {paths.vocabulary}", flush=True)
+    Raises:
+        PipelineError, ConfigError, TrainingError: from the stage that failed.
+        translator.cli.CommandError: if evaluation or export fails.
+    """
+    fetch_data(paths, settings)
+    build_vocab(paths, settings)
+    train_model(paths, settings)
+    evaluate_test_set(paths, settings)
+    export_model(paths, settings)
+
+
+def fetch_data(paths: RecipePaths, settings: RecipeSettings) -> None:
+    """Stage 1: the Multi30k files, checksum-verified."""
+    from translator.pipelines import fetch_dataset
+
+    print(f"[1/5] data -> {paths.data}", flush=True)
+    fetch_dataset(
+        "multi30k", paths.data, mirror=settings.mirror, log=lambda line: print("  " + line)
+    )
+
+
+def build_vocab(paths: RecipePaths, settings: RecipeSettings) -> None:
+    """Stage 2: the joint SentencePiece vocabulary of the training data."""
+    from translator.pipelines import build_vocabulary
+
+    print(f"[2/5] vocabulary -> {paths.vocabulary}", flush=True)
     if (paths.vocabulary / "vocab.json").is_file():
         print("  already built")
-    else:
-        build_vocabulary(
-            [paths.data / "train.en.gz"],
-            [paths.data / "train.de.gz"],
-            paths.vocabulary,
-            vocab_size=vocab_size,
-        )
-    print(f"[3/3] training ({minutes:g} minutes) -> {paths.run}", flush=True)
+        return
+    build_vocabulary(
+        [paths.data / "train.en.gz"],
+        [paths.data / "train.de.gz"],
+        paths.vocabulary,
+        vocab_size=settings.vocab_size,
+    )
+
+
+def train_model(paths: RecipePaths, settings: RecipeSettings) -> None:
+    """Stage 3: the default recipe within the time budget (resumed if interrupted)."""
+    from training.config import load_config
+    from training.run import train
+
+    print(f"[3/5] training ({settings.minutes:g} minutes) -> {paths.run}", flush=True)
+    if (paths.run / "model" / "model.keras").is_file():
+        print(f"  already trained: {paths.run / 'model'}")
+        return
     config = load_config(
         DEFAULT_CONFIG,
         [
@@ -133,8 +202,95 @@ def run_recipe(
             f"data.valid_source={paths.data / 'val.en.gz'}",
             f"data.valid_target={paths.data / 'val.de.gz'}",
             f"data.vocabulary={paths.vocabulary}",
-            f"train.max_minutes={minutes}",
-            *overrides,
+            f"train.max_minutes={settings.minutes}",
+            *settings.overrides,
         ],
     )
-    return train(config, paths.run)
+    result = train(config, paths.run)
+    best = (
+        f"; best validation BLEU (greedy) {result.best_bleu:.2f} at step {result.best_step}"
+        if result.best_bleu is not None
+        else ""
+    )
+    print(f"  {result.steps} steps, {result.stop_reason}{best}", flush=True)
+
+
+def evaluate_test_set(paths: RecipePaths, settings: RecipeSettings) -> None:
+    """Stage 4: beam-search translation of the test set, scored into a report."""
+    from translator.cli import CommandError, main
+
+    print(f"[4/5] {TEST_SET} with beam {settings.beam_size} -> {paths.report}", flush=True)
+    if (paths.report / "report.json").is_file():
+        print("  already evaluated")
+        return
+    source = paths.data / f"{TEST_SET}.en.gz"
+    reference = paths.data / f"{TEST_SET}.de.gz"
+    if settings.test_sentences:
+        source, reference = (
+            _head(
+                path, settings.test_sentences, paths.report.parent / path.name.removesuffix(".gz")
+            )
+            for path in (source, reference)
+        )
+    paths.report.mkdir(parents=True, exist_ok=True)
+    arguments = [
+        "evaluate",
+        f"--model={paths.run}",
+        f"--src={source}",
+        f"--ref={reference}",
+        f"--beam-size={settings.beam_size}",
+        f"--hyp-out={paths.report / 'translations.de'}",
+        f"--report={paths.report}",
+    ]
+    if main(arguments) != 0:
+        raise CommandError(f"evaluation failed: translator {' '.join(arguments)}")
+
+
+def export_model(paths: RecipePaths, settings: RecipeSettings) -> None:
+    """Stage 5: the SavedModel (tokenizer, beam search, detokenizer inside)."""
+    from translator.cli import CommandError, main
+
+    version = paths.export / str(EXPORT_VERSION)
+    print(f"[5/5] SavedModel -> {version}", flush=True)
+    if (version / "saved_model.pb").is_file():
+        print("  already exported")
+        return
+    arguments = [
+        "export",
+        f"--model={paths.run}",
+        f"--out={paths.export}",
+        f"--version={EXPORT_VERSION}",
+        f"--beam-size={settings.beam_size}",
+    ]
+    if main(arguments) != 0:
+        raise CommandError(f"export failed: translator {' '.join(arguments)}")
+
+
+def print_summary(paths: RecipePaths) -> None:
+    """Where each result is, and the test scores."""
+    report = json.loads((paths.report / "report.json").read_text("utf-8"))
+    scores = report["scores"]
+    print()
+    print(f"data:        {paths.data}")
+    print(f"vocabulary:  {paths.vocabulary}")
+    print(f"run:         {paths.run}  (tensorboard --logdir {paths.run / 'logs'})")
+    print(f"model:       {paths.run / 'model'}")
+    print(
+        f"report:      {paths.report / 'report.md'}  (BLEU {scores['bleu']['score']:.2f}, "
+        f"chrF {scores['chrf']['score']:.2f}, TER {scores['ter']['score']:.2f} "
+        f"on {report['sentences']} sentences of {TEST_SET})"
+    )
+    print(
+        f"export:      {paths.export / str(EXPORT_VERSION)}  (translator serve --model "
+        f"{paths.export})"
+    )
+
+
+def _head(path: Path, count: int, out: Path) -> Path:
+    """The first `count` lines of a gzip text file, written to `out`."""
+    import gzip
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "rt", encoding="utf-8") as lines:
+        out.write_text("".join(line for _, line in zip(range(count), lines, strict=False)), "utf-8")
+    return out

@@ -122,10 +122,12 @@ class Translator:
         return results
 
     def _encode(self, lines: Sequence[str], stats: TranslationStats) -> list[list[int] | None]:
+        # SentencePiece encodes some whitespace-only lines (a tab) to [▁, <unk>]: such a
+        # line is empty, as the stats say, and is not decoded.
         pieces = self.vocabulary.source.encode([line.rstrip("\n") for line in lines])
         sources: list[list[int] | None] = []
-        for ids in pieces:
-            if not ids:
+        for line, ids in zip(lines, pieces, strict=True):
+            if not ids or not line.strip():
                 stats.empty += 1
                 sources.append(None)
                 continue

@@ -1,6 +1,5 @@
 import numpy as np
 import pytest
-from keras import ops
 
 from tests.layer_testing import run_layer_test
 from translator.layers import MultiHeadAttention
@@ -96,21 +95,24 @@ def test_self_attention_cache_matches_full_causal_pass(rotary):
     x = _x(BATCH, LENGTH, D_MODEL)
     full = np.asarray(layer(x, attention_mask=causal_mask(LENGTH)))
     max_length = LENGTH + 3  # room left over: unwritten slots must stay invisible
-    cache = ops.zeros((BATCH, 2, max_length, HEADS, 4))
+    cache = layer.empty_cache(BATCH, max_length)
     for t in range(LENGTH):
         step, cache = layer(
             x[:, t : t + 1], attention_mask=cache_mask(t, max_length), cache=cache, cache_index=t
         )
         np.testing.assert_allclose(np.asarray(step)[:, 0], full[:, t], atol=1e-5)
     # The cache holds exactly the keys/values of the prefix, zeros after it.
-    assert np.all(np.asarray(cache)[:, :, LENGTH:] == 0.0)
+    for part in cache:  # keys, values: [batch, heads, max_length, head_dim]
+        assert tuple(part.shape) == (BATCH, HEADS, max_length, 4)
+        assert np.all(np.asarray(part)[:, :, :LENGTH] != 0.0)
+        assert np.all(np.asarray(part)[:, :, LENGTH:] == 0.0)
 
 
 def test_cache_accepts_several_tokens_at_once():
     layer = MultiHeadAttention(num_heads=HEADS, head_dim=4)
     x = _x(BATCH, LENGTH, D_MODEL)
     full = np.asarray(layer(x, attention_mask=causal_mask(LENGTH)))
-    cache = ops.zeros((BATCH, 2, 8, HEADS, 4))
+    cache = layer.empty_cache(BATCH, 8)
     first, cache = layer(x[:, :3], attention_mask=cache_mask(0, 8, 3), cache=cache, cache_index=0)
     rest, _ = layer(x[:, 3:], attention_mask=cache_mask(3, 8, 2), cache=cache, cache_index=3)
     np.testing.assert_allclose(np.concatenate([first, rest], axis=1), full, atol=1e-5)
@@ -123,10 +125,11 @@ def test_cross_attention_cache_matches_direct_call():
     mask[1, 0, 5:] = False
     direct = layer(query, key_value=memory, attention_mask=mask)
     kv = layer.compute_key_value(memory)
-    assert tuple(kv.shape) == (BATCH, 2, SOURCE, HEADS, 4)
+    assert [tuple(part.shape) for part in kv] == [(BATCH, HEADS, SOURCE, 4)] * 2
     cached, returned = layer(query, attention_mask=mask, cache=kv)
     np.testing.assert_allclose(cached, direct, atol=1e-6)
-    np.testing.assert_array_equal(returned, kv)  # read-only
+    for got, want in zip(returned, kv, strict=True):
+        np.testing.assert_array_equal(got, want)  # read-only
 
 
 def test_rotary_scores_depend_only_on_relative_position():
@@ -142,7 +145,7 @@ def test_rotary_scores_depend_only_on_relative_position():
     _, _, shifted = layer(
         x,
         attention_mask=mask,
-        cache=ops.zeros((1, 2, LENGTH + offset, HEADS, 4)),
+        cache=layer.empty_cache(1, LENGTH + offset),
         cache_index=offset,
         return_attention_scores=True,
     )

@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-from keras import ops
 
 from tests.layer_testing import run_layer_test
 from translator.layers import DecoderBlock, EncoderBlock
@@ -74,7 +73,7 @@ def test_decoder_cached_steps_match_full_pass(norm_first):
         )
     )
     cross = block.cross_attention.compute_key_value(memory)
-    cache = ops.zeros((2, 2, 6, 2, 4))
+    cache = block.self_attention.empty_cache(2, 6)
     for t in range(4):
         step, cache = block(
             x[:, t : t + 1],

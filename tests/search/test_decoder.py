@@ -66,12 +66,6 @@ def test_search_compiles_with_xla():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    raises=tf.errors.InvalidArgumentError,
-    strict=False,
-    reason="MultiHeadAttention._write_cache pads by the dynamic cache index, which XLA "
-    "cannot compile (a Pad needs constant paddings); see the search report",
-)
 def test_xla_compiled_transformer_search_matches(model):
     config = SearchConfig(beam_size=3, n_best=2)
     plain, xla = Decoder(model, config), Decoder(model, config, jit_compile=True)

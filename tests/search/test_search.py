@@ -15,6 +15,7 @@ from translator.search import (
     length_penalty,
     output_length_limits,
 )
+from translator.search.common import top_k
 
 VOCAB = 16
 LENGTHS = [5, 2, 7, 4, 3, 6]
@@ -149,3 +150,20 @@ def test_length_penalty_values():
     np.testing.assert_allclose(
         length_penalty(lengths, 0.6), ((5 + np.array([1, 5, 10])) / 6) ** 0.6, rtol=1e-6
     )
+
+
+@pytest.mark.parametrize(("width", "k"), [(8003, 4), (8003, 1), (1100, 5), (1100, 17), (40, 3)])
+def test_top_k_equals_tf_top_k(width, k):
+    rng = np.random.default_rng(width + k)
+    values = rng.standard_normal((6, width)).astype("float32")
+    values[0, :] = values[0, 0]  # every value tied
+    values[1, ::3] = -np.inf
+    values[2, 100:] = -np.inf  # fewer finite values than some chunk counts
+    got_values, got_ids = top_k(tf.constant(values), k)
+    want_values, _ = tf.math.top_k(values, k)
+    np.testing.assert_array_equal(got_values, want_values)
+    got_ids = np.asarray(got_ids)
+    assert got_ids.dtype == np.int32 and got_ids.min() >= 0 and got_ids.max() < width
+    np.testing.assert_array_equal(np.take_along_axis(values, got_ids, axis=1), want_values)
+    for row in got_ids:
+        assert len(set(row.tolist())) == k  # k distinct positions, ties included

@@ -21,15 +21,18 @@ class MultiHeadAttention(keras.layers.Layer):
 
     One layer serves as self-attention (`key_value` omitted) and cross-attention
     (`key_value` = encoder output). Incremental decoding passes an explicit cache
-    instead of keeping hidden state, so a decoding loop has static shapes:
+    instead of keeping hidden state, so a decoding loop has static shapes. A cache is a
+    `(keys, values)` pair, each heads-first `[batch, heads, length, head_dim]`: the
+    layout the attention matmuls read, so a decoding step never transposes or slices
+    the cache (only the new token's keys/values are transposed):
 
-    - Self-attention cache: `[batch, 2, max_length, heads, head_dim]` (keys, values) plus
+    - Self-attention cache: `empty_cache(batch, max_length)` (length = max_length) plus
       `cache_index`, the position of the first query token. The new keys/values are
       written at `cache_index` and attention runs over the whole static cache; the
       caller's mask hides positions not yet written.
-    - Cross-attention cache: `[batch, 2, source_length, heads, head_dim]` from
-      `compute_key_value(encoder_output)`, computed once per sentence, with
-      `cache_index=None`: the cache is read, never written.
+    - Cross-attention cache: `compute_key_value(encoder_output)` (length =
+      source_length), computed once per sentence, with `cache_index=None`: the cache is
+      read, never written.
 
     Args:
         num_heads: Number of heads.
@@ -124,11 +127,25 @@ class MultiHeadAttention(keras.layers.Layer):
             key_value: `[batch, key_length, key_dim]` (the encoder output).
 
         Returns:
-            `[batch, 2, key_length, heads, head_dim]`.
+            `(keys, values)`, each `[batch, heads, key_length, head_dim]`.
         """
-        key = self.key_dense(key_value)  # [batch, key_length, heads, head_dim]
-        value = self.value_dense(key_value)
-        return ops.stack([key, value], axis=1)
+        key = _heads_first(self.key_dense(key_value))  # [batch, heads, key_length, head_dim]
+        value = _heads_first(self.value_dense(key_value))
+        return key, value
+
+    def empty_cache(self, batch, max_length: int):
+        """An all-zero self-attention cache for `max_length` positions.
+
+        Args:
+            batch: int (or scalar tensor), rows of the cache.
+            max_length: Static number of positions.
+
+        Returns:
+            `(keys, values)`, each `[batch, heads, max_length, head_dim]` in the compute dtype.
+        """
+        shape = (batch, self.num_heads, max_length, self.head_dim)
+        empty = ops.zeros(shape, dtype=self.compute_dtype)
+        return empty, empty
 
     def call(
         self,
@@ -146,7 +163,7 @@ class MultiHeadAttention(keras.layers.Layer):
             q = self.rotary(q, start_index=start)
 
         if cache is not None and cache_index is None:
-            key, value = cache[:, 0], cache[:, 1]  # precomputed cross-attention
+            key, value = cache  # precomputed cross-attention: [batch, heads, length, head_dim]
         else:
             source = query if key_value is None else key_value
             key = self.key_dense(source)  # [batch, new_length, heads, head_dim]
@@ -154,41 +171,29 @@ class MultiHeadAttention(keras.layers.Layer):
             if self.rotary is not None:
                 key = self.rotary(key, start_index=start)
             if cache is not None:
-                cache = self._write_cache(cache, ops.stack([key, value], axis=1), cache_index)
-                key, value = cache[:, 0], cache[:, 1]  # [batch, max_length, heads, head_dim]
+                key = _write_cache(cache[0], _heads_first(key), cache_index)
+                value = _write_cache(cache[1], _heads_first(value), cache_index)
+                cache = (key, value)  # [batch, heads, max_length, head_dim] each
 
-        output, weights = self._attend(q, key, value, attention_mask, training)
+        # Keys/values are [batch, key_length, heads, head_dim] in a full pass (as projected,
+        # no transpose) and heads-first from a cache.
+        layout = "bsnh" if cache is None else "bnsh"
+        output, weights = self._attend(q, key, value, attention_mask, training, layout)
         result = (output,) if cache is None else (output, cache)
         if return_attention_scores:
             result = (*result, weights)
         return result[0] if len(result) == 1 else result
 
-    def _write_cache(self, cache, update, index):
-        """Writes `update` `[batch, 2, n, heads, head_dim]` into `cache` at time `index`.
-
-        A pad + select on a position mask, not `slice_update`: the latter lowers to an
-        XLA-only op on TensorFlow, and this graph must also run in stock TF Serving.
-        """
-        max_length = ops.shape(cache)[2]
-        new_length = ops.shape(update)[2]
-        padded = ops.pad(
-            update,
-            [[0, 0], [0, 0], [index, max_length - index - new_length], [0, 0], [0, 0]],
-        )  # [batch, 2, max_length, heads, head_dim]
-        positions = ops.arange(max_length)
-        written = ops.logical_and(positions >= index, positions < index + new_length)
-        return ops.where(written[None, None, :, None, None], padded, cache)
-
-    def _attend(self, query, key, value, attention_mask, training):
+    def _attend(self, query, key, value, attention_mask, training, layout):
         scale = 1.0 / math.sqrt(self.head_dim)
-        scores = ops.einsum("btnh,bsnh->bnts", query, key)  # [batch, heads, query, key]
+        scores = ops.einsum(f"btnh,{layout}->bnts", query, key)  # [batch, heads, query, key]
         scores = ops.cast(scores, "float32") * scale  # softmax in float32 under mixed precision
         if attention_mask is not None:
             mask = ops.expand_dims(ops.cast(attention_mask, "bool"), axis=1)  # [b, 1, q, k]
             scores = ops.where(mask, scores, _MASKED_SCORE)
         weights = ops.softmax(scores, axis=-1)
         dropped = self.weights_dropout(weights, training=training)
-        context = ops.einsum("bnts,bsnh->btnh", ops.cast(dropped, value.dtype), value)
+        context = ops.einsum(f"bnts,{layout}->btnh", ops.cast(dropped, value.dtype), value)
         return self.output_dense(context), weights  # [batch, query, output_dim]
 
     def compute_output_shape(self, query_shape, key_value_shape=None):
@@ -208,3 +213,35 @@ class MultiHeadAttention(keras.layers.Layer):
             }
         )
         return config
+
+
+def _heads_first(x):
+    """`[batch, length, heads, head_dim]` -> `[batch, heads, length, head_dim]`."""
+    return ops.transpose(x, (0, 2, 1, 3))
+
+
+def _write_cache(cache, update, index):
+    """Returns `cache` with `update` written at positions `index ..`, as a select.
+
+    Not `slice_update`: on TensorFlow that lowers to an XLA-only op, and this graph must
+    also run in stock TF Serving. Not a pad by `index` either: XLA cannot compile a Pad
+    with dynamic paddings. A select on a position mask is a plain op for both.
+
+    Args:
+        cache: `[batch, heads, max_length, head_dim]`.
+        update: `[batch, heads, new_length, head_dim]`.
+        index: int scalar, the position of `update[:, :, 0]`.
+
+    Returns:
+        `[batch, heads, max_length, head_dim]`.
+    """
+    positions = ops.arange(ops.shape(cache)[2])  # [max_length]
+    if update.shape[2] == 1:  # one decoding step: the update broadcasts over positions
+        written = ops.equal(positions, index)[:, None]  # [max_length, 1]
+        return ops.where(written, update, cache)
+    # Several tokens (a prompt): each cache position takes its update row, if any.
+    new_length = ops.shape(update)[2]
+    offsets = positions - index  # [max_length]
+    written = ops.logical_and(offsets >= 0, offsets < new_length)[:, None]  # [max_length, 1]
+    placed = ops.take(update, ops.clip(offsets, 0, new_length - 1), axis=2)  # like cache
+    return ops.where(written, placed, cache)

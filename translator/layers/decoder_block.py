@@ -21,9 +21,10 @@ class DecoderBlock(BlockBase):
         self_attention_mask: bool, broadcastable to `[batch, target_length, key_length]`:
             causal and target padding for a full pass, `masks.cache_mask` when decoding.
         cross_attention_mask: bool, broadcastable to `[batch, target_length, source_length]`.
-        self_attention_cache: `[batch, 2, max_length, heads, head_dim]` or None.
-        cross_attention_cache: `[batch, 2, source_length, heads, head_dim]` from
-            `cross_attention.compute_key_value(encoder_output)`, or None.
+        self_attention_cache: `(keys, values)`, each `[batch, heads, max_length, head_dim]`
+            (from `self_attention.empty_cache`), or None.
+        cross_attention_cache: `(keys, values)`, each `[batch, heads, source_length,
+            head_dim]`, from `cross_attention.compute_key_value(encoder_output)`, or None.
         cache_index: int scalar, position of the first input token in the cache.
         training: Applies dropout when True.
 

@@ -3,8 +3,9 @@
 The algorithm, per sentence, at step t (every candidate then has t + 1 tokens):
 
 1. Each alive hypothesis is extended by every allowed token (see
-   `common.next_token_log_probs`); the `beam_size` candidates with the highest
-   log P are kept. All candidates have the same length, so this is also the ranking by
+   `common.next_token_candidates`); the `beam_size` candidates with the highest
+   log P are kept (they are among the `beam_size` best extensions of each hypothesis,
+   so only those are ranked). All candidates have the same length, so this is also the ranking by
    score (the length penalty is the same for all of them).
 2. Kept candidates ending in EOS leave the beam for the finished set (scored
    log P / lp, the `n_best` best kept); the others are next step's alive hypotheses.
@@ -39,7 +40,7 @@ from translator.search.common import (
     SearchResult,
     length_penalty,
     model_position_limit,
-    next_token_log_probs,
+    next_token_candidates,
     output_length_limits,
     trim,
     write_at,
@@ -119,16 +120,18 @@ def beam_search(model, source_ids, config: SearchConfig) -> SearchResult:
         previous = tf.gather(state.alive_ids, tf.maximum(t - 1, 0), axis=2)  # [batch, beam]
         tokens_in = tf.where(t > 0, previous, BOS_ID)
         logits, cache = model.decode_step(tf.reshape(tokens_in, [-1]), state.cache, t)
-        log_probs = next_token_log_probs(logits, t, row_max_lengths)  # [batch * beam, vocab]
-        vocab = tf.shape(log_probs)[-1]
+        # The best `beam` extensions of a sentence are among the best `beam` of each of
+        # its hypotheses: k = min(beam, vocab) candidates per row.
+        log_probs, ids = next_token_candidates(logits, t, row_max_lengths, beam)  # [b*beam, k]
+        k = log_probs.shape[-1]
         candidates = state.alive_log_probs[:, :, None] + tf.reshape(
-            log_probs, [batch, beam, vocab]
-        )  # [batch, beam, vocab]
+            log_probs, [batch, beam, k]
+        )  # [batch, beam, k]
         top_log_probs, top_indices = tf.math.top_k(
-            tf.reshape(candidates, [batch, beam * vocab]), k=beam
+            tf.reshape(candidates, [batch, beam * k]), k=beam
         )  # [batch, beam]
-        origins = top_indices // vocab  # [batch, beam]: the beam each candidate extends
-        tokens = top_indices % vocab  # [batch, beam]
+        origins = top_indices // k  # [batch, beam]: the beam each candidate extends
+        tokens = tf.gather(tf.reshape(ids, [batch, beam * k]), top_indices, batch_dims=1)
         sequences = write_at(
             tf.gather(state.alive_ids, origins, batch_dims=1), t, tokens
         )  # [batch, beam, cache_length]

@@ -14,7 +14,7 @@ from translator.search.common import (
     SearchResult,
     length_penalty,
     model_position_limit,
-    next_token_log_probs,
+    next_token_candidates,
     output_length_limits,
     trim,
     write_at,
@@ -81,9 +81,8 @@ def greedy_search(model, source_ids, config: SearchConfig) -> SearchResult:
 
     def step(state: GreedyState) -> tuple[GreedyState]:
         logits, cache = model.decode_step(state.last_ids, state.cache, state.step)
-        log_probs = next_token_log_probs(logits, state.step, max_lengths)  # [batch, vocab]
-        token = tf.argmax(log_probs, axis=-1, output_type=tf.int32)  # [batch]
-        token_log_prob = tf.gather(log_probs, token, batch_dims=1)  # [batch]
+        log_probs, tokens = next_token_candidates(logits, state.step, max_lengths, 1)
+        token, token_log_prob = tokens[:, 0], log_probs[:, 0]  # [batch]
         # Finished rows are frozen: they emit PAD and keep their log-probability.
         token = tf.where(state.finished, PAD_ID, token)
         new = GreedyState(

@@ -1,0 +1,142 @@
+"""Every benchmark, one command: `python -m bench [--short] [--only NAMES]`.
+
+    python -m bench                    # full: rewrites every section of bench/RESULTS.md
+    python -m bench --short            # quick check of every benchmark; writes nothing
+    python -m bench --only decoding,serving
+
+Each benchmark runs as its own process (`python -m bench.<name>`), so TensorFlow state
+(dtype policies, threads, compiled functions) never leaks from one into the next, and its
+output is shown as it comes. Benchmarks announce each target they measure with a
+`bench-target:` line (`bench.results.report_target`); the full run gathers them into the
+summary section at the top of RESULTS.md, with the command, the date and the machine.
+The exit code is 1 if a benchmark failed (a missed target is a figure, not a failure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as `python bench/__main__.py`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.results import command_line, machine_summary, parse_targets, today, update_section
+
+# In the order they run: the cheap ones first, the hour of training last.
+BENCHMARKS = ("pipeline", "training", "decoding", "serving", "quality")
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What one benchmark process did."""
+
+    name: str
+    # The process' exit code.
+    returncode: int
+    # Wall time of the process, seconds.
+    seconds: float
+    # Its `bench-target:` records.
+    targets: list[dict]
+
+
+def run_benchmark(name: str, arguments: list[str]) -> Outcome:
+    """Runs `python -m bench.<name> ARGUMENTS`, echoing its output as it comes."""
+    command = [sys.executable, "-m", f"bench.{name}", *arguments]
+    print(f"\n=== bench.{name}: {' '.join(command[1:])}", flush=True)
+    started = time.perf_counter()
+    lines = []
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+    ) as process:
+        assert process.stdout is not None
+        for line in process.stdout:
+            print(line, end="", flush=True)
+            lines.append(line)
+    seconds = time.perf_counter() - started
+    print(f"=== bench.{name}: exit {process.returncode} after {seconds:.0f} s", flush=True)
+    return Outcome(name, process.returncode, seconds, parse_targets("".join(lines)))
+
+
+def summary_table(outcomes: list[Outcome]) -> str:
+    """The markdown table of every target, one row each."""
+    rows = [
+        "| benchmark | target | measured | goal | met |",
+        "|---|---|---|---|---|",
+    ]
+    for outcome in outcomes:
+        if outcome.returncode != 0:
+            rows.append(f"| {outcome.name} | (failed: exit {outcome.returncode}) | | | no |")
+        for target in outcome.targets:
+            sign = ">=" if target.get("higher_is_better", True) else "<="
+            rows.append(
+                f"| {outcome.name} | {target['name']} | {_figure(target['measured'])} "
+                f"{target['unit']} | {sign} {_figure(target['goal'])} {target['unit']} | "
+                f"{'**yes**' if target['met'] else '**no**'} |"
+            )
+    return "\n".join(rows)
+
+
+def _figure(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.2f}"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description="Runs every benchmark and (in full mode) rewrites bench/RESULTS.md.",
+    )
+    parser.add_argument(
+        "--short",
+        action="store_true",
+        help="quick check of each benchmark (small sizes); RESULTS.md is not written",
+    )
+    parser.add_argument(
+        "--only",
+        default=",".join(BENCHMARKS),
+        help=f"comma-separated subset of: {', '.join(BENCHMARKS)} (default: all)",
+    )
+    parser.add_argument("--data", help="directory with the Multi30k files (default: the mirror)")
+    args = parser.parse_args(argv)
+    args.only = [name.strip() for name in args.only.split(",") if name.strip()]
+    unknown = sorted(set(args.only) - set(BENCHMARKS))
+    if unknown:
+        parser.error(f"unknown benchmark(s) {', '.join(unknown)}; choose from {BENCHMARKS}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the selected benchmarks in order; returns 1 if any failed."""
+    args = parse_args(argv)
+    arguments = (["--short"] if args.short else []) + (["--data", args.data] if args.data else [])
+    started = today()
+    outcomes = [run_benchmark(name, arguments) for name in args.only]
+    table = summary_table(outcomes)
+    print(f"\n{table}")
+    if not args.short:
+        timings = ", ".join(f"{o.name} {o.seconds / 60:.1f} min" for o in outcomes)
+        update_section(
+            "summary",
+            f"""## Summary: the targets
+
+{table}
+
+Each row is measured by the benchmark named in it (its section below has the details and,
+for a missed target, the gap and what the profile shows).
+
+- Command: `{command_line()}` ({timings})
+- Started: {started}
+- Machine: {machine_summary()}
+""",
+        )
+    failed = [o.name for o in outcomes if o.returncode != 0]
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

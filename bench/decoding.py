@@ -1,0 +1,578 @@
+"""Decoding speed: target tokens/s of greedy and beam search against a naive decoder.
+
+    python -m bench.decoding                  # full run, writes its section of RESULTS.md
+    python -m bench.decoding --short          # ~1 minute smoke run, prints only
+    python -m bench.decoding --model RUN_DIR  # a trained model and its tokenizer
+
+The 1,000 English sentences of Multi30k test_2016_flickr are translated in batches of 32
+(sorted by length, padded to a multiple of 8 as `translator.inference` does), side by
+side in one process by:
+
+- naive: the reference decoder of the tutorial kind (the TensorFlow Transformer
+  tutorial's `Translator`): greedy, no cache, every step runs the whole model (encoder
+  included) on the whole prefix and keeps the last position's logits, one eager Keras
+  call per token from a Python loop, up to a fixed maximum length: the batch's longest
+  length limit (it stops early only once every sentence has ended). It gets the search's
+  per-sentence limits, forbidden ids and forced final EOS, so it produces the same
+  tokens as greedy search; the figures check that.
+- naive, compiled step: the same algorithm with each step's forward pass compiled (one
+  `tf.function`, traced once), a stronger baseline that isolates what the cache and the
+  in-graph loop buy from what leaving eager execution buys.
+- greedy and beam 4: `translator.search.Decoder` (the whole search is one
+  `tf.while_loop` in one `tf.function`, traced once for every batch shape), without and
+  with XLA (`jit_compile=True`: one compile per distinct batch shape).
+
+Figures: target tokens (the returned 1-best translation's tokens, EOS included) per
+second of steady state: the best of `--repeats` passes over the batches (the machine is
+shared: other processes only ever slow a pass down), after a warm-up call on the first
+batch, and with XLA on one batch of every distinct shape. The warm-up's extra time over
+the steady time of the same batches is the trace (and XLA compile) cost, reported apart.
+
+Model. `--model DIR` (a model directory or a training run directory): its weights and
+tokenizer, the default `SearchConfig` limits (a = 1.2, b = 10); translations end where
+the model puts EOS. Without it: `TransformerConfig.preset("small", vocab_size=8000)` (3+3
+layers, d_model 256, FFN 1024: the shape the peers were measured on) with random weights.
+Random weights are a fair speed proxy when the output lengths are realistic: the cost of
+a step is dense float32 arithmetic whose amount does not depend on the weight values,
+only on the batch shape and the number of steps. But a random model never ranks EOS
+first, so its translations would all run to the length limit (about 1.8x the real
+length). Lengths are therefore set per sentence to the source's: sources are random
+ids, round(1.23 x words) pieces + EOS (the 8,000-piece joint vocabulary of the Multi30k
+recipe averages 1.23 pieces per English word), and the output limit is a = 1, b = 0
+(German references average 1.03 pieces per English source piece there: 16.1 vs 15.7 per
+sentence, EOS included). Every sentence then stops at exactly its limit, which the
+search forces with EOS; a trained model's beams also stop early, but beam search may
+run a few steps past the best hypothesis before its early stop can prove it optimal, so
+the proxy slightly favours beam search; `--model` measures that too.
+
+Data: --data, else $TRANSLATOR_DATA_MIRROR (or its multi30k/ subdirectory), else
+<repo>/../shared/data/multi30k.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gzip
+import os
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as `python bench/decoding.py`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.results import (
+    RESULTS_PATH,
+    command_line,
+    machine_summary,
+    report_target,
+    today,
+    update_section,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+TEST_FILE = "test_2016_flickr.en.gz"
+BATCH_SIZE = 32
+LENGTH_MULTIPLE = 8  # as translator.inference pads batches: few distinct shapes
+VOCAB_SIZE = 8000
+PIECES_PER_WORD = 1.23  # English, 8k joint unigram vocabulary of the Multi30k recipe
+BEAM_GOAL = 750  # target tokens/s with beam 4, this model shape, this 2-core CPU
+REQUIRED_RATIO = 20  # beam 4 over the naive decoder, in target tokens/s
+# The peers, measured on a model of the same shape on this machine class (issue 5).
+PEERS = (
+    ("OpenNMT-tf 2.32, beam 4", "~120"),
+    ("CTranslate2 4.8 (C++, float32, 2 threads), beam 4", "~800 to 1,100"),
+)
+
+
+def find_data(explicit: str | None) -> Path:
+    """The directory holding test_2016_flickr.en.gz (see the module docstring)."""
+    candidates = []
+    if explicit:
+        candidates.append(Path(explicit))
+    elif os.environ.get("TRANSLATOR_DATA_MIRROR"):
+        mirror = Path(os.environ["TRANSLATOR_DATA_MIRROR"])
+        candidates += [mirror / "multi30k", mirror]
+    else:
+        candidates.append(REPO.parent / "shared" / "data" / "multi30k")
+    for directory in candidates:
+        if (directory / TEST_FILE).is_file():
+            return directory
+    raise SystemExit(
+        f"bench.decoding: {TEST_FILE} not found in {', '.join(map(str, candidates))}; "
+        "pass --data DIR or set TRANSLATOR_DATA_MIRROR"
+    )
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bench.decoding", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", help=f"directory with Multi30k {TEST_FILE}")
+    parser.add_argument(
+        "--model",
+        help="trained model (model directory or training run directory): real weights, "
+        "tokenizer and length limits instead of a random 'small' model",
+    )
+    parser.add_argument(
+        "--short",
+        action="store_true",
+        help="quick run: 2 of the batches (the eager naive decoder: 1), one steady pass, no XLA; "
+        "prints only unless --write",
+    )
+    parser.add_argument(
+        "--batches",
+        type=int,
+        help="batches of 32 to decode, spread over all lengths (default: all)",
+    )
+    parser.add_argument(
+        "--naive-batches",
+        type=int,
+        help="batches for the (slow) eager naive decoder, a subset spread over the lengths "
+        "(default: 8, --short: 1)",
+    )
+    parser.add_argument(
+        "--repeats", type=int, help="steady passes, the best counts (default: 2, --short: 1)"
+    )
+    parser.add_argument(
+        "--xla",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also time the XLA-compiled searches (default: yes, no with --short)",
+    )
+    parser.add_argument(
+        "--write",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="update the results file (default: yes for full runs, no with --short)",
+    )
+    parser.add_argument(
+        "--results", default=str(RESULTS_PATH), help="results file (default: bench/RESULTS.md)"
+    )
+    args = parser.parse_args(argv)
+    if args.short:
+        args.batches = args.batches or 2
+    args.naive_batches = args.naive_batches or (1 if args.short else 8)
+    args.repeats = args.repeats or (1 if args.short else 2)
+    args.xla = not args.short if args.xla is None else args.xla
+    args.write = not args.short if args.write is None else args.write
+    for name in ("batches", "naive_batches", "repeats"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    return args
+
+
+# ---- Inputs -------------------------------------------------------------------------------
+
+
+def read_sources(data: Path, tokenize: Callable[[list[str]], list[list[int]]] | None):
+    """Source ids of every test sentence, EOS appended; random pieces without a tokenizer."""
+    import numpy as np
+
+    from translator.search import EOS_ID
+
+    with gzip.open(data / TEST_FILE, "rt", encoding="utf-8") as lines:
+        text = [line.rstrip("\n") for line in lines]
+    if tokenize is not None:
+        return [[*ids, EOS_ID] for ids in tokenize(text)]
+    rng = np.random.default_rng(0)
+    sources = []
+    for line in text:
+        pieces = rng.integers(
+            4, VOCAB_SIZE, size=max(1, round(PIECES_PER_WORD * len(line.split())))
+        )
+        sources.append([*pieces.tolist(), EOS_ID])
+    return sources
+
+
+def make_batches(sources: list[list[int]], count: int | None):
+    """Length-sorted batches of 32, padded to a multiple of 8; `count` of them, spread."""
+    import numpy as np
+
+    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    batches = []
+    for start in range(0, len(order), BATCH_SIZE):
+        rows = [sources[i] for i in order[start : start + BATCH_SIZE]]
+        width = -(-max(map(len, rows)) // LENGTH_MULTIPLE) * LENGTH_MULTIPLE
+        batch = np.zeros((len(rows), width), np.int32)  # [batch, padded source length]
+        for row, ids in enumerate(rows):
+            batch[row, : len(ids)] = ids
+        batches.append(batch)
+    return spread(batches, count)
+
+
+def spread(items: list, count: int | None) -> list:
+    """`count` items evenly spaced over the list (all of them for None)."""
+    if count is None or count >= len(items):
+        return list(items)
+    step = len(items) / count
+    return [items[int(i * step + step / 2)] for i in range(count)]
+
+
+# ---- Decoders -------------------------------------------------------------------------------
+
+
+class NaiveGreedy:
+    """The tutorial decoder: greedy, no cache, the whole prefix recomputed every step.
+
+    Args:
+        model: The Transformer.
+        config: Its length limits (`output_length_limits`), as the search uses them.
+        compiled: Run each step's forward pass as one `tf.function` (traced once) instead
+            of an eager Keras call (the tutorial).
+    """
+
+    def __init__(self, model, config, compiled: bool):
+        import tensorflow as tf
+
+        from translator.search.common import model_position_limit
+
+        self.config = config
+        self.position_limit = model_position_limit(model)
+
+        def last_logits(source_ids, target_ids):  # [b, s], [b, t] -> [b, vocab]
+            with warnings.catch_warnings():  # Keras warns about the 1-key softmax of step 0
+                warnings.filterwarnings("ignore", "You are using a softmax over axis")
+                return model((source_ids, target_ids), training=False)[:, -1, :]
+
+        spec = tf.TensorSpec([None, None], tf.int32)
+        self.last_logits = (
+            tf.function(last_logits, input_signature=[spec, spec]) if compiled else last_logits
+        )
+
+    def __call__(self, source):
+        """Translates `source` int32 `[batch, length]`; returns per sentence its ids (EOS incl.)."""
+        import numpy as np
+        import tensorflow as tf
+
+        from translator.search import BOS_ID, EOS_ID, PAD_ID
+        from translator.search.common import output_length_limits
+
+        limits, _ = output_length_limits(tf.constant(source), self.config, self.position_limit)
+        limits = np.asarray(limits)  # [batch]
+        target = np.full((len(source), 1), BOS_ID, np.int32)  # [batch, 1 + step]
+        ended = np.zeros(len(source), bool)
+        source = tf.constant(source)
+        for step in range(int(limits.max())):
+            logits = self.last_logits(source, tf.constant(target)).numpy()  # [batch, vocab]
+            logits[:, [PAD_ID, BOS_ID]] = -np.inf  # never generated, as in the search
+            token = np.argmax(logits, axis=-1).astype(np.int32)
+            token = np.where(step + 1 >= limits, EOS_ID, token)  # EOS forced at the limit
+            token = np.where(ended, PAD_ID, token)
+            ended |= token == EOS_ID
+            target = np.concatenate([target, token[:, None]], axis=1)
+            if ended.all():
+                break
+        return [row[row != PAD_ID].tolist() for row in target[:, 1:]]
+
+
+class Search:
+    """`translator.search.Decoder` returning per sentence the 1-best ids (EOS incl.)."""
+
+    def __init__(self, model, config, jit_compile: bool):
+        from translator.search import Decoder
+
+        self.decoder = Decoder(model, config, jit_compile=jit_compile)
+
+    def __call__(self, source):
+        import numpy as np
+
+        result = self.decoder(source)
+        ids, lengths = np.asarray(result.ids)[:, 0], np.asarray(result.lengths)[:, 0]
+        return [row[:n].tolist() for row, n in zip(ids, lengths, strict=True)]
+
+
+@dataclasses.dataclass
+class Measurement:
+    """Timings of one decoder over its batches."""
+
+    name: str
+    xla: bool
+    batches: int
+    sentences: int
+    # Target tokens of the returned translations, EOS included (one pass).
+    tokens: int
+    # Best steady pass over every batch, seconds.
+    steady: float
+    # Process CPU seconds per wall second in that pass (at most the core count).
+    cpu_per_wall: float
+    # The very first call (trace, and XLA compile of its shape), seconds.
+    first_call: float
+    # Warm-up time minus the same batches' steady time.
+    compile_overhead: float
+    # Distinct batch shapes.
+    shapes: int
+    # Per batch: seconds in the best pass, and the translations.
+    batch_seconds: list[float]
+    outputs: list[list[list[int]]]
+
+    @property
+    def rate(self) -> float:
+        return self.tokens / self.steady
+
+    @property
+    def cpu_rate(self) -> float:
+        """Target tokens per CPU second of this process (less sensitive to other load)."""
+        return self.rate / self.cpu_per_wall
+
+
+def measure(name: str, xla: bool, decode, batches, repeats: int) -> Measurement:
+    """Warm-up, then the best of `repeats` passes over `batches` (see the module docstring).
+
+    The warm-up is the first batch (the trace), and with XLA one batch of every other
+    distinct shape too (a compile each); without XLA other shapes cost nothing extra.
+    """
+    shapes: dict[tuple[int, ...], int] = {}
+    for index, batch in enumerate(batches):
+        shapes.setdefault(batch.shape, index)
+    warm: dict[int, float] = {}
+    for index in shapes.values() if xla else [0]:
+        start = time.perf_counter()
+        decode(batches[index])
+        warm[index] = time.perf_counter() - start
+    first_call = warm[0]
+
+    best = None
+    for _ in range(repeats):
+        seconds, outputs = [], []
+        cpu = time.process_time()
+        for batch in batches:
+            start = time.perf_counter()
+            outputs.append(decode(batch))
+            seconds.append(time.perf_counter() - start)
+        cpu = time.process_time() - cpu
+        if best is None or sum(seconds) < sum(best[0]):
+            best = (seconds, outputs, cpu)
+    seconds, outputs, cpu = best
+    steady = sum(seconds)
+    tokens = sum(len(ids) for batch in outputs for ids in batch)
+    overhead = sum(warm[i] - seconds[i] for i in warm)
+    result = Measurement(
+        name=name,
+        xla=xla,
+        batches=len(batches),
+        sentences=sum(len(b) for b in batches),
+        tokens=tokens,
+        steady=steady,
+        cpu_per_wall=cpu / steady,
+        first_call=first_call,
+        compile_overhead=max(overhead, 0.0),
+        shapes=len(shapes),
+        batch_seconds=seconds,
+        outputs=outputs,
+    )
+    print(
+        f"{name}{' (XLA)' if xla else ''}: {tokens:,} target tokens of {result.sentences} "
+        f"sentences in {steady:.2f} s = {result.rate:,.0f} tok/s; first call "
+        f"{first_call:.2f} s, trace/compile overhead {result.compile_overhead:.2f} s over "
+        f"{len(shapes)} shapes; CPU/wall {result.cpu_per_wall:.2f}",
+        flush=True,
+    )
+    return result
+
+
+def rate_on(measurement: Measurement, indices: list[int]) -> float:
+    """Target tokens/s of `measurement` over a subset of its batches."""
+    tokens = sum(len(ids) for i in indices for ids in measurement.outputs[i])
+    return tokens / sum(measurement.batch_seconds[i] for i in indices)
+
+
+# ---- The run --------------------------------------------------------------------------------
+
+
+def load_model(args):
+    """(model, tokenize or None, SearchConfig fields, description)."""
+    if args.model:
+        from translator.artifacts import load_model_dir, resolve_model_dir
+
+        trained = load_model_dir(resolve_model_dir(args.model))
+        config = trained.model.config
+        description = (
+            f"trained model `{trained.directory}` ({config.num_encoder_layers}+"
+            f"{config.num_decoder_layers} layers, d_model {config.d_model}, FFN "
+            f"{config.ffn_dim}, {config.target_vocab_size:,} target ids), real tokenizer"
+        )
+        return trained.model, trained.vocabulary.source.encode, {}, description
+
+    import keras
+
+    from translator import Transformer, TransformerConfig
+
+    keras.utils.set_random_seed(0)
+    model = Transformer(TransformerConfig.preset("small", vocab_size=VOCAB_SIZE))
+    model.build()
+    description = (
+        'random weights, `TransformerConfig.preset("small", vocab_size=8000)` (3+3 layers, '
+        "d_model 256, FFN 1024), output length = source length (see the docstring)"
+    )
+    return model, None, dict(max_length_a=1.0, max_length_b=0), description
+
+
+NAIVE = ("naive", False)
+NAIVE_COMPILED = ("naive, compiled step", False)
+
+
+def run_decoders(args, model, greedy_config, beam_config, batches) -> dict:
+    """Every decoder on its batches: {(name, xla): (Measurement, batch indices)}."""
+    every = list(range(len(batches)))
+    runs = [
+        (*NAIVE, NaiveGreedy(model, greedy_config, False), spread(every, args.naive_batches)),
+        (*NAIVE_COMPILED, NaiveGreedy(model, greedy_config, True), every),
+    ]
+    for xla in (False, True) if args.xla else (False,):
+        runs.append(("greedy", xla, Search(model, greedy_config, xla), every))
+        runs.append(("beam 4", xla, Search(model, beam_config, xla), every))
+    results = {}
+    for name, xla, decode, indices in runs:
+        selected = [batches[i] for i in indices]
+        results[(name, xla)] = (measure(name, xla, decode, selected, args.repeats), indices)
+    return results
+
+
+def speedup(results: dict, key, reference=NAIVE) -> float:
+    """Tokens/s of one decoder over a reference decoder's, on the batches both decoded."""
+    base, base_indices = results[reference]
+    measurement, indices = results[key]
+    common = [i for i in base_indices if i in indices]
+    if not common:
+        return float("nan")
+    mine = rate_on(measurement, [indices.index(i) for i in common])
+    return mine / rate_on(base, [base_indices.index(i) for i in common])
+
+
+def agreement(results: dict) -> tuple[int, int]:
+    """(sentences where greedy search and the naive decoders give the same ids, compared)."""
+    greedy, _ = results[("greedy", False)]
+    pairs = [
+        (want, got)
+        for key in (NAIVE, NAIVE_COMPILED)
+        for batch, index in zip(results[key][0].outputs, results[key][1], strict=True)
+        for want, got in zip(batch, greedy.outputs[index], strict=True)
+    ]
+    return sum(want == got for want, got in pairs), len(pairs)
+
+
+def results_table(results: dict) -> str:
+    rows = [
+        "| decoder | XLA | batches | target tokens | steady s | **target tok/s** | vs naive "
+        "| vs naive, compiled step | tok per CPU-s | CPU/wall | first call s "
+        "| trace/compile overhead s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for key, (m, _) in results.items():
+        name, xla = key
+        overhead = f"{m.compile_overhead:.2f}" + (f" ({m.shapes} shapes)" if xla else "")
+        rows.append(
+            f"| {name} | {'yes' if xla else 'no'} | {m.batches} | {m.tokens:,} | {m.steady:.2f} "
+            f"| **{m.rate:,.0f}** | {speedup(results, key):.1f}x "
+            f"| {speedup(results, key, NAIVE_COMPILED):.1f}x | {m.cpu_rate:,.0f} "
+            f"| {m.cpu_per_wall:.2f} | {m.first_call:.2f} | {overhead} |"
+        )
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from translator.search import SearchConfig
+
+    load = "/".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
+    data = find_data(args.data)
+    print(f"data: {data / TEST_FILE}")
+    print(f"machine: {machine_summary()}; load average {load}")
+
+    model, tokenize, limits, model_description = load_model(args)
+    batches = make_batches(read_sources(data, tokenize), args.batches)
+    print(f"model: {model_description}")
+    print(f"{sum(len(b) for b in batches)} sentences in {len(batches)} batches")
+    greedy_config = SearchConfig(beam_size=1, **limits)
+    results = run_decoders(args, model, greedy_config, SearchConfig(beam_size=4, **limits), batches)
+
+    agree, compared = agreement(results)
+    print(f"greedy search and the naive decoders agree on {agree}/{compared} sentences")
+    beams = {xla: m for (name, xla), (m, _) in results.items() if name == "beam 4"}
+    best = ("beam 4", max(beams, key=lambda xla: beams[xla].rate))
+    label = "beam 4" + (" (XLA)" if best[1] else "")
+    report_target(f"decoding {label} target tokens/s", beams[best[1]].rate, BEAM_GOAL, "tok/s")
+    ratio = speedup(results, best)
+    report_target(f"decoding {label} over the naive decoder", ratio, REQUIRED_RATIO, "x")
+    table = results_table(results)
+    print(table)
+    if args.write:
+        markdown = section_markdown(args, results, best, (agree, compared), model_description)
+        markdown += f"""
+- Command: `{command_line()}`
+- Date: {today()}
+- Machine: {machine_summary()}; load average {load} at the start. The machine was shared
+  (a training run and other jobs), so absolute figures are low and noisy; ratios come
+  from one process, side by side, and "tok per CPU-s" discounts the other load.
+"""
+        section = "decoding-trained" if args.model else "decoding"
+        path = update_section(section, markdown, args.results)
+        print(f"wrote the {section} section of {path}")
+    return 0
+
+
+def section_markdown(args, results: dict, best, agreement: tuple[int, int], model: str) -> str:
+    """The RESULTS.md section, but for the command, date and machine lines."""
+    measurement, indices = results[best]
+    label = "beam 4" + (" (XLA)" if best[1] else "")
+    rate, ratio = measurement.rate, speedup(results, best)
+    compiled_ratio = speedup(results, best, NAIVE_COMPILED)
+    greedy_over_beam = ", ".join(
+        f"{results[('greedy', xla)][0].rate / results[('beam 4', xla)][0].rate:.1f}x"
+        + (" with XLA" if xla else " without XLA")
+        for (name, xla) in results
+        if name == "beam 4"
+    )
+    xla_gain = ", ".join(
+        f"{name} {results[(name, True)][0].rate / results[(name, False)][0].rate:.2f}x"
+        for name in ("greedy", "beam 4")
+        if (name, True) in results
+    )
+    peers = "\n".join(f"| {peer} | {figure} |" for peer, figure in PEERS)
+    sentences = sum(len(b) for b in measurement.outputs)
+    return f"""
+## {"Decoding, trained model" if args.model else "Decoding"} (`bench/decoding.py`)
+
+Target tokens per second translating Multi30k test_2016_flickr (English; this run:
+{sentences} sentences in {len(indices)} length-sorted batches of up to {BATCH_SIZE}, padded to a
+multiple of {LENGTH_MULTIPLE}), every decoder side by side in one process. Model: {model}.
+Goals: beam 4 at least {BEAM_GOAL} target tok/s and at least {REQUIRED_RATIO}x the naive
+decoder of the tutorial kind.
+
+| figure | value |
+|---|---|
+| **{label}, target tokens/s** | **{rate:,.0f}** ({"meets" if rate >= BEAM_GOAL else "MISSES"} \
+{BEAM_GOAL}); {measurement.cpu_rate:,.0f} per CPU-second |
+| {label} over the naive decoder (tutorial: eager) | **{ratio:.1f}x** \
+({"meets" if ratio >= REQUIRED_RATIO else "MISSES"} {REQUIRED_RATIO}x) |
+| {label} over the naive decoder with a compiled step | {compiled_ratio:.1f}x |
+| greedy over beam 4, tokens/s | {greedy_over_beam} |
+| XLA over no XLA, tokens/s | {xla_gain or "not measured (--no-xla)"} |
+| greedy search = naive decoders (same ids) | {agreement[0]}/{agreement[1]} sentences |
+
+{results_table(results)}
+
+- naive: the tutorial's decoder: greedy, no cache, the whole model (encoder included)
+  on the whole prefix every step, one eager Keras call per token from a Python loop, up
+  to the batch's longest length limit, stopping once every sentence has ended; "naive,
+  compiled step" is the same loop around one `tf.function` forward pass. Both have the
+  search's per-sentence length limits. "vs": tokens/s over that decoder's, on the
+  batches both ran (the eager one runs {args.naive_batches} spread over the lengths).
+- Steady state: best of {args.repeats} pass(es) after a warm-up call on the first batch
+  (with XLA, on one batch of every distinct shape); "trace/compile overhead" is the
+  warm-up time over the same batches' steady time (a `tf.function` traces once per
+  decoder whatever the shape; XLA compiles once per shape).
+- Peers, on a model of the same shape on this machine class (issue 5):
+
+| peer | target tok/s |
+|---|---|
+{peers}
+"""
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,220 @@
+"""`translator serve`: TF Serving's REST API for an exported model (plugged in by entry point)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+DEFAULTS = {"max_batch_size": 32, "batch_timeout_micros": 2000, "max_enqueued_batches": 100}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Adds the `serve` subcommand."""
+    parser = subparsers.add_parser(
+        "serve",
+        help="serve an exported model over HTTP with TF Serving's REST API",
+        description=(
+            "Loads the newest version under EXPORT_BASE (as written by `translator export`)\n"
+            "and serves it with TF Serving's REST API, so TF Serving clients work unchanged:\n"
+            "  GET  /v1/models/NAME            model status\n"
+            "  GET  /v1/models/NAME/metadata   signatures\n"
+            '  POST /v1/models/NAME:predict    {"instances": [...]} or {"inputs": [...]}\n'
+            "  GET  /healthz                   200 while serving\n"
+            "Concurrent requests are decoded together (dynamic batching). SIGTERM or Ctrl-C\n"
+            "stops the server after it has answered the requests in flight."
+        ),
+        epilog=(
+            "Example: translator serve --model exports/m30k --port 8501\n"
+            '  curl -d \'{"instances": ["A man rides a bike."]}\' '
+            "http://127.0.0.1:8501/v1/models/translator:predict"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--model",
+        required=True,
+        type=Path,
+        metavar="EXPORT_BASE",
+        help="directory of numbered SavedModel versions; the highest is served",
+    )
+    parser.add_argument(
+        "--name", default="translator", help="model name in the URLs (default: translator)"
+    )
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)"
+    )
+    parser.add_argument("--port", type=int, default=8501, help="TCP port (default: 8501)")
+    batching = parser.add_argument_group(
+        "dynamic batching (TF Serving's batching parameters; flags override --batching-parameters)"
+    )
+    batching.add_argument(
+        "--batching-parameters",
+        type=Path,
+        metavar="FILE",
+        help="TF Serving batching parameters file, e.g. serving/batching_parameters.txt",
+    )
+    batching.add_argument(
+        "--max-batch-size",
+        type=int,
+        metavar="N",
+        help=f"most sentences per model call (default: {DEFAULTS['max_batch_size']})",
+    )
+    batching.add_argument(
+        "--batch-timeout-micros",
+        type=int,
+        metavar="US",
+        help=(
+            "longest wait for a batch to fill, from its first sentence's arrival or from "
+            f"when the worker became free (default: {DEFAULTS['batch_timeout_micros']})"
+        ),
+    )
+    batching.add_argument(
+        "--max-enqueued-batches",
+        type=int,
+        metavar="N",
+        help=(
+            "queue capacity in full batches; requests beyond it get 503 "
+            f"(default: {DEFAULTS['max_enqueued_batches']})"
+        ),
+    )
+    batching.add_argument(
+        "--no-batching",
+        action="store_true",
+        help="run each request alone, as one model call (no merging or splitting)",
+    )
+    limits = parser.add_argument_group("request limits (larger requests get 413)")
+    limits.add_argument(
+        "--max-request-sentences",
+        type=int,
+        default=128,
+        metavar="N",
+        help="most sentences in one request (default: 128)",
+    )
+    limits.add_argument(
+        "--max-request-bytes",
+        type=int,
+        default=1 << 20,
+        metavar="N",
+        help="largest request body in bytes (default: 1048576)",
+    )
+    parser.add_argument(
+        "--access-log", action="store_true", help="log every request (default: off)"
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default="info",
+        help="server log level (default: info)",
+    )
+    parser.set_defaults(handler=run)
+
+
+def batching_config(args: argparse.Namespace):
+    """The `BatchingConfig` from the parameters file, the flags and the defaults."""
+    from serving.batching import BatchingConfig, read_batching_parameters
+    from translator.cli import CommandError
+
+    values = dict(DEFAULTS)
+    if args.batching_parameters is not None:
+        try:
+            applied, ignored = read_batching_parameters(args.batching_parameters)
+        except (OSError, ValueError) as error:
+            raise CommandError(str(error)) from error
+        if ignored:
+            print(
+                f"{args.batching_parameters}: not applied (one batch thread, any batch size): "
+                f"{', '.join(ignored)}"
+            )
+        values.update(applied)
+    for name in DEFAULTS:
+        if getattr(args, name) is not None:
+            values[name] = getattr(args, name)
+    try:
+        return BatchingConfig(**values, enabled=not args.no_batching)
+    except ValueError as error:
+        raise CommandError(str(error)) from error
+
+
+def run(args: argparse.Namespace) -> int:
+    """Runs `translator serve` until SIGTERM or Ctrl-C."""
+    import logging
+    import os
+    import time
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from translator.cli import CommandError
+
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s: %(message)s"
+    )
+    if args.max_request_sentences < 1 or args.max_request_bytes < 1:
+        raise CommandError("--max-request-sentences and --max-request-bytes must be >= 1")
+    config = batching_config(args)
+
+    import uvicorn
+
+    from serving.app import create_app
+    from serving.batching import Batcher
+    from serving.model import ModelLoadError, ServedModel
+    from serving.protocol import RequestLimits
+
+    start = time.monotonic()
+    try:
+        model = ServedModel(args.name, args.model)
+    except ModelLoadError as error:
+        raise CommandError(str(error)) from error
+    model.warm_up()
+    batching = (
+        f"batching max_batch_size={config.max_batch_size} "
+        f"batch_timeout_micros={config.batch_timeout_micros} "
+        f"max_enqueued_batches={config.max_enqueued_batches}"
+        if config.enabled
+        else "batching off"
+    )
+    print(
+        f"loaded {model.path} (version {model.version}; signatures "
+        f"{', '.join(sorted(model.signatures))}) in {time.monotonic() - start:.1f} s; {batching}",
+        flush=True,
+    )
+    limits = RequestLimits(
+        max_sentences=args.max_request_sentences, max_bytes=args.max_request_bytes
+    )
+    batcher = Batcher(model.run, config)
+    app = create_app(model, batcher, limits)
+    server = _server_class(uvicorn)(
+        uvicorn.Config(
+            app,
+            host=args.host,
+            port=args.port,
+            log_level=args.log_level,
+            access_log=args.access_log,
+            timeout_graceful_shutdown=30,
+        )
+    )
+    print(
+        f"serving model {args.name!r} at http://{args.host}:{args.port}/v1/models/{args.name}",
+        flush=True,
+    )
+    server.run()
+    if not server.started:
+        raise CommandError(f"could not listen on {args.host}:{args.port} (see the log above)")
+    return 0
+
+
+def _server_class(uvicorn):
+    """The uvicorn Server class, except that SIGTERM ends the process with status 0.
+
+    uvicorn shuts down gracefully on SIGTERM, then raises the signal again so the process
+    dies of it; here a graceful SIGTERM shutdown is a normal exit. Ctrl-C (SIGINT) keeps
+    uvicorn's behaviour (`translator` then reports "interrupted", status 130).
+    """
+    import signal
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:
+            super().handle_exit(sig, frame)
+            captured = getattr(self, "_captured_signals", None)
+            if sig == signal.SIGTERM and isinstance(captured, list) and sig in captured:
+                captured.remove(sig)
+
+    return Server

@@ -1,0 +1,156 @@
+"""The served model: the newest version under an export base, loaded with TensorFlow only.
+
+Like TF Serving, `translator serve` is given the export base (`EXPORT_BASE/<version>/`
+directories, as `translator export` writes them) and serves the highest version. Loading
+needs `tensorflow` and `tensorflow_text` (for the SentencePiece ops), no `translator`
+code: any SavedModel whose signatures take one string vector works.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+SAVED_MODEL_FILE = "saved_model.pb"
+DEFAULT_SIGNATURE = "serving_default"
+
+
+class ModelLoadError(RuntimeError):
+    """The export base holds no servable model; the message says what is wrong."""
+
+
+def find_latest_version(export_base: str | os.PathLike[str]) -> tuple[int, Path]:
+    """The highest numeric version directory holding a SavedModel.
+
+    Raises:
+        ModelLoadError: naming the path and what is missing.
+    """
+    base = Path(export_base)
+    if not base.exists():
+        raise ModelLoadError(f"{base}: no such directory")
+    if not base.is_dir():
+        raise ModelLoadError(f"{base}: not a directory")
+    if (base / SAVED_MODEL_FILE).is_file():
+        raise ModelLoadError(
+            f"{base} is a SavedModel itself; pass its parent directory, the export base that "
+            "holds numbered versions (as TF Serving's model_base_path)"
+        )
+    versions = sorted(
+        (int(p.name), p)
+        for p in base.iterdir()
+        if p.name.isdigit() and int(p.name) > 0 and (p / SAVED_MODEL_FILE).is_file()
+    )
+    if not versions:
+        raise ModelLoadError(
+            f"{base}: no version directory (a number such as 1/) with a {SAVED_MODEL_FILE}; "
+            "write one with `translator export --model RUN_DIR --out "
+            f"{base}`"
+        )
+    return versions[-1]
+
+
+@dataclasses.dataclass(frozen=True)
+class SignatureInfo:
+    """What the server needs to know about one signature."""
+
+    # The one input's key, e.g. "inputs".
+    input_key: str
+    # Output keys, sorted (TF Serving orders named outputs by name).
+    output_keys: tuple[str, ...]
+
+
+class ServedModel:
+    """One loaded SavedModel version and its string-vector signatures.
+
+    Args:
+        name: The model name of the REST API (`/v1/models/<name>`).
+        export_base: The directory of numbered versions.
+    """
+
+    def __init__(self, name: str, export_base: str | os.PathLike[str]):
+        self.name = name
+        self.version, self.path = find_latest_version(export_base)
+        import tensorflow as tf
+        import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
+
+        try:
+            self._loaded = tf.saved_model.load(str(self.path))
+        except Exception as error:  # TF raises many types; all mean "not loadable"
+            raise ModelLoadError(f"{self.path}: cannot load the SavedModel: {error}") from error
+        self._functions: dict[str, Any] = {}
+        self.signatures: dict[str, SignatureInfo] = {}
+        for signature, function in self._loaded.signatures.items():
+            info = _string_vector_signature(function)
+            if info is not None:
+                self._functions[signature] = function
+                self.signatures[signature] = info
+        if DEFAULT_SIGNATURE not in self.signatures:
+            found = ", ".join(sorted(self._loaded.signatures)) or "none"
+            raise ModelLoadError(
+                f"{self.path}: no '{DEFAULT_SIGNATURE}' signature taking one string tensor "
+                f"[batch] (signatures: {found}); export the model with `translator export`"
+            )
+        self.signature_defs = _signature_defs(self.path)
+
+    def run(self, signature: str, inputs: Sequence[bytes]) -> dict[str, Any]:
+        """Runs one signature on a batch of UTF-8 sentences.
+
+        Args:
+            signature: A key of `signatures`.
+            inputs: The sentences, as bytes.
+
+        Returns:
+            numpy arrays by output key, each with `len(inputs)` rows.
+        """
+        import tensorflow as tf
+
+        info = self.signatures[signature]
+        tensor = tf.constant(list(inputs), dtype=tf.string)  # [batch]
+        outputs = self._functions[signature](**{info.input_key: tensor})
+        return {key: value.numpy() for key, value in outputs.items()}
+
+    def warm_up(self) -> None:
+        """Runs every signature once: the first call of a loaded function is slow."""
+        for signature in self.signatures:
+            self.run(signature, [b"warm up"])
+
+
+def _string_vector_signature(function: Any) -> SignatureInfo | None:
+    """The signature's keys if it takes exactly one string tensor of shape [batch]."""
+    import tensorflow as tf
+
+    _, inputs = function.structured_input_signature
+    if len(inputs) != 1:
+        return None
+    ((key, spec),) = inputs.items()
+    if spec.dtype != tf.string or spec.shape.rank != 1:
+        return None
+    return SignatureInfo(input_key=key, output_keys=tuple(sorted(function.structured_outputs)))
+
+
+def _signature_defs(path: Path) -> dict[str, Any]:
+    """The SignatureDefs of the SavedModel as JSON (proto field names, as TF Serving)."""
+    from google.protobuf import json_format
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved_model = saved_model_pb2.SavedModel()
+    saved_model.ParseFromString((path / SAVED_MODEL_FILE).read_bytes())
+    signature_defs = saved_model.meta_graphs[0].signature_def
+    options: dict[str, Any] = {"preserving_proto_field_name": True}
+    try:  # protobuf >= 5.26 renamed the option that prints fields left at their default
+        return {
+            name: json_format.MessageToDict(
+                signature, always_print_fields_with_no_presence=True, **options
+            )
+            for name, signature in signature_defs.items()
+        }
+    except TypeError:  # pragma: no cover
+        return {
+            name: json_format.MessageToDict(
+                signature, including_default_value_fields=True, **options
+            )
+            for name, signature in signature_defs.items()
+        }

@@ -1,0 +1,1 @@
+"""Tests of the translate, evaluate and score commands."""

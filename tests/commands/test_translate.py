@@ -1,0 +1,96 @@
+"""`translator translate`: batched output equals each line translated alone, in input order."""
+
+import gzip
+import math
+import os
+import subprocess
+import sys
+
+from translator.cli import main
+
+
+def _write_gz(path, lines):
+    path.write_bytes(gzip.compress("".join(line + "\n" for line in lines).encode(), mtime=0))
+    return path
+
+
+def test_file_to_file_keeps_order_line_count_and_blank_lines(
+    model_dir, lines, alone, tmp_path, capsys
+):
+    source = _write_gz(tmp_path / "in.txt.gz", lines)
+    output = tmp_path / "out.txt"
+    # A small token budget: several length-sorted batches, so order restoration matters.
+    args = ["--model", str(model_dir), "-i", str(source), "-o", str(output)]
+    code = main(["translate", *args, "--batch-tokens", "48"])
+    assert code == 0
+    written = output.read_text(encoding="utf-8").split("\n")
+    assert written[-1] == ""  # every line ends with a newline
+    written = written[:-1]
+    assert len(written) == len(lines)
+    assert written == [alone[line] if line.strip() else "" for line in lines]
+    assert all(written[i] for i, line in enumerate(lines) if line.strip())
+    summary = capsys.readouterr().err
+    assert f"translated {len(lines)} lines (4 empty, 0 truncated)" in summary
+    assert sorted(os.listdir(tmp_path)) == ["in.txt.gz", "out.txt"]  # no temporary left
+
+
+def test_stdin_to_stdout_n_best(model_dir, lines, alone):
+    # As a user runs it: a subprocess, text through pipes; the last line has no newline
+    # and one line ends in \r\n.
+    data = "\n".join(lines[:9]) + "\r\n" + "\n".join(lines[9:])
+    command = ["translate", "--model", str(model_dir), "--n-best", "3", "-q"]
+    result = subprocess.run(
+        [sys.executable, "-m", "translator", *command],
+        input=data.encode("utf-8"),
+        capture_output=True,
+        timeout=300,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    assert result.returncode == 0, result.stderr.decode()
+    assert b"translated" not in result.stderr  # --quiet
+    rows = result.stdout.decode("utf-8").splitlines()
+    assert len(rows) == 3 * len(lines)
+    for index, line in enumerate(lines):
+        group = [row.split(" ||| ") for row in rows[3 * index : 3 * index + 3]]
+        assert all(len(fields) == 3 and fields[0] == str(index) for fields in group), group
+        texts, scores = [f[1] for f in group], [float(f[2]) for f in group]
+        if not line.strip():
+            assert texts == ["", "", ""] and all(s == -math.inf for s in scores)
+            continue
+        assert texts[0] == alone[line]  # the best of the n-best is the 1-best translation
+        assert scores == sorted(scores, reverse=True) and math.isfinite(scores[0])
+
+
+def test_errors_are_clean_and_exit_2(model_dir, tmp_path, capsys):
+    missing = tmp_path / "nothing"
+    assert main(["translate", "--model", str(missing), "-i", "x"]) == 2
+    assert f"{missing}: no such directory" in capsys.readouterr().err
+
+    assert main(["translate", "--model", str(model_dir), "-i", str(tmp_path / "no.txt")]) == 2
+    assert "no.txt: cannot read" in capsys.readouterr().err
+
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"fine\nalso fine\nbroken \xff here\n")
+    assert main(["translate", "--model", str(model_dir), "-i", str(bad)]) == 2
+    assert "bad.txt" in (err := capsys.readouterr().err) and "line 3" in err
+
+    good = tmp_path / "good.txt"
+    good.write_text("ba ce\n")
+    args = ["translate", "--model", str(model_dir), "-i", str(good)]
+    assert main([*args, "--beam-size", "2", "--n-best", "3"]) == 2
+    assert "n_best must be in [1, beam_size=2], got 3" in capsys.readouterr().err
+    output = tmp_path / "missing_dir" / "out.txt"
+    assert main([*args, "-o", str(output)]) == 2
+    assert "cannot write" in capsys.readouterr().err
+
+
+def test_translator_skips_whitespace_only_lines_without_decoding(model_dir, alone):
+    from translator.artifacts import load_model_dir
+    from translator.inference import Translator
+
+    loaded = load_model_dir(model_dir)
+    translator = Translator(loaded.model, loaded.vocabulary)
+    sentence = next(iter(alone))
+    lines = ["\t", sentence, " \t ", "", "   "]
+    assert translator.translate(lines) == ["", alone[sentence], "", "", ""]
+    assert (translator.stats.lines, translator.stats.empty, translator.stats.batches) == (5, 4, 1)

@@ -1,0 +1,174 @@
+"""The batcher, the REST protocol helpers and the shipped TF Serving configs, without a model."""
+
+import concurrent.futures
+import json
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from serving.batching import (
+    Batcher,
+    BatcherStoppedError,
+    BatchingConfig,
+    QueueFullError,
+    read_batching_parameters,
+)
+from serving.protocol import RequestLimits, dumps, format_predict, parse_predict
+
+SERVING = Path(__file__).resolve().parents[2] / "serving"
+
+
+class Recorder:
+    """A fake model: upper-cases sentences and records each batch it was given."""
+
+    def __init__(self, delay: float = 0.0, gate: threading.Event | None = None):
+        self.batches: list[tuple[str, list[bytes]]] = []
+        self.delay, self.gate = delay, gate
+
+    def __call__(self, signature, inputs):
+        if self.gate is not None:
+            self.gate.wait(10)
+        time.sleep(self.delay)
+        self.batches.append((signature, list(inputs)))
+        if b"boom" in inputs:
+            raise RuntimeError("model failure")
+        return {"text": np.array([s.upper() for s in inputs], object)}
+
+
+def started(run, **config) -> Batcher:
+    batcher = Batcher(run, BatchingConfig(**config))
+    batcher.start()
+    return batcher
+
+
+def test_concurrent_requests_are_merged_and_answered_in_order():
+    run = Recorder(delay=0.01)
+    batcher = started(run, max_batch_size=8, batch_timeout_micros=50_000)
+    requests = [[f"r{i}s{j}".encode() for j in range(1 + i % 3)] for i in range(32)]
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        futures = list(pool.map(lambda r: batcher.submit("sig", r), requests))
+        results = [f.result(10) for f in futures]
+    assert batcher.stop()
+    for request, result in zip(requests, results, strict=True):
+        assert result["text"].tolist() == [s.upper() for s in request]
+    sizes = [len(inputs) for _, inputs in run.batches]
+    assert sum(sizes) == sum(len(r) for r in requests)  # each sentence decoded once
+    assert max(sizes) <= 8 and len(sizes) < len(requests)  # merged, within the limit
+    assert batcher.stats.sentences == sum(sizes) and batcher.stats.batches == len(sizes)
+
+
+def test_large_request_is_split_over_batches_and_reassembled():
+    run = Recorder()
+    batcher = started(run, max_batch_size=4, batch_timeout_micros=0)
+    sentences = [f"s{i}".encode() for i in range(10)]
+    result = batcher.submit("sig", sentences).result(10)
+    batcher.stop()
+    assert result["text"].tolist() == [s.upper() for s in sentences]
+    assert [len(inputs) for _, inputs in run.batches] == [4, 4, 2]
+
+
+def test_without_batching_each_request_is_one_whole_batch():
+    run = Recorder(delay=0.01)
+    batcher = started(run, max_batch_size=2, enabled=False)
+    futures = [batcher.submit("sig", [b"a"] * n) for n in (1, 5, 3)]
+    assert [len(f.result(10)["text"]) for f in futures] == [1, 5, 3]
+    batcher.stop()
+    assert [len(inputs) for _, inputs in run.batches] == [1, 5, 3]
+
+
+def test_timeout_waits_for_a_second_request_and_signatures_never_mix():
+    run = Recorder()
+    batcher = started(run, max_batch_size=8, batch_timeout_micros=500_000)
+    first = batcher.submit("a", [b"x"])
+    other = batcher.submit("b", [b"y"])
+    second = batcher.submit("a", [b"z"])
+    for future in (first, other, second):
+        future.result(10)
+    batcher.stop()
+    assert run.batches == [("a", [b"x", b"z"]), ("b", [b"y"])]
+
+
+def test_after_a_busy_batch_the_next_one_waits_for_late_requests():
+    """Clients answered by one batch still make the next: its wait starts when it can run."""
+    gate = threading.Event()
+    run = Recorder(gate=gate)
+    batcher = started(run, max_batch_size=8, batch_timeout_micros=400_000)
+    first = batcher.submit("sig", [b"a"])
+    time.sleep(0.5)  # the first batch has timed out and is running (blocked on the gate)
+    waiting = batcher.submit("sig", [b"b"])  # queued while the worker is busy
+    time.sleep(0.5)  # longer than the timeout: TF Serving would run "b" alone next
+    gate.set()
+    first.result(10)
+    late = batcher.submit("sig", [b"c"])  # the answered client's next request
+    waiting.result(10), late.result(10)
+    batcher.stop()
+    assert [inputs for _, inputs in run.batches] == [[b"a"], [b"b", b"c"]]
+
+
+def test_full_queue_refuses_and_failures_reach_only_their_batch():
+    gate = threading.Event()
+    run = Recorder(gate=gate)
+    batcher = started(run, max_batch_size=2, batch_timeout_micros=0, max_enqueued_batches=2)
+    running = batcher.submit("sig", [b"a", b"b"])  # taken by the worker, waits on the gate
+    while not batcher.stats.requests or batcher._waiting["sig"]:
+        time.sleep(0.001)
+    queued = [batcher.submit("sig", [b"c", b"d"]), batcher.submit("sig", [b"boom"])]
+    with pytest.raises(QueueFullError, match="queue is full"):
+        batcher.submit("sig", [b"e", b"f"])
+    gate.set()
+    assert running.result(10)["text"].tolist() == [b"A", b"B"]
+    assert queued[0].result(10)["text"].tolist() == [b"C", b"D"]
+    with pytest.raises(RuntimeError, match="model failure"):
+        queued[1].result(10)
+    assert batcher.submit("sig", [b"g"]).result(10)["text"].tolist() == [b"G"]  # still serving
+    assert batcher.stop()
+    with pytest.raises(BatcherStoppedError):
+        batcher.submit("sig", [b"h"])
+
+
+def test_stop_finishes_queued_requests_first():
+    run = Recorder(delay=0.05)
+    batcher = started(run, max_batch_size=1, batch_timeout_micros=0)
+    futures = [batcher.submit("sig", [f"{i}".encode()]) for i in range(5)]
+    assert batcher.stop(timeout=10) and not batcher.alive
+    assert [f.result(0)["text"][0] for f in futures] == [f"{i}".encode() for i in range(5)]
+
+
+def test_shipped_batching_parameters_and_model_config_parse():
+    applied, ignored = read_batching_parameters(SERVING / "batching_parameters.txt")
+    config = BatchingConfig(**applied)
+    assert config.max_batch_size >= 8 and config.batch_timeout_micros > 0
+    assert "num_batch_threads" in ignored
+    text = (SERVING / "models.config").read_text()
+    assert "name: 'translator'" in text and "model_platform: 'tensorflow'" in text
+
+
+def test_bad_batching_parameters_name_the_line(tmp_path):
+    path = tmp_path / "batching.txt"
+    path.write_text("max_batch_size { value: 8 }\nbatch_timeout_micros { 5 }\n")
+    with pytest.raises(ValueError, match=r"batching.txt:2: expected"):
+        read_batching_parameters(path)
+
+
+def test_responses_take_tf_servings_shapes():
+    outputs = {
+        "scores": np.array([[-1.5, -np.inf]], np.float32),
+        "translations": np.array([[b"Hallo", b""]], object),
+    }
+    keys = ("scores", "translations")
+    rows = format_predict(outputs, keys, columnar=False)
+    assert rows == {"predictions": [{"scores": [-1.5, -np.inf], "translations": ["Hallo", ""]}]}
+    columns = format_predict(outputs, keys, columnar=True)
+    assert columns == {"outputs": {"scores": [[-1.5, -np.inf]], "translations": [["Hallo", ""]]}}
+    single = format_predict({"y": np.array([1.0, 2.0])}, ("y",), columnar=False)
+    assert single == {"predictions": [1.0, 2.0]}  # one output: no names
+    assert json.loads(dumps(rows)) == rows and b"-Infinity" in dumps(rows)
+
+
+def test_b64_and_unicode_inputs_become_bytes():
+    body = json.dumps({"instances": ["Zoë", {"b64": "/w=="}]}).encode()
+    parsed = parse_predict(body, {"serving_default": "inputs"}, RequestLimits())
+    assert parsed.inputs == ["Zoë".encode(), b"\xff"] and not parsed.columnar

@@ -1,0 +1,150 @@
+"""`translator export`: the SavedModel, reloaded without `translator`, translates as `translate`.
+
+What is compared, exactly: `Translator` (the engine of `translator translate`) with the
+export's settings and a token budget large enough that all SENTENCES form one batch, and
+one call of the exported signature on the same SENTENCES. Both strip trailing newlines,
+cut sources to MAX_SOURCE_LENGTH tokens, set empty sentences aside, sort the rest by
+length (stably) and pad to a multiple of 8, so the model sees the same int32 batch: texts
+and float32 scores must be identical, not merely close. (Other batch compositions change
+scores in the last bits; the server tests account for that.)
+"""
+
+import hashlib
+import json
+import math
+
+import numpy as np
+import pytest
+
+from tests.serving.conftest import BEST, MAX_SOURCE_LENGTH, SEARCH, SENTENCES
+from translator.cli import main as cli_main
+
+
+@pytest.fixture(scope="module")
+def trained(exported):
+    from translator.artifacts import load_model_dir
+
+    return load_model_dir(exported.model_dir)
+
+
+def translator_for(trained, config):
+    from translator.inference import Translator
+
+    return Translator(
+        trained.model,
+        trained.vocabulary,
+        config,
+        batch_tokens=1 << 20,  # one batch for all SENTENCES, as one export call
+        max_source_length=MAX_SOURCE_LENGTH,
+    )
+
+
+def test_fresh_process_export_equals_translate(trained, reference):
+    assert reference["project_modules"] == []  # loaded with tensorflow + tensorflow_text only
+    engine = translator_for(trained, BEST)
+    hypotheses = engine.translate_n_best(SENTENCES)
+    assert engine.stats.batches == 1 and engine.stats.truncated == 1 and engine.stats.empty == 4
+    want_texts = [h[0].text if h else "" for h in hypotheses]
+    want_scores = [h[0].score if h else 0.0 for h in hypotheses]  # empty: "" with score 0
+    assert reference["batch"]["translations"] == want_texts
+    # float32 on both sides: equal values, bit for bit.
+    assert np.array_equal(np.float32(reference["batch"]["scores"]), np.float32(want_scores))
+    assert any(want_texts) and len(set(want_texts)) > 3  # a real comparison, not all empty
+
+
+def test_fresh_process_n_best_equals_translate_n_best(trained, reference):
+    hypotheses = translator_for(trained, SEARCH).translate_n_best(SENTENCES)
+    got = reference["batch_n_best"]
+    for index, sentence_hypotheses in enumerate(hypotheses):
+        texts, scores = got["translations"][index], got["scores"][index]
+        assert len(texts) == len(scores) == SEARCH.n_best
+        if not sentence_hypotheses:  # an empty sentence: "" with 0, then empty slots
+            assert texts == [""] * SEARCH.n_best
+            assert scores == [0.0] + [-math.inf] * (SEARCH.n_best - 1)
+            continue
+        count = len(sentence_hypotheses)
+        assert texts[:count] == [h.text for h in sentence_hypotheses]
+        assert np.array_equal(
+            np.float32(scores[:count]), np.float32([h.score for h in sentence_hypotheses])
+        )
+        assert all(s == -math.inf for s in scores[count:]) and texts[count:] == [""] * (
+            SEARCH.n_best - count
+        )
+        assert scores[:count] == sorted(scores[:count], reverse=True)
+
+
+def test_export_layout_signatures_and_assets(exported):
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    assert exported.version_dir == exported.base / "1"
+    # The SentencePiece model is an asset, byte for byte the vocabulary's.
+    vocab = json.loads((exported.vocab_dir / "vocab.json").read_text())
+    source = vocab["models"]["source"]
+    asset = exported.version_dir / "assets" / source["file"]
+    assert hashlib.sha256(asset.read_bytes()).hexdigest() == source["sha256"]
+    metadata = json.loads((exported.version_dir / "assets.extra" / "translator.json").read_text())
+    assert metadata["search"] == SEARCH.to_dict()
+    assert metadata["max_source_length"] == MAX_SOURCE_LENGTH
+
+    saved_model = saved_model_pb2.SavedModel()
+    saved_model.ParseFromString((exported.version_dir / "saved_model.pb").read_bytes())
+    graph = saved_model.meta_graphs[0]
+    signatures = graph.signature_def
+    for name, n_best in (("serving_default", None), ("n_best", SEARCH.n_best)):
+        signature = signatures[name]
+        assert signature.method_name == "tensorflow/serving/predict"
+        ((key, tensor),) = signature.inputs.items()
+        assert key == "inputs" and tensor.dtype == 7  # DT_STRING
+        assert [d.size for d in tensor.tensor_shape.dim] == [-1]
+        assert set(signature.outputs) == {"translations", "scores"}
+        shape = [-1] if n_best is None else [-1, n_best]
+        for output in signature.outputs.values():
+            assert [d.size for d in output.tensor_shape.dim] == shape
+    # Stock TF Serving can run it: no XLA and no Python callbacks anywhere in the graph.
+    ops = {node.op for node in graph.graph_def.node}
+    ops |= {node.op for f in graph.graph_def.library.function for node in f.node_def}
+    assert {"SentencepieceOp", "SentencepieceTokenizeOp", "SentencepieceDetokenizeOp"} <= ops
+    assert "While" in ops or "StatelessWhile" in ops
+    assert not {op for op in ops if op.startswith("Xla") or "PyFunc" in op}
+
+
+def test_export_command_errors_are_clean(exported, tmp_path, capsys):
+    # An existing version is never overwritten by accident (checked before any work).
+    code = cli_main(
+        [
+            "export",
+            "--model",
+            str(exported.model_dir),
+            "--out",
+            str(exported.base),
+            "--version",
+            "1",
+        ]
+    )
+    assert code == 2 and "already exists" in capsys.readouterr().err
+    code = cli_main(["export", "--model", str(tmp_path), "--out", str(tmp_path / "out")])
+    assert code == 2 and "neither a model directory" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+    code = cli_main(
+        [
+            "export",
+            "--model",
+            str(exported.model_dir),
+            "--out",
+            str(tmp_path),
+            "--beam-size",
+            "2",
+            "--n-best",
+            "3",
+        ]
+    )
+    assert code == 2 and "n_best must be in [1, beam_size=2]" in capsys.readouterr().err
+
+
+def test_next_version_follows_the_highest_number(tmp_path):
+    from translator.export import next_version
+
+    assert next_version(tmp_path / "missing") == 1
+    for name in ("1", "7", "03", ".8.tmp", "notes"):
+        (tmp_path / name).mkdir()
+    assert next_version(tmp_path) == 8

@@ -1,0 +1,221 @@
+"""`translator serve` as a real process on 127.0.0.1, spoken to with the stdlib only.
+
+The shutdown test stops the session's server, so it comes last in this file.
+"""
+
+import concurrent.futures
+import random
+import signal
+import time
+
+import pytest
+
+from tests.serving.conftest import MAX_REQUEST_SENTENCES, SENTENCES, free_port
+from translator.cli import main as cli_main
+
+PREDICT = "/v1/models/translator:predict"
+# Scores of a sentence decoded in a batch with other requests' sentences differ from
+# those of the sentence alone in the last float32 bits (other padding widths and shapes
+# change the order of floating-point sums); translations are the same.
+BATCHING_SCORE_TOLERANCE = 1e-4
+
+
+def test_status_metadata_and_health(server):
+    available = {
+        "model_version_status": [
+            {
+                "version": "1",
+                "state": "AVAILABLE",
+                "status": {"error_code": "OK", "error_message": ""},
+            }
+        ]
+    }
+    assert server.get("/v1/models/translator") == (200, available)
+    assert server.get("/v1/models/translator/versions/1") == (200, available)
+
+    status, body = server.get("/v1/models/translator/metadata")
+    assert status == 200
+    assert body["model_spec"] == {"name": "translator", "signature_name": "", "version": "1"}
+    signatures = body["metadata"]["signature_def"]["signature_def"]
+    for name, width in (("serving_default", None), ("n_best", "3")):
+        signature = signatures[name]
+        assert signature["method_name"] == "tensorflow/serving/predict"
+        assert signature["inputs"]["inputs"]["dtype"] == "DT_STRING"
+        assert signature["outputs"]["translations"]["dtype"] == "DT_STRING"
+        assert signature["outputs"]["scores"]["dtype"] == "DT_FLOAT"
+        dims = [d["size"] for d in signature["outputs"]["scores"]["tensor_shape"]["dim"]]
+        assert dims == (["-1"] if width is None else ["-1", width])
+
+    status, body = server.get("/healthz")
+    assert status == 200 and body["status"] == "ok" and body["version"] == "1"
+
+
+def test_predictions_equal_the_saved_model(server, reference):
+    """A request alone on the server is one batch of exactly its sentences: equal results."""
+    batch, n_best = reference["batch"], reference["batch_n_best"]
+    rows = [
+        {"scores": s, "translations": t}
+        for s, t in zip(batch["scores"], batch["translations"], strict=True)
+    ]
+    assert server.post(PREDICT, {"instances": SENTENCES}) == (200, {"predictions": rows})
+    assert server.post(PREDICT, {"inputs": SENTENCES}) == (200, {"outputs": batch})
+    # The other spellings TF Serving accepts give the same answer.
+    import base64
+
+    as_objects = [{"inputs": s} for s in SENTENCES]
+    as_b64 = [{"b64": base64.b64encode(s.encode()).decode()} for s in SENTENCES]
+    for body in (
+        {"instances": as_objects, "signature_name": "serving_default"},
+        {"instances": as_b64},
+        {"inputs": {"inputs": SENTENCES}},
+    ):
+        assert server.post(PREDICT, body)[1] in ({"predictions": rows}, {"outputs": batch})
+    assert server.post("/v1/models/translator/versions/1:predict", {"inputs": SENTENCES}) == (
+        200,
+        {"outputs": batch},
+    )
+    # The n-best signature; empty slots and empty sentences carry -Infinity scores.
+    status, body = server.post(PREDICT, {"signature_name": "n_best", "inputs": SENTENCES})
+    assert status == 200 and body == {"outputs": n_best}
+    assert body["outputs"]["scores"][SENTENCES.index("")][1] == float("-inf")
+
+
+def test_concurrent_clients_get_their_own_answers(server, reference):
+    single = reference["single"]  # each sentence translated alone
+    clients, rounds = 16, 6
+    before = server.get("/healthz")[1]
+
+    def client(number: int) -> int:
+        rng = random.Random(number)
+        sent = 0
+        for _ in range(rounds):
+            picks = rng.sample(range(len(SENTENCES)), rng.randint(1, 3))
+            status, body = server.post(PREDICT, {"instances": [SENTENCES[i] for i in picks]})
+            assert status == 200, body
+            assert len(body["predictions"]) == len(picks)
+            for index, prediction in zip(picks, body["predictions"], strict=True):
+                want = single[index]
+                assert prediction["translations"] == want["translations"][0]
+                assert abs(prediction["scores"] - want["scores"][0]) <= BATCHING_SCORE_TOLERANCE
+            sent += len(picks)
+        return sent
+
+    with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+        sent = sum(pool.map(client, range(clients)))
+    after = server.get("/healthz")[1]
+    # Every sentence was decoded exactly once, and requests were merged into batches.
+    assert after["sentences"] - before["sentences"] == sent
+    assert after["requests"] - before["requests"] == clients * rounds
+    assert after["batches"] - before["batches"] < clients * rounds
+    # The translations differ from sentence to sentence, so a mix-up could not pass.
+    texts = [s["translations"][0] for s in single]
+    assert len(set(texts) - {""}) == sum(1 for t in texts if t)
+
+
+BAD_REQUESTS = [
+    (b'{"instances": ["a"', 400, "malformed JSON in the request body"),
+    (b'{"instances": ["\xff"]}', 400, "not UTF-8"),
+    (b'["a"]', 400, "must be a JSON object"),
+    (
+        {"instance": ["a"]},
+        400,
+        "missing 'instances' or 'inputs' key in the request; got key(s) 'instance'",
+    ),
+    ({"instances": ["a"], "input": ["b"]}, 400, "unknown key(s) 'input'"),
+    ({"instances": ["a"], "inputs": ["a"]}, 400, "not both"),
+    ({"instances": "a"}, 400, "'instances' must be a list of strings, got a string"),
+    ({"instances": ["a", 5]}, 400, "instances[1]: expected a string, got number 5"),
+    ({"instances": [None]}, 400, "instances[0]: expected a string, got null"),
+    ({"inputs": [["a"]]}, 400, "inputs[0]: expected a string, got a list of 1"),
+    ({"instances": [{"text": "a"}]}, 400, "exactly the key 'inputs', got 'text'"),
+    ({"inputs": {"text": ["a"]}}, 400, "exactly the key 'inputs', got 'text'"),
+    ({"instances": [{"b64": "*"}]}, 400, "instances[0]: invalid base64"),
+    ({"instances": []}, 400, "'instances' is an empty list"),
+    ({"inputs": []}, 400, "inputs is an empty list"),
+    ({"instances": ["a"], "signature_name": "nope"}, 400, 'signature name: "nope" not found'),
+    (
+        {"instances": ["a"] * (MAX_REQUEST_SENTENCES + 1)},
+        413,
+        f"{MAX_REQUEST_SENTENCES + 1} sentences, more than the limit of {MAX_REQUEST_SENTENCES}",
+    ),
+    ({"instances": ["x" * 5000]}, 413, "more than the limit of 4,096 bytes"),
+]
+
+
+@pytest.mark.parametrize(("body", "status", "message"), BAD_REQUESTS)
+def test_bad_request_gets_a_4xx_error_saying_what_is_wrong(server, body, status, message):
+    got_status, got = server.post(PREDICT, body)
+    assert got_status == status
+    assert list(got) == ["error"] and message in got["error"], got
+
+
+def test_bad_urls_and_the_server_keeps_serving(server, reference):
+    assert server.get("/v1/models/other") == (
+        404,
+        {"error": "Servable not found for request: Latest(other)"},
+    )
+    status, body = server.post("/v1/models/translator/versions/2:predict", {"inputs": ["a"]})
+    assert status == 404 and "Specific(translator, 2)" in body["error"]
+    assert server.get(PREDICT)[0] == 405
+    assert server.post("/v1/models/translator:classify", {"examples": []})[0] == 400
+    status, body = server.get("/no/such/path")
+    assert status == 404 and "error" in body
+    # Still healthy, and still right.
+    assert server.get("/healthz")[0] == 200
+    status, body = server.post(PREDICT, {"instances": SENTENCES[:1]})
+    assert status == 200 and body["predictions"][0] == {
+        "scores": reference["single"][0]["scores"][0],
+        "translations": reference["single"][0]["translations"][0],
+    }
+
+
+def test_client_example_talks_to_the_server(server, reference):
+    from serving.client import call, translate
+
+    predictions = translate(SENTENCES[:3], server.url)
+    assert [p["translations"] for p in predictions] == [
+        s["translations"][0] for s in reference["single"][:3]
+    ]
+    n_best = translate(SENTENCES[:1], server.url, n_best=True)
+    assert len(n_best[0]["translations"]) == 3
+    with pytest.raises(RuntimeError, match=r"HTTP 404: Servable not found"):
+        call(f"{server.url}/v1/models/other:predict", {"instances": ["a"]})
+
+
+def test_serve_refuses_a_directory_without_a_valid_export(exported, tmp_path, capsys):
+    import tensorflow as tf
+
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "garbage" / "1").mkdir(parents=True)
+    (tmp_path / "garbage" / "1" / "saved_model.pb").write_bytes(b"not a SavedModel")
+    module = tf.Module()
+    module.double = tf.function(lambda x: 2 * x, input_signature=[tf.TensorSpec([None])])
+    tf.saved_model.save(module, str(tmp_path / "numbers" / "1"), signatures=module.double)
+    cases = [
+        (tmp_path / "missing", "no such directory"),
+        (tmp_path / "empty", "no version directory (a number such as 1/) with a saved_model.pb"),
+        (exported.version_dir, "is a SavedModel itself; pass its parent directory"),
+        (tmp_path / "garbage", "cannot load the SavedModel"),
+        (tmp_path / "numbers", "no 'serving_default' signature taking one string tensor"),
+    ]
+    for path, message in cases:
+        code = cli_main(["serve", "--model", str(path), "--port", str(free_port())])
+        err = capsys.readouterr().err
+        assert code == 2 and "translator serve: error:" in err and message in err, err
+
+
+def test_sigterm_answers_requests_in_flight_then_exits_cleanly(server):
+    """Stops the session's server: keep this test last."""
+    before = server.get("/healthz")[1]["requests"]
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        future = pool.submit(server.post, PREDICT, {"instances": SENTENCES[:8]})
+        deadline = time.monotonic() + 60
+        while server.get("/healthz")[1]["requests"] == before:  # queued by the server
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        server.process.send_signal(signal.SIGTERM)
+        status, body = future.result(timeout=60)
+    assert status == 200 and len(body["predictions"]) == 8
+    assert server.process.wait(timeout=60) == 0
+    log = server.log()
+    assert "batcher stopped" in log and "Traceback" not in log

@@ -1,0 +1,436 @@
+"""`translator translate`: translate text lines with a trained model.
+
+Also the helpers `evaluate` shares: the model and search options, loading a
+`translator.inference.Translator`, translating with a progress bar.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import gzip
+import io
+import os
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+# Lines read, translated and written at a time: bounds memory on large inputs while
+# leaving plenty of lines to sort by length into well-filled batches.
+CHUNK_LINES = 20_000
+# The n-best field separator (Moses convention).
+SEPARATOR = " ||| "
+
+NBEST_HELP = (
+    "n-best output (--n-best K): exactly K lines per input line, best first, each "
+    "'INDEX ||| TRANSLATION ||| SCORE' where INDEX is the 0-based input line number and "
+    "SCORE is log P(translation) divided by the GNMT length penalty (higher is better). "
+    "Slots without a hypothesis (an empty input line, or fewer finished hypotheses than "
+    "K) have an empty translation and the score -inf."
+)
+
+
+def add_search_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds --model and the search options shared by `translate` and `evaluate`."""
+    parser.add_argument(
+        "--model",
+        required=True,
+        metavar="DIR",
+        help="model directory, or a training run directory (uses its final model/)",
+    )
+    search = parser.add_argument_group("search")
+    search.add_argument(
+        "--beam-size",
+        type=int,
+        default=4,
+        metavar="N",
+        help="hypotheses kept per sentence; 1 = greedy search (default: 4)",
+    )
+    search.add_argument(
+        "--length-penalty",
+        type=float,
+        default=0.6,
+        metavar="ALPHA",
+        help=(
+            "GNMT length penalty exponent: hypotheses are ranked by log P / ((5 + length) / 6) "
+            "** ALPHA; 0 ranks by log P alone, larger values favour longer outputs (default: 0.6)"
+        ),
+    )
+    search.add_argument(
+        "--max-length-a",
+        type=float,
+        default=1.2,
+        metavar="A",
+        help="output length limit A * source_tokens + B, in tokens (default A: 1.2)",
+    )
+    search.add_argument(
+        "--max-length-b",
+        type=int,
+        default=10,
+        metavar="B",
+        help="see --max-length-a (default B: 10)",
+    )
+    search.add_argument(
+        "--max-source-length",
+        type=int,
+        metavar="N",
+        help=(
+            "cut longer sources to N tokens and count them as truncated "
+            "(default: the model's position limit for learned positions, else 1024)"
+        ),
+    )
+    search.add_argument(
+        "--batch-tokens",
+        type=int,
+        default=4096,
+        metavar="N",
+        help=(
+            "source tokens per batch, padding included; lines are sorted by length into "
+            "batches and put back in input order (default: 4096)"
+        ),
+    )
+
+
+def search_config(args: argparse.Namespace, n_best: int = 1) -> Any:
+    """The `SearchConfig` of the command-line options.
+
+    Raises:
+        CommandError: naming the invalid setting.
+    """
+    from translator.cli import CommandError
+
+    if args.batch_tokens < 1:
+        raise CommandError(f"--batch-tokens must be >= 1, got {args.batch_tokens}")
+    if args.max_source_length is not None and args.max_source_length < 2:
+        raise CommandError(f"--max-source-length must be >= 2, got {args.max_source_length}")
+    from translator.search import SearchConfig
+
+    try:
+        return SearchConfig(
+            beam_size=args.beam_size,
+            length_penalty=args.length_penalty,
+            max_length_a=args.max_length_a,
+            max_length_b=args.max_length_b,
+            n_best=n_best,
+        )
+    except ValueError as error:
+        raise CommandError(str(error)) from error
+
+
+def resolve_model(path: str) -> Path:
+    """The model directory of --model, checked before TensorFlow is started.
+
+    Raises:
+        CommandError: naming the path and what is missing.
+    """
+    from translator.artifacts import ModelDirError, resolve_model_dir
+    from translator.cli import CommandError
+
+    try:
+        return resolve_model_dir(path)
+    except ModelDirError as error:
+        raise CommandError(str(error)) from error
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadedTranslator:
+    """A loaded model directory and its `Translator`."""
+
+    # `translator.artifacts.TrainedModel`.
+    trained: Any
+    # `translator.inference.Translator`.
+    translator: Any
+    load_seconds: float
+    # Building the search graph, on one dummy sentence (so rates measure decoding only).
+    warmup_seconds: float
+
+
+def load_translator(args: argparse.Namespace, config: Any) -> LoadedTranslator:
+    """Loads --model, builds its `Translator` (`config`, --batch-tokens) and warms it up.
+
+    Raises:
+        CommandError: for a model directory that cannot be loaded.
+    """
+    from translator.artifacts import ModelDirError, load_model_dir
+    from translator.cli import CommandError
+    from translator.inference import Translator
+    from translator.pipelines.errors import PipelineError
+
+    started = time.monotonic()
+    try:
+        trained = load_model_dir(args.model)
+    except (ModelDirError, PipelineError) as error:
+        raise CommandError(str(error)) from error
+    translator = Translator(
+        trained.model,
+        trained.vocabulary,
+        config,
+        batch_tokens=args.batch_tokens,
+        max_source_length=args.max_source_length,
+    )
+    loaded = time.monotonic()
+    translator.translate(["warm up"])  # traces the search once; later batches reuse it
+    return LoadedTranslator(
+        trained, translator, loaded - started, warmup_seconds=time.monotonic() - loaded
+    )
+
+
+def blank_to_empty(lines: Sequence[str]) -> list[str]:
+    """Lines with only whitespace become "", so they are counted and output as empty."""
+    return [line if line.strip() else "" for line in lines]
+
+
+def one_line(text: str) -> str:
+    """A translation made safe for line-based output (no line breaks inside)."""
+    if "\n" in text or "\r" in text:
+        return text.replace("\r", " ").replace("\n", " ")
+    return text
+
+
+@contextlib.contextmanager
+def progress_bar(total: int | None, description: str) -> Iterator[Callable[[int], None]]:
+    """A tqdm bar on stderr when stderr is a terminal; yields its `update` (or a no-op)."""
+    if not sys.stderr.isatty():
+        yield lambda n: None
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=total, unit="line", desc=description, file=sys.stderr, leave=False) as bar:
+        yield bar.update
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Adds the `translate` subcommand."""
+    parser = subparsers.add_parser(
+        "translate",
+        help="translate text, one sentence per line (stdin or a file)",
+        description=textwrap.fill(
+            width=79,
+            text="Translates one sentence per line with beam search (or greedy search with "
+            "--beam-size 1). Lines are batched by length and written back in input order, "
+            "detokenized, one output line per input line: an empty or whitespace-only input "
+            "line gives an empty output line. A progress bar is shown when stderr is a "
+            "terminal; a summary (lines, empty, truncated, speed) goes to stderr.",
+        ),
+        epilog=(
+            f"{textwrap.fill(NBEST_HELP, width=79)}\n\n"
+            "Examples:\n"
+            "  echo 'A man is riding a bike.' | translator translate --model runs/m30k\n"
+            "  translator translate --model runs/m30k/model -i test.en.gz -o test.hyp.de\n"
+            "  translator translate --model runs/m30k --beam-size 8 --n-best 4 -i in.txt"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_search_arguments(parser)
+    parser.add_argument(
+        "--n-best",
+        type=int,
+        default=1,
+        metavar="K",
+        help="write the K best translations per line, at most --beam-size (format below)",
+    )
+    parser.add_argument(
+        "-i",
+        "--input",
+        metavar="FILE",
+        help="UTF-8 input, plain or .gz (default: stdin)",
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help=(
+            "output file, gzipped if it ends in .gz; written to a temporary file and "
+            "renamed when complete (default: stdout)"
+        ),
+    )
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="no summary on stderr (errors still go there)"
+    )
+    parser.set_defaults(handler=run)
+
+
+@dataclasses.dataclass
+class _Totals:
+    lines: int = 0
+    empty: int = 0
+    truncated: int = 0
+    target_tokens: int = 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """Runs the subcommand."""
+    from translator.cli import CommandError
+    from translator.pipelines.errors import PipelineError
+
+    resolve_model(args.model)
+    total = _count_input_lines(args.input)
+    if args.output is not None and not Path(args.output).resolve().parent.is_dir():
+        raise CommandError(f"{args.output}: cannot write: its directory does not exist")
+    config = search_config(args, n_best=args.n_best)
+    loaded = load_translator(args, config)
+    totals = _Totals()
+    # Someone typing at a terminal gets each line translated as soon as it is entered.
+    chunk_lines = 1 if args.input is None and sys.stdin.isatty() else CHUNK_LINES
+    started = time.monotonic()
+    try:
+        with (
+            _output(args.output) as sink,
+            progress_bar(total, "translating") as progress,
+        ):
+            for chunk in _chunks(_input_lines(args.input), chunk_lines):
+                _translate_chunk(loaded.translator, chunk, args.n_best, totals, sink, progress)
+    except PipelineError as error:
+        raise CommandError(str(error)) from error
+    except BrokenPipeError:
+        # The reader of stdout went away (e.g. `| head`): stop quietly, like other filters.
+        _silence_stdout()
+        return 141
+    elapsed = time.monotonic() - started
+    if not args.quiet:
+        rate = totals.lines / elapsed if elapsed > 0 else 0.0
+        token_rate = totals.target_tokens / elapsed if elapsed > 0 else 0.0
+        print(
+            f"translated {totals.lines:,} lines ({totals.empty:,} empty, "
+            f"{totals.truncated:,} truncated) in {elapsed:.1f} s: {rate:.1f} lines/s, "
+            f"{token_rate:.0f} target tokens/s (model loaded in {loaded.load_seconds:.1f} s, "
+            f"search built in {loaded.warmup_seconds:.1f} s)",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _translate_chunk(
+    translator: Any,
+    chunk: list[str],
+    n_best: int,
+    totals: _Totals,
+    sink: IO[bytes],
+    progress: Callable[[int], None],
+) -> None:
+    first = totals.lines  # 0-based index of the chunk's first line in the whole input
+    lines = blank_to_empty(chunk)
+    if n_best == 1:
+        texts = translator.translate(lines, progress)
+        sink.write("".join(one_line(text) + "\n" for text in texts).encode("utf-8"))
+    else:
+        rows = []
+        for offset, hypotheses in enumerate(translator.translate_n_best(lines, progress)):
+            for k in range(n_best):
+                text, score = "", "-inf"
+                if k < len(hypotheses):
+                    text, score = one_line(hypotheses[k].text), f"{hypotheses[k].score:.4f}"
+                rows.append(f"{first + offset}{SEPARATOR}{text}{SEPARATOR}{score}\n")
+        sink.write("".join(rows).encode("utf-8"))
+    sink.flush()  # a reader of stdout sees each chunk when it is done
+    stats = translator.stats
+    totals.lines += stats.lines
+    totals.empty += stats.empty
+    totals.truncated += stats.truncated
+    totals.target_tokens += stats.target_tokens
+
+
+def _silence_stdout() -> None:
+    """Points stdout at /dev/null so that flushing at exit cannot fail again."""
+    with contextlib.suppress(OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
+def _count_input_lines(path: str | None) -> int | None:
+    """Lines of the input file (for the progress bar); None for stdin."""
+    if path is None:
+        return None
+    from translator.cli import CommandError
+    from translator.pipelines.corpus import count_lines
+    from translator.pipelines.errors import PipelineError
+
+    try:
+        return count_lines(path)
+    except PipelineError as error:
+        raise CommandError(str(error)) from error
+
+
+def _input_lines(path: str | None) -> Iterator[str]:
+    """Lines of --input (plain or gzip) or of stdin, without line ends."""
+    if path is not None:
+        from translator.pipelines.corpus import iter_lines
+
+        return iter_lines(path)
+    return _stream_lines(sys.stdin.buffer, "<stdin>")
+
+
+def _stream_lines(stream: IO[bytes], name: str) -> Iterator[str]:
+    r"""Lines of a binary stream, read like `translator.pipelines.corpus.iter_lines`.
+
+    A line ends at `\n` and every `\r` is dropped, so files and pipes read alike.
+    """
+    from translator.pipelines.errors import CorpusError
+
+    for number, raw in enumerate(stream, start=1):
+        line = raw[:-1] if raw.endswith(b"\n") else raw
+        try:
+            yield line.replace(b"\r", b"").decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise CorpusError(
+                f"{name}, line {number}: not valid UTF-8 (byte 0x{line[error.start]:02x} at "
+                f"byte offset {error.start}); re-encode the input as UTF-8"
+            ) from None
+
+
+def _chunks(lines: Iterable[str], size: int) -> Iterator[list[str]]:
+    chunk: list[str] = []
+    for line in lines:
+        chunk.append(line)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+@contextlib.contextmanager
+def _output(path: str | None) -> Iterator[IO[bytes]]:
+    """A binary sink: stdout, or a file that appears only once completely written."""
+    if path is None:
+        sys.stdout.flush()
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+        return
+    with atomic_output(path) as sink:
+        yield sink
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
+    """Writes `path` through a temporary sibling renamed on success (gzip for *.gz).
+
+    On an error the temporary file is removed and `path` is left as it was.
+    """
+    from translator.cli import CommandError
+
+    target = Path(path)
+    try:
+        descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    except OSError as error:
+        raise CommandError(f"{target}: cannot write: {error.strerror or error}") from error
+    try:
+        with os.fdopen(descriptor, "wb") as raw:
+            if target.name.endswith(".gz"):
+                with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as sink:
+                    yield sink
+            else:
+                yield raw
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(temporary, 0o666 & ~mask)  # mkstemp's 0600 would survive the rename
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise

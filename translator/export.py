@@ -1,0 +1,281 @@
+"""Exporting a trained model as a text-in, text-out SavedModel that TF Serving can serve.
+
+    from translator.export import ExportConfig, export_model
+    path = export_model("runs/m30k", "exports/m30k", ExportConfig())   # exports/m30k/1
+
+The SavedModel holds the whole translation: in-graph SentencePiece tokenization
+(tensorflow_text), the beam search of `translator.search` (the same function `Translator`
+runs), and detokenization. Its signatures:
+
+    serving_default   inputs: string [batch]
+                      -> translations: string [batch], scores: float32 [batch]
+    n_best            inputs: string [batch]
+                      -> translations: string [batch, n_best], scores: float32 [batch, n_best]
+
+Loading needs TensorFlow and `import tensorflow_text` (which registers the SentencePiece
+ops), no `translator` code. Plain TensorFlow ops only (no XLA), so stock TF Serving, whose
+model server links the tensorflow_text ops, serves it too.
+
+One call decodes its sentences as one batch, prepared exactly as `Translator` prepares a
+batch: trailing newlines stripped, pieces cut to `max_source_length - 1` plus EOS, empty
+and whitespace-only sentences set aside (they translate to "" with score 0.0; nothing is
+decoded for them), the rest sorted by length (stable) and padded to a multiple of 8. So
+for sentences that `Translator` puts in one batch, the export returns the same
+translations and bit-identical scores.
+
+Layout (what TF Serving watches): `EXPORT_BASE/<version>/` with `saved_model.pb`,
+`variables/`, `assets/` (the SentencePiece model files, also tracked as `Asset`s on the
+module: `source_vocabulary`, `target_vocabulary`) and `assets.extra/translator.json` (the
+export settings and model metadata). The tokenizer ops carry the model bytes as an
+attribute (that is how tensorflow_text's op takes it); the asset copy is for clients that
+tokenize outside the graph and for checking which vocabulary an export uses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import tensorflow as tf
+
+# The padding rule of `Translator`: sharing it makes the exported batches identical.
+from translator.inference import _LENGTH_MULTIPLE
+from translator.search import EOS_ID, PAD_ID, SearchConfig, search
+
+SERVING_SIGNATURE = "serving_default"
+N_BEST_SIGNATURE = "n_best"
+INPUT_KEY = "inputs"
+OUTPUT_TRANSLATIONS = "translations"
+OUTPUT_SCORES = "scores"
+METADATA_FILE = "translator.json"
+# Zero or more characters for which Python's str.isspace is true, as an RE2 pattern.
+_WHITESPACE = r"[\t\n\x0b\x0c\r\x1c-\x1f\x85\p{Z}]*"
+EXPORT_FORMAT = 1
+
+
+class ExportError(ValueError):
+    """The export cannot be written; the message says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportConfig:
+    """How the exported model translates (fixed in the graph)."""
+
+    # Beam size, length penalty and length limits of both signatures; its `n_best` is the
+    # size of the `n_best` signature's lists (`serving_default` always searches for 1).
+    search: SearchConfig = dataclasses.field(default_factory=SearchConfig)
+    # Longer sources are cut to this many tokens, EOS included; None: as `Translator`
+    # (the position table size for learned positions, else 1024).
+    max_source_length: int | None = None
+
+
+def default_max_source_length(model: Any) -> int:
+    """`Translator`'s default cut: the learned position table size, else 1024."""
+    config = model.config
+    return config.max_length if config.position_encoding == "learned" else 1024
+
+
+class TranslationModule(tf.Module):
+    """Tokenizer, search and detokenizer in one saveable module.
+
+    Args:
+        model: A built `translator.model.Transformer`.
+        vocabulary: Its `translator.pipelines.Vocabulary` (a directory on disk).
+        config: The `ExportConfig`.
+    """
+
+    def __init__(self, model: Any, vocabulary: Any, config: ExportConfig | None = None):
+        super().__init__(name="translator")
+        config = config or ExportConfig()
+        if not model.built:
+            model.build()  # weights must exist before tracing
+        self.model = model
+        self.source_tokenizer = vocabulary.source
+        self.target_tokenizer = vocabulary.target
+        self.max_source_length = (
+            default_max_source_length(model)
+            if config.max_source_length is None
+            else config.max_source_length
+        )
+        if self.max_source_length < 2:
+            raise ExportError(f"max_source_length must be >= 2, got {self.max_source_length}")
+        self.best_config = dataclasses.replace(config.search, n_best=1)
+        self.n_best_config = config.search
+        directory = Path(vocabulary.directory)
+        self.source_vocabulary = tf.saved_model.Asset(
+            str(directory / vocabulary.metadata.source_model)
+        )
+        self.target_vocabulary = tf.saved_model.Asset(
+            str(directory / vocabulary.metadata.target_model)
+        )
+        spec = tf.TensorSpec([None], tf.string, name=INPUT_KEY)
+        # No Python control flow depends on tensors here (the search builds its own
+        # tf.while_loop), so AutoGraph is not needed; tracing without it takes half the time.
+        self.translate = tf.function(self._translate_best, input_signature=[spec], autograph=False)
+        self.translate_n_best = tf.function(
+            self._translate_n_best, input_signature=[spec], autograph=False
+        )
+
+    def signatures(self) -> dict[str, Any]:
+        """The concrete functions to save as signatures, by signature name."""
+        return {
+            SERVING_SIGNATURE: self.translate.get_concrete_function(),
+            N_BEST_SIGNATURE: self.translate_n_best.get_concrete_function(),
+        }
+
+    def _translate_best(self, inputs: tf.Tensor) -> dict[str, tf.Tensor]:
+        translations, scores = self._translate(inputs, self.best_config)  # [b, 1], [b, 1]
+        return {OUTPUT_TRANSLATIONS: translations[:, 0], OUTPUT_SCORES: scores[:, 0]}
+
+    def _translate_n_best(self, inputs: tf.Tensor) -> dict[str, tf.Tensor]:
+        translations, scores = self._translate(inputs, self.n_best_config)  # [b, n], [b, n]
+        return {OUTPUT_TRANSLATIONS: translations, OUTPUT_SCORES: scores}
+
+    def _translate(self, inputs: tf.Tensor, config: SearchConfig) -> tuple[tf.Tensor, tf.Tensor]:
+        """Translates a batch of sentences.
+
+        Args:
+            inputs: tf.string `[batch]`.
+            config: The search settings.
+
+        Returns:
+            `(translations, scores)`: tf.string and float32 `[batch, n_best]`, best first;
+            empty slots (fewer hypotheses than n_best) are "" with score -inf, and an empty
+            sentence has the empty translation with score 0.0.
+        """
+        n_best = config.n_best
+        batch = tf.shape(inputs)[0]
+        # Translator strips trailing newlines (`line.rstrip("\n")`) before encoding.
+        inputs = tf.strings.regex_replace(inputs, "\n+$", "")  # [batch]
+        pieces = self.source_tokenizer.tokenize(inputs)  # [batch, (pieces)]
+        pieces = pieces[:, : self.max_source_length - 1]  # room for EOS
+        lengths = pieces.row_lengths()  # [batch]
+        # Translator sets aside lines without pieces and whitespace-only lines (`not
+        # line.strip()`; SentencePiece turns some, e.g. a tab, into pieces): the class
+        # below is Python's str.isspace set.
+        blank = tf.strings.regex_full_match(inputs, _WHITESPACE)  # [batch]
+        # Non-empty rows, sorted by length (stable), as Translator orders its batches.
+        kept = tf.where((lengths > 0) & ~blank)[:, 0]  # [kept]
+        kept = tf.gather(kept, tf.argsort(tf.gather(lengths, kept), stable=True))  # [kept]
+        sources = tf.gather(pieces, kept)  # [kept, (pieces)]
+        count = tf.shape(kept)[0]
+        eos = tf.RaggedTensor.from_tensor(tf.fill([count, 1], EOS_ID))  # [kept, 1]
+        sources = tf.concat([sources, eos], axis=1)  # [kept, (pieces + 1)]
+        width = tf.reduce_max(tf.concat([[0], sources.row_lengths()], 0))  # 0 if none kept
+        width = (width + _LENGTH_MULTIPLE - 1) // _LENGTH_MULTIPLE * _LENGTH_MULTIPLE
+        shape = tf.stack([tf.cast(count, tf.int64), width])
+        source_ids = sources.to_tensor(default_value=PAD_ID, shape=shape)  # [kept, width]
+
+        def decode() -> tuple[tf.Tensor, tf.Tensor]:
+            result = search(self.model, source_ids, config)  # ids [kept, n, len]
+            flat = tf.reshape(result.ids, [count * n_best, -1])  # [kept * n, len]
+            texts = self.target_tokenizer.detokenize(flat)  # [kept * n]
+            return tf.reshape(texts, [count, n_best]), result.scores  # [kept, n] x2
+
+        def nothing() -> tuple[tf.Tensor, tf.Tensor]:
+            return tf.zeros([0, n_best], tf.string), tf.zeros([0, n_best], tf.float32)
+
+        texts, scores = tf.cond(count > 0, decode, nothing)  # [kept, n_best] x2
+        # Empty slots of the search have no ids: their text is already "".
+        # One extra row for empty sentences: "" with score 0 (log P of nothing), then -inf.
+        empty_scores = tf.concat([[0.0], tf.fill([n_best - 1], float("-inf"))], 0)  # [n]
+        texts = tf.concat([texts, tf.fill([1, n_best], "")], 0)  # [kept + 1, n]
+        scores = tf.concat([scores, empty_scores[None, :]], 0)  # [kept + 1, n]
+        # Row of each input in the decoded batch (the extra row for empty sentences).
+        where = tf.tensor_scatter_nd_update(
+            tf.fill([batch], count), tf.cast(kept[:, None], tf.int32), tf.range(count)
+        )  # [batch]
+        return tf.gather(texts, where), tf.gather(scores, where)  # [batch, n] x2
+
+
+def next_version(export_base: str | os.PathLike[str]) -> int:
+    """1 + the highest numeric version under `export_base` (1 for none)."""
+    base = Path(export_base)
+    versions = [int(p.name) for p in base.iterdir() if p.name.isdigit()] if base.is_dir() else []
+    return max(versions, default=0) + 1
+
+
+def export_model(
+    model_dir: str | os.PathLike[str],
+    export_base: str | os.PathLike[str],
+    config: ExportConfig | None = None,
+    version: int | None = None,
+    overwrite: bool = False,
+) -> Path:
+    """Exports a model directory (or a training run's final model) as a SavedModel.
+
+    The version directory is written next to its final place and renamed into it when
+    complete, so a server watching `export_base` never sees a half-written version.
+
+    Args:
+        model_dir: A model directory or a training run directory.
+        export_base: The directory of versions (TF Serving's model base path).
+        config: Search settings and source length limit.
+        version: The version number; default: one more than the highest present.
+        overwrite: Replace an existing version directory.
+
+    Returns:
+        The version directory, `export_base/<version>`.
+
+    Raises:
+        ExportError: a version that exists (without `overwrite`) or is not positive.
+        translator.artifacts.ModelDirError: not a usable model directory.
+    """
+    from translator.artifacts import load_model_dir
+
+    config = config or ExportConfig()
+    base = Path(export_base)
+    if base.exists() and not base.is_dir():
+        raise ExportError(f"{base}: exists and is not a directory")
+    version = next_version(base) if version is None else version
+    if version < 1:
+        raise ExportError(f"version must be a positive integer, got {version}")
+    target = base / str(version)
+    if target.exists() and not overwrite:
+        raise ExportError(f"{target} already exists; pass --overwrite or another --version")
+
+    trained = load_model_dir(model_dir)
+    module = TranslationModule(trained.model, trained.vocabulary, config)
+    base.mkdir(parents=True, exist_ok=True)
+    # A dot-name is not a number, so TF Serving ignores it while it is being written.
+    staging = Path(tempfile.mkdtemp(prefix=f".{version}.", dir=base))
+    try:
+        # Serving never differentiates: skipping the gradient functions saves most of the
+        # saving time.
+        options = tf.saved_model.SaveOptions(experimental_custom_gradients=False)
+        tf.saved_model.save(module, str(staging), signatures=module.signatures(), options=options)
+        metadata = {
+            "format": EXPORT_FORMAT,
+            "version": version,
+            "model_dir": str(trained.directory),
+            "search": module.n_best_config.to_dict(),
+            "max_source_length": module.max_source_length,
+            "signatures": {
+                SERVING_SIGNATURE: "inputs string [batch] -> translations string [batch], "
+                "scores float [batch]",
+                N_BEST_SIGNATURE: f"inputs string [batch] -> translations string "
+                f"[batch, {module.n_best_config.n_best}], scores float "
+                f"[batch, {module.n_best_config.n_best}]",
+            },
+            "vocabulary": {
+                "source_sha256": trained.vocabulary.source.sha256,
+                "target_sha256": trained.vocabulary.target.sha256,
+            },
+            "model": trained.metadata,
+        }
+        (staging / "assets.extra").mkdir(exist_ok=True)
+        (staging / "assets.extra" / METADATA_FILE).write_text(
+            json.dumps(metadata, indent=2, default=str) + "\n"
+        )
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return target
