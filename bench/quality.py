@@ -155,13 +155,17 @@ detokenized output. Target: >= {TARGET_BLEU} BLEU: **{verdict}**.
   ({json.dumps(config.get("model", {}).get("overrides", {}))}), step {metadata.get("step")},
   average of the last {metadata.get("averaged_checkpoints")} checkpoints, trained
   {metadata.get("training_seconds", 0) / 60:.1f} min in {metadata.get("precision")};
-  best validation BLEU (greedy) {metadata.get("best_validation_bleu")}.
+  best validation BLEU (greedy) {_rounded(metadata.get("best_validation_bleu"))}.
 - Search: {json.dumps(search)}; length ratio {report["length"]["ratio"]:.3f};
   {timing.get("target_tokens_per_second", 0):,.0f} target tokens/s.
 - Command: `{command_line()}` (ran `{" ".join(command[2:])}`, {minutes:.1f} min in all)
 - Date: {today()}
 - Machine: {machine_summary()}
 """
+
+
+def _rounded(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
 
 
 if __name__ == "__main__":
