@@ -23,10 +23,12 @@ side in one process by:
   with XLA (`jit_compile=True`: one compile per distinct batch shape).
 
 Figures: target tokens (the returned 1-best translation's tokens, EOS included) per
-second of steady state: the best of `--repeats` passes over the batches (the machine is
-shared: other processes only ever slow a pass down), after a warm-up call on the first
-batch, and with XLA on one batch of every distinct shape. The warm-up's extra time over
-the steady time of the same batches is the trace (and XLA compile) cost, reported apart.
+second of steady state. The decoders take turns on each batch, `--repeats` passes, and
+each batch counts with its best pass: the machine is shared, its load changes over
+minutes, and other processes only ever slow a pass down; tokens per CPU-second of this
+process are reported too. Before that, each decoder is warmed up on the first batch, and
+with XLA on one batch of every distinct shape; the warm-up's extra time over the steady
+time of the same batches is the trace (and XLA compile) cost, reported apart.
 
 Model. `--model DIR` (a model directory or a training run directory): its weights and
 tokenizer, the default `SearchConfig` limits (a = 1.2, b = 10); translations end where
@@ -258,6 +260,8 @@ class NaiveGreedy:
         for step in range(int(limits.max())):
             logits = self.last_logits(source, tf.constant(target)).numpy()  # [batch, vocab]
             logits[:, [PAD_ID, BOS_ID]] = -np.inf  # never generated, as in the search
+            if step < self.config.min_length:
+                logits[:, EOS_ID] = -np.inf  # no EOS before min_length, as in the search
             token = np.argmax(logits, axis=-1).astype(np.int32)
             token = np.where(step + 1 >= limits, EOS_ID, token)  # EOS forced at the limit
             token = np.where(ended, PAD_ID, token)
@@ -286,97 +290,131 @@ class Search:
 
 @dataclasses.dataclass
 class Measurement:
-    """Timings of one decoder over its batches."""
+    """One decoder's timings over its batches (lists: per batch, in its batch order)."""
 
     name: str
     xla: bool
-    batches: int
-    sentences: int
-    # Target tokens of the returned translations, EOS included (one pass).
-    tokens: int
-    # Best steady pass over every batch, seconds.
-    steady: float
-    # Process CPU seconds per wall second in that pass (at most the core count).
-    cpu_per_wall: float
-    # The very first call (trace, and XLA compile of its shape), seconds.
-    first_call: float
-    # Warm-up time minus the same batches' steady time.
-    compile_overhead: float
-    # Distinct batch shapes.
-    shapes: int
-    # Per batch: seconds in the best pass, and the translations.
-    batch_seconds: list[float]
+    # Indices (into the run's batches) of the batches this decoder translates.
+    indices: list[int]
+    # Steady state: the best of the passes per batch, wall and process CPU seconds.
+    seconds: list[float]
+    cpu_seconds: list[float]
+    # The translations: per batch, per sentence, ids with EOS.
     outputs: list[list[list[int]]]
+    # The very first call (trace, and with XLA the compile of its shape), seconds.
+    first_call: float = 0.0
+    # Warm-up seconds per warmed-up batch position (first batch; with XLA, one per shape).
+    warm: dict[int, float] = dataclasses.field(default_factory=dict)
+
+    @property
+    def batches(self) -> int:
+        return len(self.indices)
+
+    @property
+    def tokens(self) -> int:
+        return sum(len(ids) for batch in self.outputs for ids in batch)
+
+    @property
+    def steady(self) -> float:
+        return sum(self.seconds)
 
     @property
     def rate(self) -> float:
+        """Target tokens per second of steady state."""
         return self.tokens / self.steady
+
+    @property
+    def cpu_per_wall(self) -> float:
+        """Process CPU seconds per wall second (at most the core count)."""
+        return sum(self.cpu_seconds) / self.steady
 
     @property
     def cpu_rate(self) -> float:
         """Target tokens per CPU second of this process (less sensitive to other load)."""
-        return self.rate / self.cpu_per_wall
+        return self.tokens / sum(self.cpu_seconds)
+
+    @property
+    def compile_overhead(self) -> float:
+        """Warm-up time over the same batches' steady time: trace (and XLA compiles)."""
+        return max(sum(self.warm[p] - self.seconds[p] for p in self.warm), 0.0)
+
+    @property
+    def shapes(self) -> int:
+        return len(self.warm)
+
+    def rate_on(self, indices: list[int], cpu: bool = False) -> float:
+        """Tokens per (CPU) second over the batches `indices` (run indices) only."""
+        positions = [self.indices.index(i) for i in indices]
+        times = self.cpu_seconds if cpu else self.seconds
+        tokens = sum(len(ids) for p in positions for ids in self.outputs[p])
+        return tokens / sum(times[p] for p in positions)
 
 
-def measure(name: str, xla: bool, decode, batches, repeats: int) -> Measurement:
-    """Warm-up, then the best of `repeats` passes over `batches` (see the module docstring).
-
-    The warm-up is the first batch (the trace), and with XLA one batch of every other
-    distinct shape too (a compile each); without XLA other shapes cost nothing extra.
-    """
-    shapes: dict[tuple[int, ...], int] = {}
-    for index, batch in enumerate(batches):
-        shapes.setdefault(batch.shape, index)
-    warm: dict[int, float] = {}
-    for index in shapes.values() if xla else [0]:
+def warm_up(measurement: Measurement, decode, batches) -> None:
+    """Calls `decode` on its first batch, and with XLA on one batch of every other shape."""
+    positions: dict[tuple[int, ...], int] = {}
+    for position, index in enumerate(measurement.indices):
+        positions.setdefault(batches[index].shape, position)
+    for position in positions.values() if measurement.xla else [0]:
         start = time.perf_counter()
-        decode(batches[index])
-        warm[index] = time.perf_counter() - start
-    first_call = warm[0]
-
-    best = None
-    for _ in range(repeats):
-        seconds, outputs = [], []
-        cpu = time.process_time()
-        for batch in batches:
-            start = time.perf_counter()
-            outputs.append(decode(batch))
-            seconds.append(time.perf_counter() - start)
-        cpu = time.process_time() - cpu
-        if best is None or sum(seconds) < sum(best[0]):
-            best = (seconds, outputs, cpu)
-    seconds, outputs, cpu = best
-    steady = sum(seconds)
-    tokens = sum(len(ids) for batch in outputs for ids in batch)
-    overhead = sum(warm[i] - seconds[i] for i in warm)
-    result = Measurement(
-        name=name,
-        xla=xla,
-        batches=len(batches),
-        sentences=sum(len(b) for b in batches),
-        tokens=tokens,
-        steady=steady,
-        cpu_per_wall=cpu / steady,
-        first_call=first_call,
-        compile_overhead=max(overhead, 0.0),
-        shapes=len(shapes),
-        batch_seconds=seconds,
-        outputs=outputs,
-    )
-    print(
-        f"{name}{' (XLA)' if xla else ''}: {tokens:,} target tokens of {result.sentences} "
-        f"sentences in {steady:.2f} s = {result.rate:,.0f} tok/s; first call "
-        f"{first_call:.2f} s, trace/compile overhead {result.compile_overhead:.2f} s over "
-        f"{len(shapes)} shapes; CPU/wall {result.cpu_per_wall:.2f}",
-        flush=True,
-    )
-    return result
+        decode(batches[measurement.indices[position]])
+        measurement.warm[position] = time.perf_counter() - start
+    measurement.first_call = measurement.warm[0]
 
 
-def rate_on(measurement: Measurement, indices: list[int]) -> float:
-    """Target tokens/s of `measurement` over a subset of its batches."""
-    tokens = sum(len(ids) for i in indices for ids in measurement.outputs[i])
-    return tokens / sum(measurement.batch_seconds[i] for i in indices)
+def measure(runs, batches, repeats: int) -> list[Measurement]:
+    """Warm-up, then `repeats` passes over the batches, every decoder on each in turn.
+
+    Interleaving by batch keeps the decoders side by side: on a shared machine the load
+    changes over minutes, and each batch's decoders run within seconds of each other.
+    The steady time of a batch is its best pass (other load only ever slows a pass).
+
+    Args:
+        runs: `(name, xla, decode, indices)` per decoder; `decode(batch)` returns the
+            translations, `indices` are the batches it translates.
+        batches: The int32 `[batch, length]` source batches.
+        repeats: Steady passes.
+
+    Returns:
+        One `Measurement` per run, in order.
+    """
+    measurements = []
+    for name, xla, decode, indices in runs:
+        measurement = Measurement(name, xla, list(indices), [], [], [])
+        warm_up(measurement, decode, batches)
+        measurements.append(measurement)
+        print(
+            f"{label_of(measurement)}: warm-up {sum(measurement.warm.values()):.2f} s", flush=True
+        )
+    for repeat in range(repeats):
+        for index, batch in enumerate(batches):
+            for measurement, (_, _, decode, _) in zip(measurements, runs, strict=True):
+                if index not in measurement.indices:
+                    continue
+                position = measurement.indices.index(index)
+                start, cpu = time.perf_counter(), time.process_time()
+                outputs = decode(batch)
+                seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+                if repeat == 0:
+                    measurement.seconds.append(seconds)
+                    measurement.cpu_seconds.append(cpu)
+                    measurement.outputs.append(outputs)
+                elif seconds < measurement.seconds[position]:
+                    measurement.seconds[position] = seconds
+                    measurement.cpu_seconds[position] = cpu
+        print(f"pass {repeat + 1} of {repeats} done", flush=True)
+    for m in measurements:
+        print(
+            f"{label_of(m)}: {m.tokens:,} target tokens in {m.steady:.2f} s = {m.rate:,.0f} "
+            f"tok/s ({m.cpu_rate:,.0f} per CPU-s); first call {m.first_call:.2f} s, "
+            f"trace/compile overhead {m.compile_overhead:.2f} s",
+            flush=True,
+        )
+    return measurements
+
+
+def label_of(measurement: Measurement) -> str:
+    return measurement.name + (" (XLA)" if measurement.xla else "")
 
 
 # ---- The run --------------------------------------------------------------------------------
@@ -415,7 +453,7 @@ NAIVE_COMPILED = ("naive, compiled step", False)
 
 
 def run_decoders(args, model, greedy_config, beam_config, batches) -> dict:
-    """Every decoder on its batches: {(name, xla): (Measurement, batch indices)}."""
+    """Every decoder on its batches: {(name, xla): Measurement}."""
     every = list(range(len(batches)))
     runs = [
         (*NAIVE, NaiveGreedy(model, greedy_config, False), spread(every, args.naive_batches)),
@@ -424,32 +462,27 @@ def run_decoders(args, model, greedy_config, beam_config, batches) -> dict:
     for xla in (False, True) if args.xla else (False,):
         runs.append(("greedy", xla, Search(model, greedy_config, xla), every))
         runs.append(("beam 4", xla, Search(model, beam_config, xla), every))
-    results = {}
-    for name, xla, decode, indices in runs:
-        selected = [batches[i] for i in indices]
-        results[(name, xla)] = (measure(name, xla, decode, selected, args.repeats), indices)
-    return results
+    measurements = measure(runs, batches, args.repeats)
+    return {(m.name, m.xla): m for m in measurements}
 
 
-def speedup(results: dict, key, reference=NAIVE) -> float:
-    """Tokens/s of one decoder over a reference decoder's, on the batches both decoded."""
-    base, base_indices = results[reference]
-    measurement, indices = results[key]
-    common = [i for i in base_indices if i in indices]
+def speedup(results: dict, key, reference=NAIVE, cpu: bool = False) -> float:
+    """Tokens per (CPU) second of a decoder over a reference's, on the batches both ran."""
+    base, measurement = results[reference], results[key]
+    common = [i for i in base.indices if i in measurement.indices]
     if not common:
         return float("nan")
-    mine = rate_on(measurement, [indices.index(i) for i in common])
-    return mine / rate_on(base, [base_indices.index(i) for i in common])
+    return measurement.rate_on(common, cpu) / base.rate_on(common, cpu)
 
 
 def agreement(results: dict) -> tuple[int, int]:
     """(sentences where greedy search and the naive decoders give the same ids, compared)."""
-    greedy, _ = results[("greedy", False)]
+    greedy = results[("greedy", False)]
     pairs = [
         (want, got)
         for key in (NAIVE, NAIVE_COMPILED)
-        for batch, index in zip(results[key][0].outputs, results[key][1], strict=True)
-        for want, got in zip(batch, greedy.outputs[index], strict=True)
+        for batch, index in zip(results[key].outputs, results[key].indices, strict=True)
+        for want, got in zip(batch, greedy.outputs[greedy.indices.index(index)], strict=True)
     ]
     return sum(want == got for want, got in pairs), len(pairs)
 
@@ -461,7 +494,7 @@ def results_table(results: dict) -> str:
         "| trace/compile overhead s |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for key, (m, _) in results.items():
+    for key, m in results.items():
         name, xla = key
         overhead = f"{m.compile_overhead:.2f}" + (f" ({m.shapes} shapes)" if xla else "")
         rows.append(
@@ -492,7 +525,7 @@ def main(argv: list[str] | None = None) -> int:
 
     agree, compared = agreement(results)
     print(f"greedy search and the naive decoders agree on {agree}/{compared} sentences")
-    beams = {xla: m for (name, xla), (m, _) in results.items() if name == "beam 4"}
+    beams = {xla: m for (name, xla), m in results.items() if name == "beam 4"}
     best = ("beam 4", max(beams, key=lambda xla: beams[xla].rate))
     label = "beam 4" + (" (XLA)" if best[1] else "")
     report_target(f"decoding {label} target tokens/s", beams[best[1]].rate, BEAM_GOAL, "tok/s")
@@ -517,23 +550,26 @@ def main(argv: list[str] | None = None) -> int:
 
 def section_markdown(args, results: dict, best, agreement: tuple[int, int], model: str) -> str:
     """The RESULTS.md section, but for the command, date and machine lines."""
-    measurement, indices = results[best]
-    label = "beam 4" + (" (XLA)" if best[1] else "")
+    measurement = results[best]
+    label = label_of(measurement)
     rate, ratio = measurement.rate, speedup(results, best)
+    cpu_ratio = speedup(results, best, cpu=True)
     compiled_ratio = speedup(results, best, NAIVE_COMPILED)
+    compiled_cpu_ratio = speedup(results, best, NAIVE_COMPILED, cpu=True)
     greedy_over_beam = ", ".join(
-        f"{results[('greedy', xla)][0].rate / results[('beam 4', xla)][0].rate:.1f}x"
+        f"{results[('greedy', xla)].rate / results[('beam 4', xla)].rate:.1f}x"
         + (" with XLA" if xla else " without XLA")
         for (name, xla) in results
         if name == "beam 4"
     )
     xla_gain = ", ".join(
-        f"{name} {results[(name, True)][0].rate / results[(name, False)][0].rate:.2f}x"
+        f"{name} {results[(name, True)].rate / results[(name, False)].rate:.2f}x"
         for name in ("greedy", "beam 4")
         if (name, True) in results
     )
     peers = "\n".join(f"| {peer} | {figure} |" for peer, figure in PEERS)
     sentences = sum(len(b) for b in measurement.outputs)
+    indices = measurement.indices
     return f"""
 ## {"Decoding, trained model" if args.model else "Decoding"} (`bench/decoding.py`)
 
@@ -548,8 +584,10 @@ decoder of the tutorial kind.
 | **{label}, target tokens/s** | **{rate:,.0f}** ({"meets" if rate >= BEAM_GOAL else "MISSES"} \
 {BEAM_GOAL}); {measurement.cpu_rate:,.0f} per CPU-second |
 | {label} over the naive decoder (tutorial: eager) | **{ratio:.1f}x** \
-({"meets" if ratio >= REQUIRED_RATIO else "MISSES"} {REQUIRED_RATIO}x) |
-| {label} over the naive decoder with a compiled step | {compiled_ratio:.1f}x |
+({"meets" if ratio >= REQUIRED_RATIO else "MISSES"} {REQUIRED_RATIO}x); \
+{cpu_ratio:.1f}x per CPU-second |
+| {label} over the naive decoder with a compiled step | {compiled_ratio:.1f}x; \
+{compiled_cpu_ratio:.1f}x per CPU-second |
 | greedy over beam 4, tokens/s | {greedy_over_beam} |
 | XLA over no XLA, tokens/s | {xla_gain or "not measured (--no-xla)"} |
 | greedy search = naive decoders (same ids) | {agreement[0]}/{agreement[1]} sentences |
@@ -562,10 +600,12 @@ decoder of the tutorial kind.
   compiled step" is the same loop around one `tf.function` forward pass. Both have the
   search's per-sentence length limits. "vs": tokens/s over that decoder's, on the
   batches both ran (the eager one runs {args.naive_batches} spread over the lengths).
-- Steady state: best of {args.repeats} pass(es) after a warm-up call on the first batch
-  (with XLA, on one batch of every distinct shape); "trace/compile overhead" is the
-  warm-up time over the same batches' steady time (a `tf.function` traces once per
-  decoder whatever the shape; XLA compiles once per shape).
+- Steady state: per batch, the best of {args.repeats} pass(es), the decoders taking turns on
+  each batch (so a change in the machine's load hits them alike), after a warm-up call on
+  the first batch (with XLA, on one batch of every distinct shape); "trace/compile
+  overhead" is the warm-up time over the same batches' steady time (a `tf.function`
+  traces once per decoder whatever the shape; XLA compiles once per shape). "tok per
+  CPU-s": target tokens per CPU-second of the benchmark process.
 - Peers, on a model of the same shape on this machine class (issue 5):
 
 | peer | target tok/s |

@@ -99,7 +99,14 @@ def sequence_log_probs(model, source_row: np.ndarray, hypotheses) -> np.ndarray:
     )
 
 
-def reference_beam_search(model, source_row, beam, alpha, n_best, max_length, vocab):
+def allowed(token: int, step: int, max_length: int, min_length: int) -> bool:
+    """Whether the search may generate `token` at position `step` (0 = after BOS)."""
+    if step + 1 == max_length:  # the limit: EOS only, whatever min_length says
+        return token == EOS_ID
+    return token not in FORBIDDEN and (token != EOS_ID or step >= min_length)
+
+
+def reference_beam_search(model, source_row, beam, alpha, n_best, max_length, vocab, min_length=0):
     """The documented beam search, one sentence, whole prefix recomputed every step.
 
     No early stopping: it runs until no hypothesis is alive (at the latest at
@@ -118,7 +125,7 @@ def reference_beam_search(model, source_row, beam, alpha, n_best, max_length, vo
         candidates = []
         for (tokens, log_prob), row in zip(alive, rows, strict=True):
             for token in range(vocab):
-                if token in FORBIDDEN or (step + 1 == max_length and token != EOS_ID):
+                if not allowed(token, step, max_length, min_length):
                     continue
                 candidates.append((log_prob + row[token], (*tokens, token)))
         candidates.sort(key=lambda c: -c[0])
@@ -132,12 +139,13 @@ def reference_beam_search(model, source_row, beam, alpha, n_best, max_length, vo
     return finished[:n_best]
 
 
-def all_hypotheses(vocab: int, max_length: int):
+def all_hypotheses(vocab: int, max_length: int, min_length: int = 0):
     """Every sequence the search may return: allowed tokens, then EOS, |Y| <= max_length."""
     words = [t for t in range(vocab) if t not in (*FORBIDDEN, EOS_ID)]
     return [
         (*body, EOS_ID)
         for length in range(max_length)
+        if allowed(EOS_ID, length, max_length, min_length)
         for body in itertools.product(words, repeat=length)
     ]
 

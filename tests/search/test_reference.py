@@ -26,19 +26,29 @@ def per_sentence_limits(source, config):
     return np.asarray(output_length_limits(source, config)[0])
 
 
-@pytest.mark.parametrize(("beam", "alpha", "n_best"), [(2, 0.0, 1), (3, 0.6, 2), (5, 1.5, 4)])
-def test_cached_beam_search_matches_full_recompute_reference(beam, alpha, n_best):
+@pytest.mark.parametrize(
+    ("beam", "alpha", "n_best", "min_length"), [(2, 0.0, 1, 0), (3, 0.6, 2, 1), (5, 1.5, 4, 2)]
+)
+def test_cached_beam_search_matches_full_recompute_reference(beam, alpha, n_best, min_length):
     vocab = 12
     model = tiny_model(vocab, seed=beam, logit_scale=2.0, eos_bias=1.5)
     source = random_sources(np.random.default_rng(beam), [6, 3, 8], vocab)
     config = SearchConfig(
-        beam_size=beam, n_best=n_best, length_penalty=alpha, max_length_a=0.5, max_length_b=4
+        beam_size=beam,
+        n_best=n_best,
+        length_penalty=alpha,
+        max_length_a=0.5,
+        max_length_b=4,
+        min_length=min_length,
     )
     result = compiled(beam_search, model, config)(source)
     limits = per_sentence_limits(source, config)
     ended_early = 0
     for b in range(len(source)):
-        expected = reference_beam_search(model, source[b], beam, alpha, n_best, limits[b], vocab)
+        expected = reference_beam_search(
+            model, source[b], beam, alpha, n_best, limits[b], vocab, min_length
+        )
+        assert all(len(t) > min(min_length, limits[b] - 1) for _, t in expected)
         actual = hypotheses_of(result, b)
         assert [t for _, t in actual] == [t for _, t in expected], b
         np.testing.assert_allclose([s for s, _ in actual], [s for s, _ in expected], atol=1e-5)
@@ -47,7 +57,8 @@ def test_cached_beam_search_matches_full_recompute_reference(beam, alpha, n_best
 
 
 # Optimality: vocabulary 6, so tokens 1, 4, 5 and EOS can be generated (PAD and BOS never);
-# length limits 4 and 3 (a = 1, b = 0 on sources of 4 and 3 tokens): 40 and 13 hypotheses.
+# length limits 4 and 3 (a = 1, b = 0 on sources of 4 and 3 tokens): 40 and 13 hypotheses,
+# one fewer each ("EOS" alone) with min_length 1.
 ENUMERATION_VOCAB = 6
 ENUMERATION_LENGTHS = [4, 3]
 
@@ -60,9 +71,9 @@ def enumeration_case():
     return model, source
 
 
-def enumerated_scores(model, source_row, max_length, alpha):
+def enumerated_scores(model, source_row, max_length, alpha, min_length=0):
     """Every possible hypothesis and its score, by brute force."""
-    candidates = all_hypotheses(ENUMERATION_VOCAB, max_length)
+    candidates = all_hypotheses(ENUMERATION_VOCAB, max_length, min_length)
     log_probs = sequence_log_probs(model, source_row, candidates)
     return candidates, log_probs / np.array([penalty(len(y), alpha) for y in candidates])
 
@@ -78,18 +89,26 @@ def test_enumeration_optimum_depends_on_alpha(enumeration_case):
         assert len({len(best) for best in bests}) > 1, bests
 
 
+@pytest.mark.parametrize("min_length", [0, 1])
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 2.0])
-def test_beam_search_is_exact_with_a_beam_covering_every_hypothesis(enumeration_case, alpha):
+def test_beam_search_is_exact_with_a_beam_covering_every_hypothesis(
+    enumeration_case, alpha, min_length
+):
     model, source = enumeration_case
     config = SearchConfig(
-        beam_size=40, n_best=5, length_penalty=alpha, max_length_a=1.0, max_length_b=0
+        beam_size=40,
+        n_best=5,
+        length_penalty=alpha,
+        max_length_a=1.0,
+        max_length_b=0,
+        min_length=min_length,
     )
     limits = per_sentence_limits(source, config)
     np.testing.assert_array_equal(limits, ENUMERATION_LENGTHS)
     result = compiled(beam_search, model, config)(source)
     for row, limit in enumerate(limits):
-        candidates, scores = enumerated_scores(model, source[row], limit, alpha)
-        assert len(candidates) == {4: 40, 3: 13}[limit] <= config.beam_size
+        candidates, scores = enumerated_scores(model, source[row], limit, alpha, min_length)
+        assert len(candidates) == {4: 40, 3: 13}[limit] - min_length <= config.beam_size
         order = np.argsort(-scores)[: config.n_best]
         actual = hypotheses_of(result, row)
         assert [t for _, t in actual] == [candidates[i] for i in order]
@@ -172,7 +191,11 @@ def test_early_stop_keeps_searching_while_a_longer_hypothesis_can_still_win():
         assert candidates[int(np.argmax(scores))] == best
         for beam in (2, 40):
             config = SearchConfig(
-                beam_size=beam, length_penalty=alpha, max_length_a=0.0, max_length_b=4
+                beam_size=beam,
+                length_penalty=alpha,
+                max_length_a=0.0,
+                max_length_b=4,
+                min_length=0,  # "EOS" alone is one of the contenders
             )
             ((score, tokens),) = hypotheses_of(compiled(beam_search, model, config)(source), 0)
             assert tokens == best, (alpha, beam)

@@ -1,5 +1,7 @@
 """Invariants of greedy and beam search on tiny random models."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -127,11 +129,14 @@ class CountingModel:
 def test_loop_stops_when_every_sentence_is_finished(strategy):
     source = random_sources(np.random.default_rng(5), LENGTHS, VOCAB)
     config = SearchConfig(beam_size=3, length_penalty=1.0, max_length_a=1.0, max_length_b=2)
-    # EOS almost certain at once: one step, although the limits allow up to 9.
-    ends_at_once = CountingModel(tiny_model(VOCAB, seed=4, eos_bias=40.0))
-    result = compiled(strategy, ends_at_once, config)(source)
-    assert int(ends_at_once.steps.numpy()) == 1
-    np.testing.assert_array_equal(np.asarray(result.lengths)[:, 0], 1)
+    # EOS almost certain at once: one step (two when EOS may only come second), although
+    # the limits allow up to 9.
+    for min_length in (0, 1):
+        ends_at_once = CountingModel(tiny_model(VOCAB, seed=4, eos_bias=40.0))
+        config_min = dataclasses.replace(config, min_length=min_length)
+        result = compiled(strategy, ends_at_once, config_min)(source)
+        assert int(ends_at_once.steps.numpy()) == min_length + 1
+        np.testing.assert_array_equal(np.asarray(result.lengths)[:, 0], min_length + 1)
     # EOS never chosen: as many steps as the longest limit of the batch, not the cache.
     never_ends = CountingModel(tiny_model(VOCAB, seed=4, eos_bias=-40.0))
     run = compiled(strategy, never_ends, config)

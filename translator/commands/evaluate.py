@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 from typing import Any
 
 from translator.commands.score import METRICS_HELP, add_report_arguments
@@ -48,6 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Runs the subcommand."""
+    from translator.cli import CommandError
     from translator.commands.score import check_aligned, emit, read_baseline, read_text
     from translator.commands.translate import (
         atomic_output,
@@ -66,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
     references = read_text(args.ref)
     check_aligned(sources, args.src, references, args.ref)
     baseline = read_baseline(args, references)
+    if args.hyp_out is not None and not Path(args.hyp_out).resolve().parent.is_dir():
+        raise CommandError(f"{args.hyp_out}: cannot write: its directory does not exist")
     config = search_config(args)
 
     loaded = load_translator(args, config)

@@ -79,6 +79,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="output length limit a * source_length + b: b (default: 10)",
     )
     search.add_argument(
+        "--min-length",
+        type=int,
+        default=1,
+        metavar="N",
+        help="tokens before EOS may end a translation; 1 rules out empty translations of "
+        "non-empty inputs (default: 1)",
+    )
+    search.add_argument(
         "--max-output-length",
         type=int,
         default=256,
@@ -112,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
             max_length_a=args.max_length_a,
             max_length_b=args.max_length_b,
             max_output_length=args.max_output_length,
+            min_length=args.min_length,
             n_best=args.n_best or args.beam_size,
         )
     except ValueError as error:

@@ -76,6 +76,16 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
         help="see --max-length-a (default B: 10)",
     )
     search.add_argument(
+        "--min-length",
+        type=int,
+        default=1,
+        metavar="N",
+        help=(
+            "tokens before EOS may end a translation; 1 rules out empty translations of "
+            "non-empty lines, 0 lets the model choose (default: 1)"
+        ),
+    )
+    search.add_argument(
         "--max-source-length",
         type=int,
         metavar="N",
@@ -116,6 +126,7 @@ def search_config(args: argparse.Namespace, n_best: int = 1) -> Any:
             length_penalty=args.length_penalty,
             max_length_a=args.max_length_a,
             max_length_b=args.max_length_b,
+            min_length=args.min_length,
             n_best=n_best,
         )
     except ValueError as error:

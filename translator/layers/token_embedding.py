@@ -72,7 +72,14 @@ class TokenEmbedding(keras.layers.Layer):
             float32 `[..., vocab_size]`: softmax runs in float32 under mixed precision.
         """
         table = ops.cast(self.embeddings, hidden.dtype)  # [vocab, d_model]
-        return ops.cast(ops.matmul(hidden, ops.transpose(table)), "float32")
+        # One 2-D matmul over all rows: a [batch, length, d_model] @ [d_model, vocab]
+        # batch matmul broadcasts the table, and its gradient then materializes a
+        # [batch, d_model, vocab] product to sum over the batch (~15% of a training step).
+        leading = ops.shape(hidden)[:-1]
+        flat = ops.reshape(hidden, (-1, self.d_model))  # [rows, d_model]
+        logits = ops.matmul(flat, ops.transpose(table))  # [rows, vocab]
+        logits = ops.reshape(logits, (*leading, self.vocab_size))  # [..., vocab]
+        return ops.cast(logits, "float32")
 
     def compute_output_shape(self, input_shape):
         return (*input_shape, self.d_model)

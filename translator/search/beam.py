@@ -122,7 +122,9 @@ def beam_search(model, source_ids, config: SearchConfig) -> SearchResult:
         logits, cache = model.decode_step(tf.reshape(tokens_in, [-1]), state.cache, t)
         # The best `beam` extensions of a sentence are among the best `beam` of each of
         # its hypotheses: k = min(beam, vocab) candidates per row.
-        log_probs, ids = next_token_candidates(logits, t, row_max_lengths, beam)  # [b*beam, k]
+        log_probs, ids = next_token_candidates(
+            logits, t, row_max_lengths, beam, config.min_length
+        )  # [b*beam, k]
         k = log_probs.shape[-1]
         candidates = state.alive_log_probs[:, :, None] + tf.reshape(
             log_probs, [batch, beam, k]

@@ -83,12 +83,13 @@ def output_length_limits(source_ids, config: SearchConfig, model_max_length: int
     return limit(source_lengths), limit(padded_width)  # [batch], scalar
 
 
-def next_token_candidates(logits, step, max_lengths, k: int):
+def next_token_candidates(logits, step, max_lengths, k: int, min_length: int = 0):
     """The `k` most probable allowed next tokens of each row and their log-probabilities.
 
     Log-probabilities are the model's own log-softmax over the full vocabulary, not
-    renormalized. PAD and BOS are never candidates; at the last position a sentence may
-    fill (`step + 1 == max_lengths`), EOS is the only one. Only the `k` best are needed
+    renormalized. PAD and BOS are never candidates, nor EOS before position
+    `min_length`; at the last position a sentence may fill (`step + 1 == max_lengths`),
+    EOS is the only one (the limit wins over `min_length`). Only the `k` best are needed
     (a beam keeps `beam_size` of `beam_size x vocab` extensions, and they are among the
     `beam_size` best of each row), so the full `[rows, vocab]` log-softmax is never
     materialized: the softmax normalizer is subtracted from the `k` selected logits.
@@ -98,6 +99,7 @@ def next_token_candidates(logits, step, max_lengths, k: int):
         step: int32 scalar, the position being generated (0 = first token after BOS).
         max_lengths: int32 `[rows]`, the length limit of each row's sentence.
         k: Candidates per row; at most the vocabulary size are returned.
+        min_length: Static; EOS is no candidate while `step < min_length`.
 
     Returns:
         `(log_probs, ids)`: float32 `[rows, k']`, descending, -inf for a slot with no
@@ -110,6 +112,9 @@ def next_token_candidates(logits, step, max_lengths, k: int):
     normalizer = tf.reduce_logsumexp(logits, axis=-1, keepdims=True)  # [rows, 1]
     vocab_ids = tf.range(tf.shape(logits)[-1])  # [vocab]
     never = tf.logical_or(tf.equal(vocab_ids, PAD_ID), tf.equal(vocab_ids, BOS_ID))
+    if min_length > 0:
+        too_short = tf.logical_and(tf.equal(vocab_ids, EOS_ID), step < min_length)
+        never = tf.logical_or(never, too_short)  # [vocab]
     allowed = logits + tf.where(never, NEG_INF, 0.0)[None, :]  # [rows, vocab]
     best_logits, ids = top_k(allowed, k)  # [rows, k]
 

@@ -31,6 +31,11 @@ class SearchConfig:
     max_output_length: int = 256
     # Hypotheses returned per sentence, best first; at most beam_size.
     n_best: int = 1
+    # Fewest tokens before EOS: EOS is not a candidate at positions < min_length (the
+    # length limit wins where it is shorter). The default 1 rules out the empty
+    # translation, which an undertrained model may prefer and no reference ever is (the
+    # caller maps an empty source line to an empty output without searching).
+    min_length: int = 1
 
     def __post_init__(self) -> None:
         problems = []
@@ -42,6 +47,8 @@ class SearchConfig:
             problems.append(f"length_penalty must be >= 0, got {self.length_penalty}")
         if self.max_length_a < 0:
             problems.append(f"max_length_a must be >= 0, got {self.max_length_a}")
+        if self.min_length < 0:
+            problems.append(f"min_length must be >= 0, got {self.min_length}")
         if self.max_output_length < 1:
             problems.append(f"max_output_length must be >= 1, got {self.max_output_length}")
         if problems:

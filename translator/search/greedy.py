@@ -81,7 +81,9 @@ def greedy_search(model, source_ids, config: SearchConfig) -> SearchResult:
 
     def step(state: GreedyState) -> tuple[GreedyState]:
         logits, cache = model.decode_step(state.last_ids, state.cache, state.step)
-        log_probs, tokens = next_token_candidates(logits, state.step, max_lengths, 1)
+        log_probs, tokens = next_token_candidates(
+            logits, state.step, max_lengths, 1, config.min_length
+        )
         token, token_log_prob = tokens[:, 0], log_probs[:, 0]  # [batch]
         # Finished rows are frozen: they emit PAD and keep their log-probability.
         token = tf.where(state.finished, PAD_ID, token)
