@@ -78,7 +78,6 @@ from bench.results import (
 REPO = Path(__file__).resolve().parents[1]
 TEST_FILE = "test_2016_flickr.en.gz"
 BATCH_SIZE = 32
-LENGTH_MULTIPLE = 8  # as translator.inference pads batches: few distinct shapes
 VOCAB_SIZE = 8000
 PIECES_PER_WORD = 1.23  # English, 8k joint unigram vocabulary of the Multi30k recipe
 BEAM_GOAL = 750  # target tokens/s with beam 4, this model shape, this 2-core CPU
@@ -193,11 +192,13 @@ def make_batches(sources: list[list[int]], count: int | None):
     """Length-sorted batches of 32, padded to a multiple of 8; `count` of them, spread."""
     import numpy as np
 
+    from translator.inference import padded_length
+
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
     batches = []
     for start in range(0, len(order), BATCH_SIZE):
         rows = [sources[i] for i in order[start : start + BATCH_SIZE]]
-        width = -(-max(map(len, rows)) // LENGTH_MULTIPLE) * LENGTH_MULTIPLE
+        width = padded_length(max(map(len, rows)))  # as `translator translate` pads
         batch = np.zeros((len(rows), width), np.int32)  # [batch, padded source length]
         for row, ids in enumerate(rows):
             batch[row, : len(ids)] = ids
@@ -550,6 +551,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def section_markdown(args, results: dict, best, agreement: tuple[int, int], model: str) -> str:
     """The RESULTS.md section, but for the command, date and machine lines."""
+    from translator.inference import LENGTH_MULTIPLE
+
     measurement = results[best]
     label = label_of(measurement)
     rate, ratio = measurement.rate, speedup(results, best)

@@ -44,7 +44,7 @@ from typing import Any
 import tensorflow as tf
 
 # The padding rule of `Translator`: sharing it makes the exported batches identical.
-from translator.inference import _LENGTH_MULTIPLE
+from translator.inference import padded_length
 from translator.search import EOS_ID, PAD_ID, SearchConfig, search
 
 SERVING_SIGNATURE = "serving_default"
@@ -167,7 +167,7 @@ class TranslationModule(tf.Module):
         eos = tf.RaggedTensor.from_tensor(tf.fill([count, 1], EOS_ID))  # [kept, 1]
         sources = tf.concat([sources, eos], axis=1)  # [kept, (pieces + 1)]
         width = tf.reduce_max(tf.concat([[0], sources.row_lengths()], 0))  # 0 if none kept
-        width = (width + _LENGTH_MULTIPLE - 1) // _LENGTH_MULTIPLE * _LENGTH_MULTIPLE
+        width = padded_length(width)  # as `Translator` pads, so both run the same shapes
         shape = tf.stack([tf.cast(count, tf.int64), width])
         source_ids = sources.to_tensor(default_value=PAD_ID, shape=shape)  # [kept, width]
 

@@ -18,7 +18,8 @@ from translator.search import Decoder, SearchConfig
 from translator.search.common import EOS_ID, PAD_ID
 
 # Batches are padded to a multiple of this length: fewer distinct shapes, little padding.
-_LENGTH_MULTIPLE = 8
+# The exported SavedModel pads the same way, so both run the same shapes and agree.
+LENGTH_MULTIPLE = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,7 +145,7 @@ class Translator:
         )
         batch: list[int] = []
         for index in order:
-            width = _padded(len(sources[index]))
+            width = padded_length(len(sources[index]))
             if batch and (len(batch) + 1) * width > self.batch_tokens:
                 yield batch, _pad([sources[i] for i in batch])
                 batch = []
@@ -165,12 +166,13 @@ class Translator:
         return hypotheses
 
 
-def _padded(length: int) -> int:
-    return -(-length // _LENGTH_MULTIPLE) * _LENGTH_MULTIPLE
+def padded_length(length):
+    """`length` rounded up to a multiple of `LENGTH_MULTIPLE` (ints or int tensors)."""
+    return (length + LENGTH_MULTIPLE - 1) // LENGTH_MULTIPLE * LENGTH_MULTIPLE
 
 
 def _pad(rows: list[list[int]]) -> np.ndarray:
-    width = _padded(max(len(r) for r in rows))
+    width = padded_length(max(len(r) for r in rows))
     batch = np.full((len(rows), width), PAD_ID, np.int32)  # [batch, padded source length]
     for i, row in enumerate(rows):
         batch[i, : len(row)] = row

@@ -18,6 +18,7 @@ tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfigur
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
+from training.strategy import make_strategy  # noqa: E402
 from training.trainer import TranslationTrainer  # noqa: E402
 from translator import Transformer, TransformerConfig  # noqa: E402
 
@@ -79,7 +80,7 @@ def run(strategy, clip_norm):
 if __name__ == "__main__":
     # One strategy object each: two MirroredStrategy instances in one process would
     # draw colliding collective instance keys.
-    one_device = tf.distribute.OneDeviceStrategy("/cpu:0")
+    one_device = make_strategy("one_device")  # what `train.strategy: one_device` runs
     mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     results = {}
     for clip in map(float, sys.argv[1:] or ["0"]):

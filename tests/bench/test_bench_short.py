@@ -1,0 +1,64 @@
+"""`python -m bench --short`: every benchmark's short mode, end to end, as a user runs it.
+
+Marked `bench` (minutes of CPU): not in the default run; `.ci/run` runs it after the
+default suite (`python -m pytest -q -m bench`).
+"""
+
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.__main__ import BENCHMARKS
+from bench.results import RESULTS_PATH, parse_targets
+from tests.pipelines.helpers import find_multi30k
+
+REPO = Path(__file__).resolve().parents[2]
+
+# The targets each short run must measure (names as `report_target` prints them).
+EXPECTED_TARGETS = {
+    "pipeline": [r"pipeline target tokens/s over the training goal"],
+    "training": [r"training target tokens/s \(float32\)", r"training .*\(mixed_bfloat16\)"],
+    "decoding": [r"decoding beam 4.* target tokens/s", r"decoding beam 4.* over the naive"],
+    "serving": [r"serving sentences/s, batching on / off at 16 clients"],
+    "quality": [],  # a tiny model trained for seconds: plumbing only, no figure
+}
+
+
+@pytest.mark.bench
+def test_every_benchmark_runs_in_short_mode_and_measures_its_targets():
+    data = find_multi30k()
+    if data is None:
+        pytest.skip("Multi30k not found (set TRANSLATOR_DATA_MIRROR)")
+    results_before = RESULTS_PATH.read_bytes()
+    process = subprocess.run(
+        [sys.executable, "-m", "bench", "--short", "--data", str(data)],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=40 * 60,
+    )
+    out = process.stdout
+    assert process.returncode == 0, out[-4000:] + process.stderr[-4000:]
+
+    # Each benchmark ran in its own process and succeeded, in order.
+    exits = re.findall(r"^=== bench\.(\w+): exit (-?\d+) after", out, re.MULTILINE)
+    assert exits == [(name, "0") for name in BENCHMARKS]
+
+    # Every target was measured, as a positive finite figure, and nothing else.
+    targets = parse_targets(out)
+    names = [target["name"] for target in targets]
+    expected = [pattern for name in BENCHMARKS for pattern in EXPECTED_TARGETS[name]]
+    assert len(names) == len(expected), names
+    for pattern, target in zip(expected, targets, strict=True):
+        assert re.fullmatch(pattern, target["name"]), (pattern, target["name"])
+        assert math.isfinite(target["measured"]) and target["measured"] > 0, target
+    # The recipe ran every stage and scored its 50 test sentences.
+    assert re.search(r"^BLEU [\d.]+ .* on 50 sentences", out, re.MULTILINE), out[-2000:]
+    # Short mode writes nothing.
+    assert RESULTS_PATH.read_bytes() == results_before
