@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 EXPECTED_TARGETS = {
     "pipeline": [r"pipeline target tokens/s over the training goal"],
     "training": [r"training target tokens/s \(float32\)", r"training .*\(mixed_bfloat16\)"],
-    "decoding": [r"decoding beam 4.* target tokens/s", r"decoding beam 4.* over the naive"],
+    "decoding": [r"decoding beam 4.* target tokens/s", r"decoding beam 4.* over the naive decoder"],
     "serving": [r"serving sentences/s, batching on / off at 16 clients"],
     "quality": [],  # a tiny model trained for seconds: plumbing only, no figure
 }
