@@ -66,6 +66,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as `python bench/decoding.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.pipeline import find_data
 from bench.results import (
     RESULTS_PATH,
     command_line,
@@ -75,7 +76,6 @@ from bench.results import (
     update_section,
 )
 
-REPO = Path(__file__).resolve().parents[1]
 TEST_FILE = "test_2016_flickr.en.gz"
 BATCH_SIZE = 32
 VOCAB_SIZE = 8000
@@ -87,25 +87,6 @@ PEERS = (
     ("OpenNMT-tf 2.32, beam 4", "~120"),
     ("CTranslate2 4.8 (C++, float32, 2 threads), beam 4", "~800 to 1,100"),
 )
-
-
-def find_data(explicit: str | None) -> Path:
-    """The directory holding test_2016_flickr.en.gz (see the module docstring)."""
-    candidates = []
-    if explicit:
-        candidates.append(Path(explicit))
-    elif os.environ.get("TRANSLATOR_DATA_MIRROR"):
-        mirror = Path(os.environ["TRANSLATOR_DATA_MIRROR"])
-        candidates += [mirror / "multi30k", mirror]
-    else:
-        candidates.append(REPO.parent / "shared" / "data" / "multi30k")
-    for directory in candidates:
-        if (directory / TEST_FILE).is_file():
-            return directory
-    raise SystemExit(
-        f"bench.decoding: {TEST_FILE} not found in {', '.join(map(str, candidates))}; "
-        "pass --data DIR or set TRANSLATOR_DATA_MIRROR"
-    )
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -513,7 +494,7 @@ def main(argv: list[str] | None = None) -> int:
     from translator.search import SearchConfig
 
     load = "/".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
-    data = find_data(args.data)
+    data = find_data(args.data, files=(TEST_FILE,))
     print(f"data: {data / TEST_FILE}")
     print(f"machine: {machine_summary()}; load average {load}")
 

@@ -36,7 +36,11 @@ TRAINING_RATE = 5_400  # target tokens/s the training step consumes (our goal)
 REQUIRED_RATIO = 20
 
 
-def find_data(explicit: str | None) -> Path:
+def find_data(
+    explicit: str | None, files: tuple[str, ...] = ("train.en.gz", "train.de.gz")
+) -> Path:
+    """The Multi30k directory holding `files`: --data, else $TRANSLATOR_DATA_MIRROR (or its
+    multi30k/), else <repo>/../shared/data/multi30k; exits with a message if none has them."""
     candidates = []
     if explicit:
         candidates.append(Path(explicit))
@@ -46,10 +50,10 @@ def find_data(explicit: str | None) -> Path:
     else:
         candidates.append(REPO.parent / "shared" / "data" / "multi30k")
     for directory in candidates:
-        if (directory / "train.en.gz").is_file() and (directory / "train.de.gz").is_file():
+        if all((directory / name).is_file() for name in files):
             return directory
     raise SystemExit(
-        "bench.pipeline: Multi30k train.en.gz/train.de.gz not found in "
+        f"bench: Multi30k {'/'.join(files)} not found in "
         f"{', '.join(map(str, candidates))}; pass --data DIR or set TRANSLATOR_DATA_MIRROR"
     )
 

@@ -317,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     single = args.single or (6 if args.short else 30)
     per_client = args.per_client or (2 if args.short else 4)
 
-    data = find_data(args.data)
+    data = find_data(args.data, files=("train.en.gz", "train.de.gz", "test_2016_flickr.en.gz"))
     with gzip.open(data / "test_2016_flickr.en.gz", "rt", encoding="utf-8") as file:
         sentences = [line.rstrip("\n") for line in file]
     load = "/".join(f"{x:.1f}" for x in os.getloadavg())

@@ -163,3 +163,9 @@ def test_evaluate_errors_before_loading_the_model(model_dir, tmp_path, capsys):
     )
     assert main([*args[:-1], str(tmp_path / "missing.txt"), "--model", str(model_dir)]) == 2
     assert "missing.txt: cannot read" in capsys.readouterr().err
+    ref.write_text("a\nb\nc\n")
+    hyp_out = tmp_path / "no" / "such" / "dir" / "hyp.txt"
+    assert main([*args, "--model", str(model_dir), "--hyp-out", str(hyp_out)]) == 2
+    err = capsys.readouterr().err
+    assert "hyp.txt: cannot write: its directory does not exist" in err
+    assert "translated" not in err  # refused before any translation
