@@ -58,8 +58,9 @@ class BatchingConfig:
 
     # Most sentences in one model call.
     max_batch_size: int = 32
-    # Longest wait for a batch to fill once its first sentence is queued, microseconds.
-    batch_timeout_micros: int = 2000
+    # Longest wait for a batch to fill once its first sentence is queued, microseconds
+    # (see batching_parameters.txt for why 10 ms).
+    batch_timeout_micros: int = 10000
     # Queue capacity, in full batches; a request that would exceed it is refused.
     max_enqueued_batches: int = 100
     # False: every request is run alone as one batch (no merging, no splitting).

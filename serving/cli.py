@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-DEFAULTS = {"max_batch_size": 32, "batch_timeout_micros": 2000, "max_enqueued_batches": 100}
+from serving.batching import BatchingConfig
+
+# The batching parameters' defaults, for --help (the values live in BatchingConfig).
+DEFAULTS = {
+    name: getattr(BatchingConfig(), name)
+    for name in ("max_batch_size", "batch_timeout_micros", "max_enqueued_batches")
+}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -26,8 +26,9 @@ from translator.layers.masks import cache_mask, causal_mask, padding_mask
 class DecodingCache(NamedTuple):
     """Everything `decode_step` needs besides the next token and its position.
 
-    A nest of tensors with static shapes, so it can be a `tf.while_loop` variable, and
-    beam search can reorder it with one `tf.gather` per tensor along axis 0
+    A nest of tensors with a fixed length axis, so it can be a `tf.while_loop` variable
+    (under XLA with fully static shapes), and a search can reorder its rows, or drop
+    those of finished sentences, with one `tf.gather` per tensor along axis 0
     (`tf.nest.map_structure`). Keys and values are heads-first, the layout the attention
     matmuls read (see `translator.layers.MultiHeadAttention`), so a step neither
     transposes nor slices them.

@@ -107,12 +107,13 @@ def test_batch_result_does_not_depend_on_the_other_sentences(model, source, stra
 
 
 class CountingModel:
-    """Delegates to a model and counts `decode_step` calls made inside the graph."""
+    """Delegates to a model and counts `decode_step` calls (and their rows) in the graph."""
 
     def __init__(self, model):
         self.model = model
         self.config = model.config
         self.steps = tf.Variable(0, dtype=tf.int32)
+        self.rows = tf.Variable(0, dtype=tf.int32)
 
     def encode(self, *args, **kwargs):
         return self.model.encode(*args, **kwargs)
@@ -120,9 +121,10 @@ class CountingModel:
     def init_cache(self, *args, **kwargs):
         return self.model.init_cache(*args, **kwargs)
 
-    def decode_step(self, *args, **kwargs):
+    def decode_step(self, token_ids, *args, **kwargs):
         self.steps.assign_add(1)
-        return self.model.decode_step(*args, **kwargs)
+        self.rows.assign_add(tf.shape(token_ids)[0])
+        return self.model.decode_step(token_ids, *args, **kwargs)
 
 
 @pytest.mark.parametrize("strategy", [greedy_search, beam_search])
@@ -147,6 +149,42 @@ def test_loop_stops_when_every_sentence_is_finished(strategy):
     result = run(short_and_padded)
     assert int(never_ends.steps.numpy()) == 5
     np.testing.assert_array_equal(np.asarray(result.lengths)[:, 0], [4, 5])
+
+
+@pytest.mark.parametrize("strategy", [greedy_search, beam_search])
+def test_compaction_drops_finished_sentences_and_changes_nothing(model, strategy):
+    """`compact=True` (finished sentences leave the loop) == `compact=False` (XLA's way)."""
+    source = random_sources(np.random.default_rng(7), [9, 2, 7, 3, 8, 2, 5, 4], VOCAB)
+    beam = 1 if strategy is greedy_search else 3
+    config = SearchConfig(
+        beam_size=beam, n_best=beam, length_penalty=0.6, max_length_a=1.0, max_length_b=2
+    )
+    counted, results = {}, {}
+    for compact in (True, False):
+        counting = CountingModel(model)
+        search = tf.function(
+            lambda ids, counting=counting, compact=compact: strategy(
+                counting, ids, config, compact=compact
+            ),
+            input_signature=[tf.TensorSpec([None, None], tf.int32)],
+        )
+        results[compact] = search(source)
+        counted[compact] = (int(counting.steps.numpy()), int(counting.rows.numpy()))
+    np.testing.assert_array_equal(results[True].ids, results[False].ids)
+    np.testing.assert_array_equal(results[True].lengths, results[False].lengths)
+    np.testing.assert_allclose(results[True].scores, results[False].scores, rtol=1e-6)
+
+    lengths = np.asarray(results[True].lengths)[:, 0]  # [batch] best hypotheses' |Y|
+    assert len(set(lengths)) > 1, "want sentences that finish at different steps"
+    (steps, rows), (static_steps, static_rows) = counted[True], counted[False]
+    assert steps == static_steps  # the loop ends at the same step
+    assert static_rows == steps * len(source) * beam  # every row, every step
+    if strategy is greedy_search:
+        # Each sentence is decoded exactly while it is generating: one row per token.
+        assert rows == lengths.sum() < static_rows
+    else:
+        # Each sentence's beams run at least until its best hypothesis ended.
+        assert beam * lengths.sum() <= rows < static_rows
 
 
 def test_length_penalty_values():

@@ -139,8 +139,8 @@ def test_stop_finishes_queued_requests_first():
 
 def test_shipped_batching_parameters_and_model_config_parse():
     applied, ignored = read_batching_parameters(SERVING / "batching_parameters.txt")
-    config = BatchingConfig(**applied)
-    assert config.max_batch_size >= 8 and config.batch_timeout_micros > 0
+    # The shipped file (for TF Serving) and `translator serve`'s defaults agree.
+    assert BatchingConfig(**applied) == BatchingConfig()
     assert "num_batch_threads" in ignored
     text = (SERVING / "models.config").read_text()
     assert "name: 'translator'" in text and "model_platform: 'tensorflow'" in text

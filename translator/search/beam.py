@@ -20,9 +20,19 @@ The algorithm, per sentence, at step t (every candidate then has t + 1 tokens):
    result compared with running to the length limit (ties aside).
 4. The `tf.while_loop` ends when every sentence is done; at the latest at the longest
    length limit, where only EOS is allowed.
+5. Compaction (`compact=True`, the default): a done sentence leaves the loop. Its rows
+   are dropped from the alive state and the cache by the same gather that reorders the
+   cache, so each step costs what the sentences still searching cost, not what the
+   whole batch costs until its longest sentence ends (a decoding step's time grows
+   almost linearly with its rows beyond a few sentences). The active batch then has a
+   dynamic size, which XLA cannot compile: `compact=False` keeps every row to the end
+   (done sentences' beams are emptied and ignored) and is what `Decoder` uses with
+   `jit_compile=True`. Both return the same hypotheses: rows never interact.
 
-Layout: the batch of `batch * beam` decoder rows is sentence-major (row b * beam + k),
-so the per-sentence `[batch, beam]` tensors reshape to and from it without copies.
+Layout: the `active * beam` decoder rows are sentence-major (row i * beam + k), so the
+per-sentence `[active, beam]` tensors reshape to and from it without copies. Finished
+hypotheses are kept per sentence of the whole batch (`[batch, ...]`), written in place
+for the active sentences (`BeamState.sentence` maps active position -> sentence).
 """
 
 from __future__ import annotations
@@ -42,6 +52,8 @@ from translator.search.common import (
     model_position_limit,
     next_token_candidates,
     output_length_limits,
+    shrinking_rows,
+    staying,
     trim,
     write_at,
 )
@@ -49,13 +61,19 @@ from translator.search.config import SearchConfig
 
 
 class BeamState(NamedTuple):
-    """The `tf.while_loop` variables of beam search."""
+    """The `tf.while_loop` variables of beam search.
+
+    `active` is the number of sentences still searching (the whole batch without
+    compaction).
+    """
 
     # Position being generated next (0 = first token after BOS): int32 scalar.
     step: Any
-    # Alive hypotheses' tokens (positions < step), then PAD: int32 [batch, beam, cache_length].
+    # The batch index of each active sentence: int32 [active].
+    sentence: Any
+    # Alive hypotheses' tokens (positions < step), then PAD: int32 [active, beam, cache_length].
     alive_ids: Any
-    # log P of the alive hypotheses; -inf = empty slot: float32 [batch, beam].
+    # log P of the alive hypotheses; -inf = empty slot: float32 [active, beam].
     alive_log_probs: Any
     # Finished hypotheses, EOS included, then PAD: int32 [batch, n_best, cache_length].
     finished_ids: Any
@@ -63,19 +81,21 @@ class BeamState(NamedTuple):
     finished_scores: Any
     # Their lengths |Y|, EOS included: int32 [batch, n_best].
     finished_lengths: Any
-    # Sentence can no longer change (early stop): bool [batch].
+    # Sentence can no longer change (early stop): bool [active]. With compaction a done
+    # sentence leaves at the end of the step, so this is all False between steps.
     done: Any
-    # Decoder keys/values for the alive hypotheses: `DecodingCache` with batch * beam rows.
+    # Decoder keys/values for the alive hypotheses: `DecodingCache` with active * beam rows.
     cache: DecodingCache
 
 
-def beam_search(model, source_ids, config: SearchConfig) -> SearchResult:
+def beam_search(model, source_ids, config: SearchConfig, compact: bool = True) -> SearchResult:
     """Translates a batch with beam search (see the module docstring for the algorithm).
 
     Args:
         model: A built `translator.model.Transformer`.
         source_ids: int32 `[batch, source_length]`, 0 = padding.
         config: A `SearchConfig` (beam_size, n_best, length_penalty, length limits).
+        compact: Drop done sentences from the loop (module docstring, 5.); False for XLA.
 
     Returns:
         A `SearchResult` with `config.n_best` hypotheses per sentence.
@@ -86,7 +106,6 @@ def beam_search(model, source_ids, config: SearchConfig) -> SearchResult:
     max_lengths, cache_length = output_length_limits(
         source_ids, config, model_position_limit(model)
     )  # [batch], scalar
-    row_max_lengths = tf.repeat(max_lengths, beam)  # [batch * beam]
     best_possible_penalty = length_penalty(max_lengths, alpha)  # [batch]
 
     # The encoder and the cross-attention keys/values run once per sentence, then are
@@ -101,6 +120,7 @@ def beam_search(model, source_ids, config: SearchConfig) -> SearchResult:
     first_alive = tf.concat([[0.0], tf.fill([beam - 1], NEG_INF)], axis=0)  # [beam]
     initial = BeamState(
         step=tf.constant(0, tf.int32),
+        sentence=tf.range(batch),
         alive_ids=tf.zeros([batch, beam, cache_length], tf.int32),
         alive_log_probs=tf.tile(first_alive[None, :], [batch, 1]),
         finished_ids=tf.zeros([batch, n_best, cache_length], tf.int32),
@@ -109,74 +129,131 @@ def beam_search(model, source_ids, config: SearchConfig) -> SearchResult:
         done=tf.zeros([batch], tf.bool),
         cache=cache,
     )
-    # Row offsets of each sentence in the flat batch * beam layout: [batch, 1].
-    row_offsets = tf.range(batch)[:, None] * beam
 
     def keep_going(state: BeamState):
         return tf.logical_and(state.step < cache_length, tf.logical_not(tf.reduce_all(state.done)))
 
     def step(state: BeamState) -> tuple[BeamState]:
         t = state.step
-        previous = tf.gather(state.alive_ids, tf.maximum(t - 1, 0), axis=2)  # [batch, beam]
+        sentence = state.sentence  # [active]
+        active = tf.shape(sentence)[0]
+        previous = tf.gather(state.alive_ids, tf.maximum(t - 1, 0), axis=2)  # [active, beam]
         tokens_in = tf.where(t > 0, previous, BOS_ID)
         logits, cache = model.decode_step(tf.reshape(tokens_in, [-1]), state.cache, t)
         # The best `beam` extensions of a sentence are among the best `beam` of each of
         # its hypotheses: k = min(beam, vocab) candidates per row.
+        row_max_lengths = tf.repeat(tf.gather(max_lengths, sentence), beam)  # [active * beam]
         log_probs, ids = next_token_candidates(
             logits, t, row_max_lengths, beam, config.min_length
-        )  # [b*beam, k]
+        )  # [active * beam, k]
         k = log_probs.shape[-1]
         candidates = state.alive_log_probs[:, :, None] + tf.reshape(
-            log_probs, [batch, beam, k]
-        )  # [batch, beam, k]
+            log_probs, [active, beam, k]
+        )  # [active, beam, k]
         top_log_probs, top_indices = tf.math.top_k(
-            tf.reshape(candidates, [batch, beam * k]), k=beam
-        )  # [batch, beam]
-        origins = top_indices // k  # [batch, beam]: the beam each candidate extends
-        tokens = tf.gather(tf.reshape(ids, [batch, beam * k]), top_indices, batch_dims=1)
+            tf.reshape(candidates, [active, beam * k]), k=beam
+        )  # [active, beam]
+        origins = top_indices // k  # [active, beam]: the beam each candidate extends
+        tokens = tf.gather(tf.reshape(ids, [active, beam * k]), top_indices, batch_dims=1)
         sequences = write_at(
             tf.gather(state.alive_ids, origins, batch_dims=1), t, tokens
-        )  # [batch, beam, cache_length]
+        )  # [active, beam, cache_length]
         # -inf candidates (fewer allowed extensions than beams) are neither alive nor finished.
-        ends = tf.logical_and(tf.equal(tokens, EOS_ID), top_log_probs > NEG_INF)  # [b, beam]
+        ends = tf.logical_and(tf.equal(tokens, EOS_ID), top_log_probs > NEG_INF)  # [a, beam]
 
         # Merge the new finished hypotheses into the n_best kept so far.
         new_scores = tf.where(ends, top_log_probs / length_penalty(t + 1, alpha), NEG_INF)
-        pooled_scores = tf.concat([state.finished_scores, new_scores], axis=1)  # [b, n+beam]
-        finished_scores, kept = tf.math.top_k(pooled_scores, k=n_best)  # [batch, n_best]
-        pooled_ids = tf.concat([state.finished_ids, sequences], axis=1)  # [b, n+beam, T]
+        pooled_scores = tf.concat(
+            [tf.gather(state.finished_scores, sentence), new_scores], axis=1
+        )  # [active, n_best + beam]
+        finished_scores, kept = tf.math.top_k(pooled_scores, k=n_best)  # [active, n_best]
+        pooled_ids = tf.concat(
+            [tf.gather(state.finished_ids, sentence), sequences], axis=1
+        )  # [active, n_best + beam, cache_length]
         pooled_lengths = tf.concat(
-            [state.finished_lengths, tf.fill([batch, beam], t + 1)], axis=1
-        )  # [batch, n_best + beam]
+            [tf.gather(state.finished_lengths, sentence), tf.fill([active, beam], t + 1)], axis=1
+        )  # [active, n_best + beam]
+        at = sentence[:, None]  # [active, 1]: scatter indices into the [batch, ...] sets
 
         # Early stop (module docstring, 3.): the best any alive hypothesis can still reach
         # is its log P over the largest penalty it can get. With nothing alive the bound is
         # -inf, so that sentence is done too. A done sentence's beams are emptied, so its
         # finished set no longer changes.
-        alive_log_probs = tf.where(ends, NEG_INF, top_log_probs)  # [batch, beam]
-        bound = tf.reduce_max(alive_log_probs, axis=1) / best_possible_penalty  # [batch]
-        done = tf.logical_or(state.done, finished_scores[:, n_best - 1] >= bound)  # [batch]
+        alive_log_probs = tf.where(ends, NEG_INF, top_log_probs)  # [active, beam]
+        bound = tf.reduce_max(alive_log_probs, axis=1) / tf.gather(
+            best_possible_penalty, sentence
+        )  # [active]
+        done = tf.logical_or(state.done, finished_scores[:, n_best - 1] >= bound)  # [active]
         alive_log_probs = tf.where(done[:, None], NEG_INF, alive_log_probs)
 
-        # Reorder the self-attention cache to follow each candidate's origin beam.
-        rows = tf.reshape(origins + row_offsets, [-1])  # [batch * beam]
+        # The sentences that stay (module docstring, 5.): positions in the active batch.
+        stay = staying(done, compact)  # [stay]
+        # One gather reorders the self-attention cache to follow each candidate's origin
+        # beam and drops the rows of the sentences that leave.
+        rows = tf.reshape(tf.gather(origins, stay) + stay[:, None] * beam, [-1])  # [stay*beam]
         cache = cache._replace(
             self_attention=tf.nest.map_structure(lambda x: tf.gather(x, rows), cache.self_attention)
         )
+        if compact:  # the per-sentence parts only change when a sentence leaves
+            cache = _drop_sentences(cache, stay, active, beam)
         new = BeamState(
             step=t + 1,
-            alive_ids=sequences,
-            alive_log_probs=alive_log_probs,
-            finished_ids=tf.gather(pooled_ids, kept, batch_dims=1),
-            finished_scores=finished_scores,
-            finished_lengths=tf.gather(pooled_lengths, kept, batch_dims=1),
-            done=done,
+            sentence=tf.gather(sentence, stay),
+            alive_ids=tf.gather(sequences, stay),
+            alive_log_probs=tf.gather(alive_log_probs, stay),
+            finished_ids=tf.tensor_scatter_nd_update(
+                state.finished_ids, at, tf.gather(pooled_ids, kept, batch_dims=1)
+            ),
+            finished_scores=tf.tensor_scatter_nd_update(state.finished_scores, at, finished_scores),
+            finished_lengths=tf.tensor_scatter_nd_update(
+                state.finished_lengths, at, tf.gather(pooled_lengths, kept, batch_dims=1)
+            ),
+            done=tf.gather(done, stay),
             cache=cache,
         )
         return (new,)
 
-    (final,) = tf.while_loop(keep_going, step, (initial,))
+    invariants = (_active_rows_unknown(initial),) if compact else None
+    (final,) = tf.while_loop(keep_going, step, (initial,), shape_invariants=invariants)
     filled = final.finished_scores > NEG_INF  # [batch, n_best]
     lengths = tf.where(filled, final.finished_lengths, 0)  # [batch, n_best]
     ids = tf.where(filled[:, :, None], final.finished_ids, PAD_ID)  # [batch, n_best, T]
     return SearchResult(ids=trim(ids, lengths), scores=final.finished_scores, lengths=lengths)
+
+
+def _drop_sentences(cache: DecodingCache, stay, active, beam: int) -> DecodingCache:
+    """The cross-attention keys/values and source mask of the staying sentences only.
+
+    Args:
+        cache: A `DecodingCache` with `active * beam` rows.
+        stay: int32 `[stay]`, positions of the staying sentences among the active ones.
+        active: int32 scalar, the number of active sentences.
+        beam: Rows per sentence.
+
+    Returns:
+        The cache with `stay * beam` rows in its per-sentence parts (the self-attention
+        part is left as it is).
+    """
+    per_sentence = (cache.cross_attention, cache.source_mask)
+    rows = tf.reshape(stay[:, None] * beam + tf.range(beam), [-1])  # [stay * beam]
+    cross_attention, source_mask = tf.cond(
+        tf.size(stay) < active,  # a gather copies the whole tensor: only when one left
+        lambda: tf.nest.map_structure(lambda x: tf.gather(x, rows), per_sentence),
+        lambda: per_sentence,
+    )
+    return cache._replace(cross_attention=cross_attention, source_mask=source_mask)
+
+
+def _active_rows_unknown(state: BeamState) -> BeamState:
+    """`tf.while_loop` shape invariants: the leading axis of the active parts may shrink."""
+    return BeamState(
+        step=state.step.shape,
+        sentence=shrinking_rows(state.sentence),
+        alive_ids=shrinking_rows(state.alive_ids),
+        alive_log_probs=shrinking_rows(state.alive_log_probs),
+        finished_ids=state.finished_ids.shape,
+        finished_scores=state.finished_scores.shape,
+        finished_lengths=state.finished_lengths.shape,
+        done=shrinking_rows(state.done),
+        cache=shrinking_rows(state.cache),
+    )

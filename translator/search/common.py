@@ -184,6 +184,34 @@ def write_at(ids, step, values):
     return tf.where(tf.equal(positions, step), values[..., None], ids)
 
 
+def staying(finished, compact: bool):
+    """Positions of the sentences that stay in the loop after this step.
+
+    Args:
+        finished: bool `[active]`, sentences that can no longer change.
+        compact: Whether finished sentences leave (else every sentence stays, as XLA's
+            static shapes require).
+
+    Returns:
+        int32 `[stay]`, increasing.
+    """
+    if not compact:
+        return tf.range(tf.size(finished))
+    return tf.cast(tf.reshape(tf.where(tf.logical_not(finished)), [-1]), tf.int32)
+
+
+def shrinking_rows(tree):
+    """`tf.while_loop` shape invariants for tensors whose leading axis may shrink.
+
+    Args:
+        tree: A nest of tensors with the active sentences (or their rows) on axis 0.
+
+    Returns:
+        The same nest of `tf.TensorShape`s with axis 0 unknown.
+    """
+    return tf.nest.map_structure(lambda x: tf.TensorShape([None, *x.shape[1:]]), tree)
+
+
 def trim(ids, lengths):
     """Drops the all-padding columns after the longest hypothesis.
 

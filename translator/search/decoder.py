@@ -10,7 +10,7 @@ from translator.search.config import SearchConfig
 from translator.search.greedy import greedy_search
 
 
-def search(model, source_ids, config: SearchConfig) -> SearchResult:
+def search(model, source_ids, config: SearchConfig, compact: bool = True) -> SearchResult:
     """Greedy search for `beam_size == 1`, else beam search.
 
     Works eagerly (slowly: the loop then runs in Python) and inside a `tf.function`; use
@@ -20,13 +20,16 @@ def search(model, source_ids, config: SearchConfig) -> SearchResult:
         model: A built `translator.model.Transformer`.
         source_ids: int32 `[batch, source_length]`, 0 = padding.
         config: A `SearchConfig`.
+        compact: Drop finished sentences from the loop, so a step only costs what the
+            sentences still decoding cost; the loop's batch then shrinks, which XLA
+            cannot compile (pass False there). The result is the same either way.
 
     Returns:
         A `SearchResult`: ids `[batch, n_best, length]`, scores and lengths `[batch, n_best]`.
     """
     if config.beam_size == 1:
-        return greedy_search(model, source_ids, config)
-    return beam_search(model, source_ids, config)
+        return greedy_search(model, source_ids, config, compact)
+    return beam_search(model, source_ids, config, compact)
 
 
 class Decoder(tf.Module):
@@ -42,7 +45,8 @@ class Decoder(tf.Module):
     Args:
         model: A `translator.model.Transformer`; built here if needed.
         config: The `SearchConfig`; fixed for the life of the function.
-        jit_compile: Compile the whole search with XLA (then one compile per input shape).
+        jit_compile: Compile the whole search with XLA (then one compile per input shape,
+            and finished sentences stay in the loop: XLA needs static shapes).
         name: Module name.
     """
 
@@ -66,7 +70,7 @@ class Decoder(tf.Module):
         )
 
     def _translate(self, source_ids) -> SearchResult:
-        return search(self.model, source_ids, self.config)
+        return search(self.model, source_ids, self.config, compact=not self.jit_compile)
 
     def __call__(self, source_ids) -> SearchResult:
         """Translates a batch; see `search` for shapes."""

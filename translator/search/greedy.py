@@ -16,44 +16,53 @@ from translator.search.common import (
     model_position_limit,
     next_token_candidates,
     output_length_limits,
+    shrinking_rows,
+    staying,
     trim,
-    write_at,
 )
 from translator.search.config import SearchConfig
 
 
 class GreedyState(NamedTuple):
-    """The `tf.while_loop` variables of greedy search."""
+    """The `tf.while_loop` variables of greedy search.
+
+    `active` is the number of sentences still decoding (the whole batch without
+    compaction).
+    """
 
     # Position being generated next (0 = first token after BOS): int32 scalar.
     step: Any
+    # The batch index of each active sentence: int32 [active].
+    sentence: Any
+    # Token fed to the decoder at `step` (BOS at 0, PAD once finished): int32 [active].
+    last_ids: Any
+    # EOS produced: bool [active]. With compaction a finished sentence leaves at the end
+    # of the step, so this is all False between steps.
+    finished: Any
     # Tokens generated so far, EOS included, then PAD: int32 [batch, cache_length].
     ids: Any
-    # Token fed to the decoder at `step` (BOS at 0, PAD once finished): int32 [batch].
-    last_ids: Any
     # log P of `ids`: float32 [batch].
     log_probs: Any
-    # Tokens generated so far, EOS included: int32 [batch].
-    lengths: Any
-    # EOS produced: bool [batch].
-    finished: Any
-    # Decoder keys/values: `DecodingCache` with batch rows.
+    # Decoder keys/values: `DecodingCache` with active rows.
     cache: DecodingCache
 
 
-def greedy_search(model, source_ids, config: SearchConfig) -> SearchResult:
+def greedy_search(model, source_ids, config: SearchConfig, compact: bool = True) -> SearchResult:
     """Translates a batch by always taking the most probable allowed token.
 
     Runs as one `tf.while_loop` over positions that stops once every sentence has
-    produced EOS (forced at its length limit, see `SearchConfig`). Finished sentences
-    keep their tokens and log-probability; their rows still go through the decoder (the
-    batch has static shapes) but are ignored. Beam search with `beam_size=1` returns the
-    same hypotheses and scores.
+    produced EOS (forced at its length limit, see `SearchConfig`). With `compact` (the
+    default) a finished sentence leaves the loop: its rows are dropped from the cache, so
+    later steps only pay for the sentences still decoding. XLA needs static shapes: with
+    `compact=False` finished rows stay to the end (they emit PAD and are ignored). Both
+    give the same result, and beam search with `beam_size=1` returns the same hypotheses
+    and scores.
 
     Args:
         model: A built `translator.model.Transformer`.
         source_ids: int32 `[batch, source_length]`, 0 = padding.
         config: A `SearchConfig`; `beam_size` and `n_best` are ignored (n_best = 1).
+        compact: Drop finished sentences from the loop; False for XLA.
 
     Returns:
         A `SearchResult` with `n_best = 1`.
@@ -66,11 +75,11 @@ def greedy_search(model, source_ids, config: SearchConfig) -> SearchResult:
     encoder_output = model.encode(source_ids, training=False)  # [batch, src, d_model]
     initial = GreedyState(
         step=tf.constant(0, tf.int32),
-        ids=tf.zeros([batch, cache_length], tf.int32),
+        sentence=tf.range(batch),
         last_ids=tf.fill([batch], BOS_ID),
-        log_probs=tf.zeros([batch], tf.float32),
-        lengths=tf.zeros([batch], tf.int32),
         finished=tf.zeros([batch], tf.bool),
+        ids=tf.zeros([batch, cache_length], tf.int32),
+        log_probs=tf.zeros([batch], tf.float32),
         cache=model.init_cache(encoder_output, source_ids, cache_length),
     )
 
@@ -80,29 +89,55 @@ def greedy_search(model, source_ids, config: SearchConfig) -> SearchResult:
         )
 
     def step(state: GreedyState) -> tuple[GreedyState]:
+        sentence = state.sentence  # [active]
         logits, cache = model.decode_step(state.last_ids, state.cache, state.step)
         log_probs, tokens = next_token_candidates(
-            logits, state.step, max_lengths, 1, config.min_length
+            logits, state.step, tf.gather(max_lengths, sentence), 1, config.min_length
         )
-        token, token_log_prob = tokens[:, 0], log_probs[:, 0]  # [batch]
-        # Finished rows are frozen: they emit PAD and keep their log-probability.
+        token, token_log_prob = tokens[:, 0], log_probs[:, 0]  # [active]
+        # Finished rows (only without compaction) emit PAD and add nothing.
         token = tf.where(state.finished, PAD_ID, token)
+        token_log_prob = tf.where(state.finished, 0.0, token_log_prob)
+        finished = tf.logical_or(state.finished, tf.equal(token, EOS_ID))  # [active]
+        stay = staying(finished, compact)  # [stay]
+        if compact:
+            cache = tf.cond(
+                tf.size(stay) < tf.size(sentence),  # a gather copies: only when one left
+                lambda: tf.nest.map_structure(lambda x: tf.gather(x, stay), cache),
+                lambda: cache,
+            )
+        positions = tf.stack([sentence, tf.fill(tf.shape(sentence), state.step)], axis=1)
         new = GreedyState(
             step=state.step + 1,
-            ids=write_at(state.ids, state.step, token),
-            last_ids=token,
-            log_probs=tf.where(state.finished, state.log_probs, state.log_probs + token_log_prob),
-            lengths=state.lengths + tf.cast(tf.logical_not(state.finished), tf.int32),
-            finished=tf.logical_or(state.finished, tf.equal(token, EOS_ID)),
+            sentence=tf.gather(sentence, stay),
+            last_ids=tf.gather(token, stay),
+            finished=tf.gather(finished, stay),
+            ids=tf.tensor_scatter_nd_update(state.ids, positions, token),  # ids[s, step]
+            log_probs=tf.tensor_scatter_nd_add(state.log_probs, sentence[:, None], token_log_prob),
             cache=cache,
         )
         return (new,)
 
-    (final,) = tf.while_loop(keep_going, step, (initial,))
-    scores = final.log_probs / length_penalty(final.lengths, config.length_penalty)  # [batch]
-    lengths = final.lengths[:, None]  # [batch, 1]
+    invariants = (_active_rows_unknown(initial),) if compact else None
+    (final,) = tf.while_loop(keep_going, step, (initial,), shape_invariants=invariants)
+    # Tokens are never PAD, so a hypothesis' length is its count of non-PAD ids.
+    lengths = tf.math.count_nonzero(final.ids, axis=1, dtype=tf.int32)  # [batch]
+    scores = final.log_probs / length_penalty(lengths, config.length_penalty)  # [batch]
     return SearchResult(
-        ids=trim(final.ids[:, None, :], lengths),  # [batch, 1, length]
+        ids=trim(final.ids[:, None, :], lengths[:, None]),  # [batch, 1, length]
         scores=scores[:, None],  # [batch, 1]
-        lengths=lengths,
+        lengths=lengths[:, None],  # [batch, 1]
+    )
+
+
+def _active_rows_unknown(state: GreedyState) -> GreedyState:
+    """`tf.while_loop` shape invariants: the leading axis of the active parts may shrink."""
+    return GreedyState(
+        step=state.step.shape,
+        sentence=shrinking_rows(state.sentence),
+        last_ids=shrinking_rows(state.last_ids),
+        finished=shrinking_rows(state.finished),
+        ids=state.ids.shape,
+        log_probs=state.log_probs.shape,
+        cache=shrinking_rows(state.cache),
     )
