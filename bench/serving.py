@@ -307,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--per-client",
         type=int,
-        help=f"requests per client of the {CLIENTS}-client runs, per round (default 4; short 2)",
+        help=f"requests per client of the {CLIENTS}-client runs, per round (default 8; short 2)",
     )
     parser.add_argument(
         "--short", action="store_true", help="quick check; does not write RESULTS.md"
@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         args.timeout = BatchingConfig().batch_timeout_micros
     rounds = args.rounds or (1 if args.short else 2)
     single = args.single or (6 if args.short else 30)
-    per_client = args.per_client or (2 if args.short else 4)
+    per_client = args.per_client or (2 if args.short else 8)
 
     data = find_data(args.data, files=("train.en.gz", "train.de.gz", "test_2016_flickr.en.gz"))
     with gzip.open(data / "test_2016_flickr.en.gz", "rt", encoding="utf-8") as file:
