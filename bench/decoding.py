@@ -584,6 +584,9 @@ decoder of the tutorial kind.
   compiled step" is the same loop around one `tf.function` forward pass. Both have the
   search's per-sentence length limits. "vs": tokens/s over that decoder's, on the
   batches both ran (the eager one runs {args.naive_batches} spread over the lengths).
+- Without XLA, finished sentences leave the search loop (compaction, see
+  `translator.search.beam`), so a step costs what the unfinished sentences cost; XLA
+  needs static shapes, so there every row runs until the batch's last sentence is done.
 - Steady state: per batch, the best of {args.repeats} pass(es), the decoders taking turns on
   each batch (so a change in the machine's load hits them alike), after a warm-up call on
   the first batch (with XLA, on one batch of every distinct shape); "trace/compile
