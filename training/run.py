@@ -295,6 +295,8 @@ def train(
                 "averaged_checkpoints": max(config.checkpoint.average_last, 1),
                 "best_validation_bleu": bleu.best if bleu and bleu.best >= 0 else None,
                 "best_validation_step": bleu.best_step if bleu else None,
+                # (step, greedy validation BLEU) after each validation, in order.
+                "validation_bleu": [[step, score] for step, score in bleu.history] if bleu else [],
                 "training_seconds": round(time.monotonic() - started, 1),
                 "precision": precision,
                 "config": config.to_dict(),

@@ -1,5 +1,6 @@
 """Training really trains: a tiny model learns to copy, judged by greedy decoding."""
 
+import json
 import time
 
 from tests.training.conftest import tiny_run_config
@@ -33,4 +34,7 @@ def test_tiny_model_learns_the_copy_task(copy_task, tmp_path):
     (first_step, first_bleu), (last_step, last_bleu) = result.bleu_history
     assert (first_step, last_step) == (150, 300) and last_bleu > first_bleu and last_bleu > 90
     assert (tmp_path / "run" / "best" / "model.keras").is_file()
+    # The history is kept with the final model (bench.quality reports it).
+    metadata = json.loads((result.model_dir / "metadata.json").read_text())
+    assert metadata["validation_bleu"] == [list(entry) for entry in result.bleu_history]
     assert elapsed < 240, f"took {elapsed:.0f} s"  # about a minute on an idle 2-core CPU
