@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime
+import json
 import subprocess
 import sys
 import time
@@ -103,6 +105,20 @@ def _figure(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.2f}"
 
 
+def reuse_note(workdir: Path) -> str:
+    """What the summary says when quality reported on an earlier recipe run."""
+    metadata = json.loads((workdir / "run" / "model" / "metadata.json").read_text("utf-8"))
+    trained = datetime.datetime.fromtimestamp(
+        (workdir / "run" / "model" / "metadata.json").stat().st_mtime, datetime.UTC
+    ).strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        f"\n- Quality reports on the recipe run already finished in `{workdir}` (its model "
+        f"saved {trained}, {metadata.get('training_seconds', 0) / 60:.0f} minutes of "
+        "training), so that hour is not in the timings above; decoding and serving "
+        "(trained model) use that model."
+    )
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m bench",
@@ -141,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     arguments = (["--short"] if args.short else []) + (["--data", args.data] if args.data else [])
     started = today()
+    # A finished recipe run in the work directory is reported on, not trained again.
+    reused = not args.short and (args.workdir / "run" / "model" / "metadata.json").is_file()
     outcomes = []
     # Short mode: each benchmark once, on tiny random models.
     stages = [(name, False) for name in BENCHMARKS] if args.short else STAGES
@@ -166,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
 Each row is measured by the benchmark named in it (its section below has the details and,
 for a missed target, the gap and what the profile shows).
 
-- Command: `{command_line()}` ({timings})
+- Command: `{command_line()}` ({timings}){reuse_note(args.workdir) if reused else ""}
 - Started: {started}
 - Machine: {machine_summary()}
 """,

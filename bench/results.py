@@ -98,7 +98,9 @@ def machine_summary() -> str:
 def command_line() -> str:
     """The command that is running, as one could type it again."""
     module = sys.modules["__main__"].__spec__
-    head = ["python", "-m", module.name] if module is not None else ["python", sys.argv[0]]
+    # `python -m bench` runs the package's __main__ module: show what was typed.
+    name = None if module is None else module.name.removesuffix(".__main__")
+    head = ["python", "-m", name] if name is not None else ["python", sys.argv[0]]
     return shlex.join([*head, *sys.argv[1:]])
 
 

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from translator.cli import main
 
 
@@ -94,3 +96,13 @@ def test_translator_skips_whitespace_only_lines_without_decoding(model_dir, alon
     lines = ["\t", sentence, " \t ", "", "   "]
     assert translator.translate(lines) == ["", alone[sentence], "", "", ""]
     assert (translator.stats.lines, translator.stats.empty, translator.stats.batches) == (5, 4, 1)
+
+
+@pytest.mark.slow
+def test_xla_gives_the_same_translations(model_dir, lines, alone, tmp_path):
+    source = _write_gz(tmp_path / "in.txt.gz", lines)
+    output = tmp_path / "out.txt"
+    args = ["--model", str(model_dir), "-i", str(source), "-o", str(output), "-q", "--xla"]
+    assert main(["translate", *args, "--batch-tokens", "48"]) == 0
+    written = output.read_text(encoding="utf-8").split("\n")[:-1]
+    assert written == [alone[line] if line.strip() else "" for line in lines]

@@ -105,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
             **config.to_dict(),
             "batch_tokens": translator.batch_tokens,
             "max_source_length": translator.max_source_length,
+            "xla": translator.decoder.jit_compile,
         },
         translation={
             "lines": stats.lines,

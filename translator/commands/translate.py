@@ -104,6 +104,16 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
             "batches and put back in input order (default: 4096)"
         ),
     )
+    search.add_argument(
+        "--xla",
+        action="store_true",
+        help=(
+            "compile the search with XLA: one compile (seconds) per distinct batch shape, "
+            "and finished sentences stay in the batch (static shapes); whether its faster "
+            "steps pay for that depends on the model and the search (the decoding "
+            "sections of bench/RESULTS.md compare both)"
+        ),
+    )
 
 
 def search_config(args: argparse.Namespace, n_best: int = 1) -> Any:
@@ -183,6 +193,7 @@ def load_translator(args: argparse.Namespace, config: Any) -> LoadedTranslator:
         config,
         batch_tokens=args.batch_tokens,
         max_source_length=args.max_source_length,
+        jit_compile=args.xla,
     )
     loaded = time.monotonic()
     translator.translate(["warm up"])  # traces the search once; later batches reuse it

@@ -52,7 +52,7 @@ from translator.search.common import (
     model_position_limit,
     next_token_candidates,
     output_length_limits,
-    shrinking_rows,
+    shrinking_invariants,
     staying,
     trim,
     write_at,
@@ -213,7 +213,9 @@ def beam_search(model, source_ids, config: SearchConfig, compact: bool = True) -
         )
         return (new,)
 
-    invariants = (_active_rows_unknown(initial),) if compact else None
+    # Per-sentence results stay whole-batch; the rest shrinks with compaction.
+    fixed = ("step", "finished_ids", "finished_scores", "finished_lengths")
+    invariants = (shrinking_invariants(initial, fixed),) if compact else None
     (final,) = tf.while_loop(keep_going, step, (initial,), shape_invariants=invariants)
     filled = final.finished_scores > NEG_INF  # [batch, n_best]
     lengths = tf.where(filled, final.finished_lengths, 0)  # [batch, n_best]
@@ -242,18 +244,3 @@ def _drop_sentences(cache: DecodingCache, stay, active, beam: int) -> DecodingCa
         lambda: per_sentence,
     )
     return cache._replace(cross_attention=cross_attention, source_mask=source_mask)
-
-
-def _active_rows_unknown(state: BeamState) -> BeamState:
-    """`tf.while_loop` shape invariants: the leading axis of the active parts may shrink."""
-    return BeamState(
-        step=state.step.shape,
-        sentence=shrinking_rows(state.sentence),
-        alive_ids=shrinking_rows(state.alive_ids),
-        alive_log_probs=shrinking_rows(state.alive_log_probs),
-        finished_ids=state.finished_ids.shape,
-        finished_scores=state.finished_scores.shape,
-        finished_lengths=state.finished_lengths.shape,
-        done=shrinking_rows(state.done),
-        cache=shrinking_rows(state.cache),
-    )

@@ -200,16 +200,25 @@ def staying(finished, compact: bool):
     return tf.cast(tf.reshape(tf.where(tf.logical_not(finished)), [-1]), tf.int32)
 
 
-def shrinking_rows(tree):
-    """`tf.while_loop` shape invariants for tensors whose leading axis may shrink.
+def shrinking_invariants(state: NamedTuple, fixed: tuple[str, ...]) -> NamedTuple:
+    """`tf.while_loop` shape invariants of a compacting search's state.
 
     Args:
-        tree: A nest of tensors with the active sentences (or their rows) on axis 0.
+        state: The initial loop state, a NamedTuple of tensor nests.
+        fixed: Its fields that keep their shapes (the step, the per-sentence results of
+            the whole batch); in every other field axis 0 indexes the active sentences
+            (or their rows) and may shrink.
 
     Returns:
-        The same nest of `tf.TensorShape`s with axis 0 unknown.
+        The same NamedTuple of `tf.TensorShape` nests.
     """
-    return tf.nest.map_structure(lambda x: tf.TensorShape([None, *x.shape[1:]]), tree)
+
+    def invariant(name, value):
+        if name in fixed:
+            return tf.nest.map_structure(lambda x: x.shape, value)
+        return tf.nest.map_structure(lambda x: tf.TensorShape([None, *x.shape[1:]]), value)
+
+    return type(state)(*(invariant(name, value) for name, value in state._asdict().items()))
 
 
 def trim(ids, lengths):

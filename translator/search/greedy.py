@@ -16,7 +16,7 @@ from translator.search.common import (
     model_position_limit,
     next_token_candidates,
     output_length_limits,
-    shrinking_rows,
+    shrinking_invariants,
     staying,
     trim,
 )
@@ -118,7 +118,9 @@ def greedy_search(model, source_ids, config: SearchConfig, compact: bool = True)
         )
         return (new,)
 
-    invariants = (_active_rows_unknown(initial),) if compact else None
+    # Per-sentence results stay whole-batch; the rest shrinks with compaction.
+    fixed = ("step", "ids", "log_probs")
+    invariants = (shrinking_invariants(initial, fixed),) if compact else None
     (final,) = tf.while_loop(keep_going, step, (initial,), shape_invariants=invariants)
     # Tokens are never PAD, so a hypothesis' length is its count of non-PAD ids.
     lengths = tf.math.count_nonzero(final.ids, axis=1, dtype=tf.int32)  # [batch]
@@ -127,17 +129,4 @@ def greedy_search(model, source_ids, config: SearchConfig, compact: bool = True)
         ids=trim(final.ids[:, None, :], lengths[:, None]),  # [batch, 1, length]
         scores=scores[:, None],  # [batch, 1]
         lengths=lengths[:, None],  # [batch, 1]
-    )
-
-
-def _active_rows_unknown(state: GreedyState) -> GreedyState:
-    """`tf.while_loop` shape invariants: the leading axis of the active parts may shrink."""
-    return GreedyState(
-        step=state.step.shape,
-        sentence=shrinking_rows(state.sentence),
-        last_ids=shrinking_rows(state.last_ids),
-        finished=shrinking_rows(state.finished),
-        ids=state.ids.shape,
-        log_probs=state.log_probs.shape,
-        cache=shrinking_rows(state.cache),
     )
