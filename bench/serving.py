@@ -414,8 +414,8 @@ worker), measured interleaved over {rounds} rounds. Target: batching gives at le
 {table}
 
 - **Throughput from batching at {CLIENTS} clients: {ratio:.1f}x** ({verdict} {REQUIRED_RATIO:.0f}x);
-  at 1 client {one_client:.2f}x (within noise: a lone request only adds a wait of up to
-  {args.timeout / 1000:g} ms).
+  at 1 client {one_client:.2f}x (a lone request waits up to
+  {args.timeout / 1000:g} ms for others to join its batch).
 - The ceiling, measured in the same run: the SavedModel called in-process (no HTTP, no
   queue) translates the first {CLIENTS} sentences at {ceiling["alone"]:.2f} sentences/s one by
   one and {ceiling["together"]:.2f} sentences/s as one batch: **{model_ratio:.1f}x** is all
