@@ -105,17 +105,21 @@ def _figure(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.2f}"
 
 
+def finished_model(workdir: Path) -> Path:
+    """The metadata file a finished recipe run in `workdir` has (its final model's)."""
+    return workdir / "run" / "model" / "metadata.json"
+
+
 def reuse_note(workdir: Path) -> str:
     """What the summary says when quality reported on an earlier recipe run."""
-    metadata = json.loads((workdir / "run" / "model" / "metadata.json").read_text("utf-8"))
-    trained = datetime.datetime.fromtimestamp(
-        (workdir / "run" / "model" / "metadata.json").stat().st_mtime, datetime.UTC
-    ).strftime("%Y-%m-%d %H:%M UTC")
+    path = finished_model(workdir)
+    metadata = json.loads(path.read_text("utf-8"))
+    saved = datetime.datetime.fromtimestamp(path.stat().st_mtime, datetime.UTC)
     return (
         f"\n- Quality reports on the recipe run already finished in `{workdir}` (its model "
-        f"saved {trained}, {metadata.get('training_seconds', 0) / 60:.0f} minutes of "
-        "training), so that hour is not in the timings above; decoding and serving "
-        "(trained model) use that model."
+        f"saved {saved:%Y-%m-%d %H:%M UTC}, "
+        f"{metadata.get('training_seconds', 0) / 60:.0f} minutes of training), so that hour "
+        "is not in the timings above; decoding and serving (trained model) use that model."
     )
 
 
@@ -158,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     arguments = (["--short"] if args.short else []) + (["--data", args.data] if args.data else [])
     started = today()
     # A finished recipe run in the work directory is reported on, not trained again.
-    reused = not args.short and (args.workdir / "run" / "model" / "metadata.json").is_file()
+    reused = not args.short and finished_model(args.workdir).is_file()
     outcomes = []
     # Short mode: each benchmark once, on tiny random models.
     stages = [(name, False) for name in BENCHMARKS] if args.short else STAGES

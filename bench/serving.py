@@ -314,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.timeout is None:
-        from serving.batching import BatchingConfig
+        from serving.config import BatchingConfig
 
         args.timeout = BatchingConfig().batch_timeout_micros
     rounds = args.rounds or (1 if args.short else 2)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from serving.batching import BatchingConfig
+from serving.config import BatchingConfig
 
 # The batching parameters' defaults, for --help (the values live in BatchingConfig).
 DEFAULTS = {
