@@ -21,6 +21,13 @@ side in one process by:
 - greedy and beam 4: `translator.search.Decoder` (the whole search is one
   `tf.while_loop` in one `tf.function`, traced once for every batch shape), without and
   with XLA (`jit_compile=True`: one compile per distinct batch shape).
+- beam 4, top-beam stop (with `--model` only): beam 4 with `exact_stop=False`, which ends
+  a sentence once its best candidate ends (OpenNMT-py's and CTranslate2's rule), without
+  XLA; the figures count the translations it changes.
+
+Then one more pass runs each search under `translator.search.counting.CountingModel` and
+counts its decoder steps per returned token, with and without compaction: the figure
+that tells steps that are slow from steps that return nothing.
 
 Figures: target tokens (the returned 1-best translation's tokens, EOS included) per
 second of steady state. The decoders take turns on each batch, `--repeats` passes, and
@@ -432,10 +439,16 @@ def load_model(args):
 
 NAIVE = ("naive", False)
 NAIVE_COMPILED = ("naive, compiled step", False)
+BEAM = ("beam 4", False)
+TOP_BEAM = ("beam 4, top-beam stop", False)
 
 
-def run_decoders(args, model, greedy_config, beam_config, batches) -> dict:
-    """Every decoder on its batches: {(name, xla): Measurement}."""
+def run_decoders(args, model, configs: dict, batches) -> dict:
+    """Every decoder on its batches: {(name, xla): Measurement}.
+
+    `configs`: the `SearchConfig` of "greedy", "beam 4" and, optionally, TOP_BEAM's name.
+    """
+    greedy_config, beam_config = configs["greedy"], configs["beam 4"]
     every = list(range(len(batches)))
     runs = [
         (*NAIVE, NaiveGreedy(model, greedy_config, False), spread(every, args.naive_batches)),
@@ -444,8 +457,61 @@ def run_decoders(args, model, greedy_config, beam_config, batches) -> dict:
     for xla in (False, True) if args.xla else (False,):
         runs.append(("greedy", xla, Search(model, greedy_config, xla), every))
         runs.append(("beam 4", xla, Search(model, beam_config, xla), every))
+    if TOP_BEAM[0] in configs:
+        runs.append((*TOP_BEAM, Search(model, configs[TOP_BEAM[0]], False), every))
     measurements = measure(runs, batches, args.repeats)
     return {(m.name, m.xla): m for m in measurements}
+
+
+@dataclasses.dataclass(frozen=True)
+class StepCount:
+    """The decoder steps a search ran over the batches, counted in its graph.
+
+    A step here is one sentence's decoder step (its `beam_size` rows), so a search that
+    returns a token for every step it runs has one step per returned token.
+    """
+
+    # Tokens of the returned 1-best translations, EOS included.
+    tokens: int
+    # Steps with compaction: a sentence counts for every step it was in the loop.
+    compact: int
+    # Steps without compaction (XLA): every sentence counts for every step of its batch.
+    static: int
+
+
+def count_steps(model, configs: dict[str, object], batches) -> dict[str, StepCount]:
+    """Runs each search once over the batches under a `CountingModel`: {name: StepCount}.
+
+    One compacted run gives both counts: its loop runs as many iterations as the static
+    one (both end when the batch's last sentence is done).
+    """
+    import numpy as np
+    import tensorflow as tf
+
+    from translator.search import search
+    from translator.search.counting import CountingModel
+
+    counting = CountingModel(model)
+    counts = {}
+    for name, config in configs.items():
+        run = tf.function(
+            lambda ids, config=config: search(counting, ids, config, compact=True),
+            input_signature=[tf.TensorSpec([None, None], tf.int32)],
+        )
+        tokens = compact = static = 0
+        for batch in batches:
+            counting.reset()
+            result = run(batch)
+            tokens += int(np.asarray(result.lengths)[:, 0].sum())
+            compact += int(counting.rows.numpy()) // config.beam_size
+            static += int(counting.steps.numpy()) * len(batch)
+        counts[name] = StepCount(tokens, compact, static)
+        print(
+            f"{name}: {compact / tokens:.3f} steps per returned token with compaction, "
+            f"{static / tokens:.3f} without",
+            flush=True,
+        )
+    return counts
 
 
 def speedup(results: dict, key, reference=NAIVE, cpu: bool = False) -> float:
@@ -502,11 +568,17 @@ def main(argv: list[str] | None = None) -> int:
     batches = make_batches(read_sources(data, tokenize), args.batches)
     print(f"model: {model_description}")
     print(f"{sum(len(b) for b in batches)} sentences in {len(batches)} batches")
-    greedy_config = SearchConfig(beam_size=1, **limits)
-    results = run_decoders(args, model, greedy_config, SearchConfig(beam_size=4, **limits), batches)
+    configs = {
+        "greedy": SearchConfig(beam_size=1, **limits),
+        "beam 4": SearchConfig(beam_size=4, **limits),
+    }
+    if args.model:  # a random model's sentences all stop at their limit: nothing to compare
+        configs[TOP_BEAM[0]] = SearchConfig(beam_size=4, exact_stop=False, **limits)
+    results = run_decoders(args, model, configs, batches)
 
     agree, compared = agreement(results)
     print(f"greedy search and the naive decoders agree on {agree}/{compared} sentences")
+    steps = count_steps(model, configs, batches)
     beams = {xla: m for (name, xla), m in results.items() if name == "beam 4"}
     best = ("beam 4", max(beams, key=lambda xla: beams[xla].rate))
     label = "beam 4" + (" (XLA)" if best[1] else "")
@@ -516,7 +588,9 @@ def main(argv: list[str] | None = None) -> int:
     table = results_table(results)
     print(table)
     if args.write:
-        markdown = section_markdown(args, results, best, (agree, compared), model_description)
+        markdown = section_markdown(
+            args, results, best, (agree, compared), steps, model_description
+        )
         markdown += f"""
 - Command: `{command_line()}`
 - Date: {today()}
@@ -530,7 +604,89 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def section_markdown(args, results: dict, best, agreement: tuple[int, int], model: str) -> str:
+def steps_table(steps: dict[str, StepCount]) -> str:
+    rows = [
+        "| search | returned tokens | steps per returned token, with compaction "
+        "| without compaction (XLA) |",
+        "|---|---|---|---|",
+    ]
+    for name, count in steps.items():
+        rows.append(
+            f"| {name} | {count.tokens:,} | {count.compact / count.tokens:.2f} "
+            f"| {count.static / count.tokens:.2f} |"
+        )
+    return "\n".join(rows)
+
+
+def changed_translations(results: dict, key, reference=BEAM) -> tuple[int, int]:
+    """(sentences where two decoders' 1-best ids differ, sentences both translated)."""
+    a, b = results[key], results[reference]
+    pairs = [
+        (x, y)
+        for batch, index in zip(a.outputs, a.indices, strict=True)
+        for x, y in zip(batch, b.outputs[b.indices.index(index)], strict=True)
+    ]
+    return sum(x != y for x, y in pairs), len(pairs)
+
+
+def top_beam_row(results: dict) -> str:
+    """The figures row of the top-beam stop against beam 4 (no XLA); '' if not run."""
+    if TOP_BEAM not in results:
+        return ""
+    differ, total = changed_translations(results, TOP_BEAM)
+    ratio = results[TOP_BEAM].rate / results[BEAM].rate
+    return (
+        f"| beam 4, top-beam stop over beam 4 (exact stop), no XLA | {ratio:.2f}x tokens/s; "
+        f"changes {differ}/{total} translations |\n"
+    )
+
+
+def why_beam_misses(results: dict, best, steps: dict[str, StepCount]) -> str:
+    """The missed-target bullet of the best beam-4 decoder, from its step count; '' if met."""
+    measurement, count = results[best], steps["beam 4"]
+    if measurement.rate >= BEAM_GOAL:
+        return ""
+    xla = best[1]
+    per_token = (count.static if xla else count.compact) / count.tokens
+    gap = BEAM_GOAL - measurement.rate
+    where = (
+        "with XLA (static shapes) every sentence stays in the loop until its batch's last "
+        "search ends"
+        if xla
+        else "with compaction a sentence leaves the loop when its search ends, but its beams "
+        "run on after its best hypothesis ended, until the exact stop proves that nothing "
+        "still alive can beat it"
+    )
+    step_rate = measurement.rate * per_token  # sentence-steps per second
+    head = f"- **Why it misses by {gap:,.0f} tok/s ({gap / BEAM_GOAL:.0%}).**"
+    if per_token < 1.05:
+        return (
+            f"{head} The search returns a token for nearly every step it runs "
+            f"({per_token:.2f} steps per returned token, table below), so the gap is the "
+            "cost of a step; compare the tokens per CPU-second, which discount other load.\n"
+        )
+    text = (
+        f"{head} The steps are not slow: {label_of(measurement)} ran {step_rate:,.0f} "
+        "sentence-steps per second (a step: one sentence's 4 beam rows) but returned a "
+        f"token for only one in {per_token:.2f} of them ({where}). At one step per returned "
+        "token, which the random-weights run has by construction (every sentence ends at "
+        f"its length limit), that step rate is {step_rate:,.0f} tok/s"
+        f" ({'meets' if step_rate >= BEAM_GOAL else 'still misses'} {BEAM_GOAL})."
+    )
+    if TOP_BEAM in results:
+        top_steps = steps[TOP_BEAM[0]]
+        text += (
+            " The top-beam stop (`--top-beam-stop`, the rule of OpenNMT-py and CTranslate2) "
+            f"cuts that to {top_steps.compact / top_steps.tokens:.2f} steps per returned token "
+            f"with compaction ({top_steps.static / top_steps.tokens:.2f} without); it is not "
+            "the default because it can return a worse translation (its row above)."
+        )
+    return text + "\n"
+
+
+def section_markdown(
+    args, results: dict, best, agreement: tuple[int, int], steps: dict[str, StepCount], model: str
+) -> str:
     """The RESULTS.md section, but for the command, date and machine lines."""
     from translator.inference import LENGTH_MULTIPLE
 
@@ -575,9 +731,10 @@ decoder of the tutorial kind.
 | greedy over beam 4, tokens/s | {greedy_over_beam} |
 | XLA over no XLA, tokens/s | {xla_gain or "not measured (--no-xla)"} |
 | greedy search = naive decoders (same ids) | {agreement[0]}/{agreement[1]} sentences |
-
+{top_beam_row(results)}
 {results_table(results)}
 
+{why_beam_misses(results, best, steps)}\
 - naive: the tutorial's decoder: greedy, no cache, the whole model (encoder included)
   on the whole prefix every step, one eager Keras call per token from a Python loop, up
   to the batch's longest length limit, stopping once every sentence has ended; "naive,
@@ -593,6 +750,12 @@ decoder of the tutorial kind.
   overhead" is the warm-up time over the same batches' steady time (a `tf.function`
   traces once per decoder whatever the shape; XLA compiles once per shape). "tok per
   CPU-s": target tokens per CPU-second of the benchmark process.
+- Steps, counted in one more pass (`translator.search.counting`): a step is one
+  sentence's decoder step (its beam rows); a search that returned a token for each step
+  it ran would have 1.00 per returned token.
+
+{steps_table(steps)}
+
 - Peers, on a model of the same shape on this machine class (issue 5):
 
 | peer | target tok/s |

@@ -49,3 +49,18 @@ def test_bad_preset_is_a_clean_error():
     assert result.returncode == 2
     assert "Unknown preset 'huge'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_search_options_reach_the_search_config():
+    """translate and evaluate share the options; --top-beam-stop is the non-exact stop."""
+    from translator.cli import build_parser
+    from translator.commands.translate import search_config
+
+    parser = build_parser()
+    for command in ("translate", "evaluate"):
+        extra = ["--src", "s", "--ref", "r"] if command == "evaluate" else []
+        default = search_config(parser.parse_args([command, "--model", "m", *extra]))
+        assert default.exact_stop and default.beam_size == 4 and default.length_penalty == 0.6
+        args = [command, "--model", "m", *extra, "--top-beam-stop", "--length-penalty", "1"]
+        changed = search_config(parser.parse_args(args))
+        assert not changed.exact_stop and changed.length_penalty == 1.0

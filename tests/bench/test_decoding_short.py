@@ -35,6 +35,10 @@ def test_decoding_benchmark_short_run_writes_its_section(tmp_path, capsys):
     agree, compared = map(int, re.search(r"same ids\) \| (\d+)/(\d+)", section).groups())
     assert compared > 0 and agree == compared
     assert "Command: `" in section and "Machine: " in section
+    # Step counts: greedy returns a token for every step a sentence is in the loop (with
+    # compaction); beam search's exact stop can only add steps.
+    counts = dict(re.findall(r"\| (greedy|beam 4) \| [\d,]+ \| ([\d.]+) \|", section))
+    assert counts["greedy"] == "1.00" and float(counts["beam 4"]) >= 1.0
 
     targets = parse_targets(capsys.readouterr().out)
     assert len(targets) == 2 and all(target["measured"] > 0 for target in targets)

@@ -106,12 +106,16 @@ def allowed(token: int, step: int, max_length: int, min_length: int) -> bool:
     return token not in FORBIDDEN and (token != EOS_ID or step >= min_length)
 
 
-def reference_beam_search(model, source_row, beam, alpha, n_best, max_length, vocab, min_length=0):
+def reference_beam_search(
+    model, source_row, beam, alpha, n_best, max_length, vocab, min_length=0, exact_stop=True
+):
     """The documented beam search, one sentence, whole prefix recomputed every step.
 
     No early stopping: it runs until no hypothesis is alive (at the latest at
     `max_length`, where only EOS is allowed), so agreeing with it also shows that the
-    early stop of the real search never changes the result.
+    early stop of the real search never changes the result. With `exact_stop=False`, it
+    stops as that rule says: once a step's best candidate ends in EOS and `n_best`
+    hypotheses are finished.
 
     Returns:
         Up to n_best `(score, tokens)` pairs, best first; tokens end with EOS.
@@ -135,6 +139,8 @@ def reference_beam_search(model, source_row, beam, alpha, n_best, max_length, vo
                 finished.append((log_prob / penalty(len(tokens), alpha), tokens))
             else:
                 alive.append((tokens, log_prob))
+        if not exact_stop and candidates[0][1][-1] == EOS_ID and len(finished) >= n_best:
+            break
     finished.sort(key=lambda c: -c[0])
     return finished[:n_best]
 

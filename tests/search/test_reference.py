@@ -1,5 +1,7 @@
 """The search against slow references: full recompute, exhaustive enumeration, rescoring."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -27,9 +29,18 @@ def per_sentence_limits(source, config):
 
 
 @pytest.mark.parametrize(
-    ("beam", "alpha", "n_best", "min_length"), [(2, 0.0, 1, 0), (3, 0.6, 2, 1), (5, 1.5, 4, 2)]
+    ("beam", "alpha", "n_best", "min_length", "exact_stop"),
+    [
+        (2, 0.0, 1, 0, True),
+        (3, 0.6, 2, 1, True),
+        (5, 1.5, 4, 2, True),
+        (3, 0.6, 1, 1, False),
+        (5, 1.5, 2, 0, False),
+    ],
 )
-def test_cached_beam_search_matches_full_recompute_reference(beam, alpha, n_best, min_length):
+def test_cached_beam_search_matches_full_recompute_reference(
+    beam, alpha, n_best, min_length, exact_stop
+):
     vocab = 12
     model = tiny_model(vocab, seed=beam, logit_scale=2.0, eos_bias=1.5)
     source = random_sources(np.random.default_rng(beam), [6, 3, 8], vocab)
@@ -40,13 +51,14 @@ def test_cached_beam_search_matches_full_recompute_reference(beam, alpha, n_best
         max_length_a=0.5,
         max_length_b=4,
         min_length=min_length,
+        exact_stop=exact_stop,
     )
     result = compiled(beam_search, model, config)(source)
     limits = per_sentence_limits(source, config)
     ended_early = 0
     for b in range(len(source)):
         expected = reference_beam_search(
-            model, source[b], beam, alpha, n_best, limits[b], vocab, min_length
+            model, source[b], beam, alpha, n_best, limits[b], vocab, min_length, exact_stop
         )
         assert all(len(t) > min(min_length, limits[b] - 1) for _, t in expected)
         actual = hypotheses_of(result, b)
@@ -200,3 +212,8 @@ def test_early_stop_keeps_searching_while_a_longer_hypothesis_can_still_win():
             ((score, tokens),) = hypotheses_of(compiled(beam_search, model, config)(source), 0)
             assert tokens == best, (alpha, beam)
             np.testing.assert_allclose(score, max(scores), atol=1e-5)
+            # The top-beam rule stops at step 0, where the best candidate is "EOS": the
+            # documented price of its saved steps.
+            config = dataclasses.replace(config, exact_stop=False)
+            ((_, tokens),) = hypotheses_of(compiled(beam_search, model, config)(source), 0)
+            assert tokens == (eos,), (alpha, beam)

@@ -18,6 +18,7 @@ from translator.search import (
     output_length_limits,
 )
 from translator.search.common import top_k
+from translator.search.counting import CountingModel
 
 VOCAB = 16
 LENGTHS = [5, 2, 7, 4, 3, 6]
@@ -39,10 +40,13 @@ def limits(source, config):
     return np.asarray(max_lengths)
 
 
-def test_beam_size_one_is_greedy(model, source):
+@pytest.mark.parametrize("exact_stop", [True, False])
+def test_beam_size_one_is_greedy(model, source, exact_stop):
     # alpha > 0 matters: a beam search that kept searching after the first EOS (while an
     # alive hypothesis could still win under the length penalty) would differ from greedy.
-    config = SearchConfig(beam_size=1, length_penalty=0.6, max_length_a=1.0, max_length_b=2)
+    config = SearchConfig(
+        beam_size=1, length_penalty=0.6, max_length_a=1.0, max_length_b=2, exact_stop=exact_stop
+    )
     greedy = compiled(greedy_search, model, config)(source)
     beam = compiled(beam_search, model, config)(source)
     lengths = np.asarray(greedy.lengths)
@@ -106,27 +110,6 @@ def test_batch_result_does_not_depend_on_the_other_sentences(model, source, stra
         np.testing.assert_allclose([s for s, _ in actual], [s for s, _ in expected], atol=1e-5)
 
 
-class CountingModel:
-    """Delegates to a model and counts `decode_step` calls (and their rows) in the graph."""
-
-    def __init__(self, model):
-        self.model = model
-        self.config = model.config
-        self.steps = tf.Variable(0, dtype=tf.int32)
-        self.rows = tf.Variable(0, dtype=tf.int32)
-
-    def encode(self, *args, **kwargs):
-        return self.model.encode(*args, **kwargs)
-
-    def init_cache(self, *args, **kwargs):
-        return self.model.init_cache(*args, **kwargs)
-
-    def decode_step(self, token_ids, *args, **kwargs):
-        self.steps.assign_add(1)
-        self.rows.assign_add(tf.shape(token_ids)[0])
-        return self.model.decode_step(token_ids, *args, **kwargs)
-
-
 @pytest.mark.parametrize("strategy", [greedy_search, beam_search])
 def test_loop_stops_when_every_sentence_is_finished(strategy):
     source = random_sources(np.random.default_rng(5), LENGTHS, VOCAB)
@@ -185,6 +168,23 @@ def test_compaction_drops_finished_sentences_and_changes_nothing(model, strategy
     else:
         # Each sentence's beams run at least until its best hypothesis ended.
         assert beam * lengths.sum() <= rows < static_rows
+
+
+def test_top_beam_stop_runs_no_more_rows_and_finds_no_better(model):
+    """`exact_stop=False` only ever ends a sentence earlier, on the same search path."""
+    source = random_sources(np.random.default_rng(8), [9, 2, 7, 3, 8, 2, 5, 4], VOCAB)
+    config = SearchConfig(beam_size=3, length_penalty=1.0, max_length_a=1.0, max_length_b=3)
+    rows, results = {}, {}
+    for exact in (True, False):
+        counting = CountingModel(model)
+        search = compiled(beam_search, counting, dataclasses.replace(config, exact_stop=exact))
+        results[exact] = search(source)
+        rows[exact] = int(counting.rows.numpy())
+    assert rows[False] < rows[True]  # here it does save steps
+    # Every 1-best of the top-beam rule is a finished hypothesis scored like the exact
+    # search's, so it can only be as good or worse.
+    scores = {exact: np.asarray(r.scores)[:, 0] for exact, r in results.items()}
+    assert np.all(scores[False] <= scores[True] + 1e-5)
 
 
 def test_length_penalty_values():

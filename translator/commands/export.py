@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from translator.commands.translate import TOP_BEAM_STOP_HELP
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Adds the `export` subcommand."""
@@ -87,6 +89,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "non-empty inputs (default: 1)",
     )
     search.add_argument(
+        "--top-beam-stop",
+        action="store_true",
+        help=TOP_BEAM_STOP_HELP,
+    )
+    search.add_argument(
         "--max-output-length",
         type=int,
         default=256,
@@ -122,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
             max_output_length=args.max_output_length,
             min_length=args.min_length,
             n_best=args.n_best or args.beam_size,
+            exact_stop=not args.top_beam_stop,
         )
     except ValueError as error:
         raise CommandError(str(error)) from error

@@ -35,6 +35,16 @@ NBEST_HELP = (
 )
 
 
+# --top-beam-stop of translate, evaluate and export (`SearchConfig.exact_stop=False`).
+TOP_BEAM_STOP_HELP = (
+    "end a sentence's search as soon as its best candidate of a step ends (the rule of "
+    "OpenNMT-py and CTranslate2): fewer decoder steps, but it can return a shorter "
+    "translation where a longer one would score higher under the length penalty. Default: "
+    "the exact stop, which searches until no unfinished hypothesis can still win "
+    "(bench/RESULTS.md measures both)"
+)
+
+
 def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds --model and the search options shared by `translate` and `evaluate`."""
     parser.add_argument(
@@ -105,6 +115,11 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
         ),
     )
     search.add_argument(
+        "--top-beam-stop",
+        action="store_true",
+        help=TOP_BEAM_STOP_HELP,
+    )
+    search.add_argument(
         "--xla",
         action="store_true",
         help=(
@@ -138,6 +153,7 @@ def search_config(args: argparse.Namespace, n_best: int = 1) -> Any:
             max_length_b=args.max_length_b,
             min_length=args.min_length,
             n_best=n_best,
+            exact_stop=not args.top_beam_stop,
         )
     except ValueError as error:
         raise CommandError(str(error)) from error

@@ -18,6 +18,12 @@ The algorithm, per sentence, at step t (every candidate then has t + 1 tokens):
    `n_best`-th finished score is >= that bound (or no hypothesis is alive), the sentence
    is done: its beams are emptied and it no longer changes. Stopping never changes the
    result compared with running to the length limit (ties aside).
+   With `SearchConfig.exact_stop=False` a sentence is also done as soon as the best
+   candidate of a step (highest log P; all have the same length) ends in EOS and
+   `n_best` hypotheses are finished: the rule of OpenNMT-py and CTranslate2. It saves
+   the steps the bound needs to prove the finished hypothesis best, but returns a
+   shorter hypothesis where a longer one would have scored higher under the length
+   penalty (bench/RESULTS.md, "Decoding, trained model", measures both).
 4. The `tf.while_loop` ends when every sentence is done; at the latest at the longest
    length limit, where only EOS is allowed.
 5. Compaction (`compact=True`, the default): a done sentence leaves the loop. Its rows
@@ -184,6 +190,9 @@ def beam_search(model, source_ids, config: SearchConfig, compact: bool = True) -
             best_possible_penalty, sentence
         )  # [active]
         done = tf.logical_or(state.done, finished_scores[:, n_best - 1] >= bound)  # [active]
+        if not config.exact_stop:  # or (3.): the top candidate ended, n_best are finished
+            top_ended = tf.logical_and(ends[:, 0], finished_scores[:, n_best - 1] > NEG_INF)
+            done = tf.logical_or(done, top_ended)  # [active]
         alive_log_probs = tf.where(done[:, None], NEG_INF, alive_log_probs)
 
         # The sentences that stay (module docstring, 5.): positions in the active batch.

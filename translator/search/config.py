@@ -36,6 +36,12 @@ class SearchConfig:
     # translation, which an undertrained model may prefer and no reference ever is (the
     # caller maps an empty source line to an empty output without searching).
     min_length: int = 1
+    # When a sentence's search ends. True: once no alive hypothesis can still outscore
+    # the n_best-th finished one (exact: the result is that of searching to the length
+    # limit). False: once its best candidate of a step ends in EOS and n_best hypotheses
+    # are finished (the rule of OpenNMT-py and CTranslate2): fewer steps, but a longer
+    # hypothesis that the length penalty would rank higher can be missed.
+    exact_stop: bool = True
 
     def __post_init__(self) -> None:
         problems = []
