@@ -650,8 +650,8 @@ def why_beam_misses(results: dict, best, steps: dict[str, StepCount]) -> str:
     per_token = (count.static if xla else count.compact) / count.tokens
     gap = BEAM_GOAL - measurement.rate
     where = (
-        "with XLA (static shapes) every sentence stays in the loop until its batch's last "
-        "search ends"
+        "with XLA, whose shapes are static, every sentence stays in the loop until its "
+        "batch's last search ends"
         if xla
         else "with compaction a sentence leaves the loop when its search ends, but its beams "
         "run on after its best hypothesis ended, until the exact stop proves that nothing "

@@ -52,8 +52,9 @@ def test_bad_preset_is_a_clean_error():
 
 
 def test_search_options_reach_the_search_config():
-    """translate and evaluate share the options; --top-beam-stop is the non-exact stop."""
+    """translate, evaluate and export: --top-beam-stop is the non-exact stop."""
     from translator.cli import build_parser
+    from translator.commands import export
     from translator.commands.translate import search_config
 
     parser = build_parser()
@@ -64,3 +65,9 @@ def test_search_options_reach_the_search_config():
         args = [command, "--model", "m", *extra, "--top-beam-stop", "--length-penalty", "1"]
         changed = search_config(parser.parse_args(args))
         assert not changed.exact_stop and changed.length_penalty == 1.0
+
+    export_args = ["export", "--model", "m", "--out", "e", "--beam-size", "5"]
+    default = export.search_config(parser.parse_args(export_args))
+    assert default.exact_stop and default.beam_size == default.n_best == 5
+    changed = export.search_config(parser.parse_args([*export_args, "--top-beam-stop"]))
+    assert not changed.exact_stop

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from translator.commands.translate import TOP_BEAM_STOP_HELP
 
@@ -110,18 +111,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Runs the subcommand."""
-    import os
-    import time
+def search_config(args: argparse.Namespace) -> Any:
+    """The `SearchConfig` fixed in the exported graph, from the command-line options.
 
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    Raises:
+        CommandError: naming the invalid setting.
+    """
     from translator.cli import CommandError
+    from translator.search import SearchConfig
 
     try:
-        from translator.search import SearchConfig
-
-        search = SearchConfig(
+        return SearchConfig(
             beam_size=args.beam_size,
             length_penalty=args.length_penalty,
             max_length_a=args.max_length_a,
@@ -134,6 +134,16 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise CommandError(str(error)) from error
 
+
+def run(args: argparse.Namespace) -> int:
+    """Runs the subcommand."""
+    import os
+    import time
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from translator.cli import CommandError
+
+    search = search_config(args)
     from translator.artifacts import ModelDirError
     from translator.export import ExportConfig, ExportError, export_model
 
