@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
+from translator.config_base import DictConfig
+
 PositionEncoding = Literal["sinusoidal", "learned", "rotary"]
 Activation = Literal["relu", "gelu", "swiglu"]
 POSITION_ENCODINGS: tuple[str, ...] = ("sinusoidal", "learned", "rotary")
@@ -16,7 +18,7 @@ ACTIVATIONS: tuple[str, ...] = ("relu", "gelu", "swiglu")
 
 
 @dataclasses.dataclass(frozen=True)
-class TransformerConfig:
+class TransformerConfig(DictConfig):
     """The architecture of an encoder-decoder Transformer.
 
     Build one from a named preset (`TransformerConfig.preset("base", vocab_size=37000)`)
@@ -133,18 +135,6 @@ class TransformerConfig:
     def presets() -> tuple[str, ...]:
         """Names accepted by `preset`."""
         return tuple(PRESETS)
-
-    def to_dict(self) -> dict[str, Any]:
-        """A plain dict of every field (JSON and YAML friendly)."""
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, fields: dict[str, Any]) -> TransformerConfig:
-        """Inverse of `to_dict`; names any unknown key."""
-        unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(cls)})
-        if unknown:
-            raise ValueError(f"Unknown TransformerConfig field(s): {', '.join(unknown)}")
-        return cls(**fields)
 
 
 # Named presets. Vocabulary sizes are left out: they come from the data.

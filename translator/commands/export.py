@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from translator.commands.translate import TOP_BEAM_STOP_HELP
+from translator.commands.translate import TOP_BEAM_STOP_HELP, search_fields
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -122,14 +122,9 @@ def search_config(args: argparse.Namespace) -> Any:
 
     try:
         return SearchConfig(
-            beam_size=args.beam_size,
-            length_penalty=args.length_penalty,
-            max_length_a=args.max_length_a,
-            max_length_b=args.max_length_b,
+            **search_fields(args),
             max_output_length=args.max_output_length,
-            min_length=args.min_length,
             n_best=args.n_best or args.beam_size,
-            exact_stop=not args.top_beam_stop,
         )
     except ValueError as error:
         raise CommandError(str(error)) from error

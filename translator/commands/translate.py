@@ -131,6 +131,18 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def search_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The `SearchConfig` fields that translate, evaluate and export take alike."""
+    return dict(
+        beam_size=args.beam_size,
+        length_penalty=args.length_penalty,
+        max_length_a=args.max_length_a,
+        max_length_b=args.max_length_b,
+        min_length=args.min_length,
+        exact_stop=not args.top_beam_stop,
+    )
+
+
 def search_config(args: argparse.Namespace, n_best: int = 1) -> Any:
     """The `SearchConfig` of the command-line options.
 
@@ -146,15 +158,7 @@ def search_config(args: argparse.Namespace, n_best: int = 1) -> Any:
     from translator.search import SearchConfig
 
     try:
-        return SearchConfig(
-            beam_size=args.beam_size,
-            length_penalty=args.length_penalty,
-            max_length_a=args.max_length_a,
-            max_length_b=args.max_length_b,
-            min_length=args.min_length,
-            n_best=n_best,
-            exact_stop=not args.top_beam_stop,
-        )
+        return SearchConfig(**search_fields(args), n_best=n_best)
     except ValueError as error:
         raise CommandError(str(error)) from error
 

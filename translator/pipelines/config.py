@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from typing import Any, NamedTuple
+from typing import NamedTuple
+
+from translator.config_base import DictConfig
 
 
 class Bucket(NamedTuple):
@@ -23,7 +25,7 @@ class Bucket(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True)
-class PipelineConfig:
+class PipelineConfig(DictConfig):
     """How `make_dataset` turns two text files into batches.
 
     Token-based batching: pairs are grouped into buckets by length (the longer of source
@@ -118,20 +120,3 @@ class PipelineConfig:
             size -= size % self.batch_size_multiple
             buckets.append(Bucket(length=length, batch_size=size))
         return tuple(buckets)
-
-    def to_dict(self) -> dict[str, Any]:
-        """A plain dict of every field (JSON and YAML friendly)."""
-        fields = dataclasses.asdict(self)
-        fields["bucket_boundaries"] = list(self.bucket_boundaries)
-        return fields
-
-    @classmethod
-    def from_dict(cls, fields: dict[str, Any]) -> PipelineConfig:
-        """Inverse of `to_dict`; names any unknown key."""
-        unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(cls)})
-        if unknown:
-            raise ValueError(f"Unknown PipelineConfig field(s): {', '.join(unknown)}")
-        fields = dict(fields)
-        if "bucket_boundaries" in fields:
-            fields["bucket_boundaries"] = tuple(fields["bucket_boundaries"])
-        return cls(**fields)

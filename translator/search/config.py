@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+
+from translator.config_base import DictConfig
 
 
 @dataclasses.dataclass(frozen=True)
-class SearchConfig:
+class SearchConfig(DictConfig):
     """Settings of greedy and beam search.
 
     Output length is limited per sentence to `floor(max_length_a * source_length +
@@ -59,15 +60,3 @@ class SearchConfig:
             problems.append(f"max_output_length must be >= 1, got {self.max_output_length}")
         if problems:
             raise ValueError("Invalid SearchConfig: " + "; ".join(problems))
-
-    def to_dict(self) -> dict[str, Any]:
-        """A plain dict of every field (JSON and YAML friendly)."""
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, fields: dict[str, Any]) -> SearchConfig:
-        """Inverse of `to_dict`; names any unknown key."""
-        unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(cls)})
-        if unknown:
-            raise ValueError(f"Unknown SearchConfig field(s): {', '.join(unknown)}")
-        return cls(**fields)
