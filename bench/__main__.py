@@ -5,10 +5,11 @@
     python -m bench --only decoding,serving
     python -m bench --workdir runs/m30k   # reuse a finished recipe run (no hour of training)
 
-The full run trains the default recipe for 60 minutes (`bench.quality`, in `--workdir`,
-default runs/bench-recipe; a finished run there is reported on, not trained again), then
-measures decoding and serving on the model it trained: the published figures are those
-of the model a user gets. Decoding is also measured on random weights of the same shape
+The full run trains OpenNMT-tf beside `translator train` (`bench.peers`, the peer in its
+own virtual environment), trains the recipe for 5, 15 and 60 minutes (`bench.quality`, the
+60-minute one in `--workdir`, default runs/bench-recipe, the others beside it; a finished
+run is reported on, not trained again), then measures decoding and serving on the
+60-minute model: the published figures are those of the model a user gets. Decoding is also measured on random weights of the same shape
 before that (the shape the peers were measured on). Short mode uses tiny random models
 throughout.
 
@@ -36,12 +37,13 @@ if __package__ in (None, ""):  # run as `python bench/__main__.py`
 
 from bench.results import command_line, machine_summary, parse_targets, today, update_section
 
-BENCHMARKS = ("pipeline", "training", "decoding", "serving", "quality")
+BENCHMARKS = ("pipeline", "training", "peers", "decoding", "serving", "quality")
 # In the order they run: the cheap ones first, then the hour of training, then what
 # needs its model. (benchmark, whether it runs on the recipe's trained model in full mode)
 STAGES = (
     ("pipeline", False),
     ("training", False),
+    ("peers", False),
     ("decoding", False),
     ("quality", False),
     ("decoding", True),

@@ -1,11 +1,15 @@
-"""Training throughput on Multi30k: target tokens/s and MFU, float32 vs bfloat16.
+"""Training step speed on Multi30k: the ways to a faster step, measured side by side.
 
-The model is the OpenNMT-tf comparison shape (3+3 layers, d_model 256, 4 heads, FFN
-1024, a joint 8,000-piece SentencePiece vocabulary, 4,096-token batches), trained with
-the real pipeline and the real training step (`TranslationTrainer` under `fit`).
+Two shapes: the comparison shape (`small`: 3+3 layers, d_model 256, 4 heads, FFN 1024)
+and the narrow shape the short budgets train (`training/budgets.py`: 4+4 layers, d_model
+128, FFN 256), a joint 8,000-piece SentencePiece vocabulary, 4,096-token batches, the
+real pipeline and the real training step (`TranslationTrainer` under `fit`), one process,
+one variant after another: float32 and mixed_bfloat16, an XLA-compiled step (static
+shapes from the bucket boundaries), several steps per execution, finer and coarser
+length buckets. What wins is what the defaults do (precision `auto`).
 
 MFU = model FLOPs/s (`translator.flops`, padding excluded) / the matrix-multiply FLOP/s
-of this machine in the same compute dtype, both measured in this run, side by side.
+of this machine in the same compute dtype, both measured in this run.
 
     python -m bench.training            # full run, writes bench/RESULTS.md
     python -m bench.training --short    # a quick check, prints only
@@ -14,6 +18,7 @@ of this machine in the same compute dtype, both measured in this run, side by si
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import sys
@@ -24,10 +29,52 @@ import warnings
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from bench.pipeline import find_data
-from bench.results import command_line, machine_summary, report_target, today, update_section
+from bench.results import command_line, machine_summary, today, update_section
 
-PEER_TOKENS_PER_SECOND = 2700  # OpenNMT-tf 2.32 on this machine and model shape
-TARGET = 2 * PEER_TOKENS_PER_SECOND
+NARROW = (
+    "model.overrides={num_encoder_layers: 4, num_decoder_layers: 4, d_model: 128, "
+    "ffn_dim: 256, num_heads: 4}"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """One way of running the training step."""
+
+    # Which shape: "small" (the comparison shape) or "narrow" (the short budgets').
+    shape: str
+    # What differs from the default, for the table.
+    label: str
+    # Keras dtype policy.
+    precision: str
+    # `--set` overrides of the default run config.
+    overrides: tuple[str, ...] = ()
+
+
+def variants(auto: str, short: bool) -> list[Variant]:
+    """The variants in the order they run; `auto` is the precision `auto` picks here."""
+    static = (
+        "train.jit_compile=true",
+        "data.pipeline.static_shapes=true",
+        "data.pipeline.bucket_boundaries=[16, 24, 32, 48, 64]",
+    )
+    if short:
+        return [Variant("tiny", "default", "float32")]
+    return [
+        Variant("small", "float32", "float32"),
+        Variant("small", "mixed_bfloat16", "mixed_bfloat16"),
+        Variant("narrow", "float32", "float32", (NARROW,)),
+        Variant("narrow", "mixed_bfloat16", "mixed_bfloat16", (NARROW,)),
+        Variant("narrow", f"{auto}, XLA step, 6 static shapes", auto, (NARROW, *static)),
+        Variant(
+            "narrow",
+            f"{auto}, 4 steps per execution",
+            auto,
+            (NARROW, "train.steps_per_execution=4"),
+        ),
+        Variant("narrow", f"{auto}, buckets of 2", auto, (NARROW, "data.pipeline.bucket_width=2")),
+        Variant("narrow", f"{auto}, buckets of 8", auto, (NARROW, "data.pipeline.bucket_width=8")),
+    ]
 
 
 def matmul_flops_per_second(dtype: str, size: int = 2048, repeats: int = 8) -> float:
@@ -52,28 +99,39 @@ def matmul_flops_per_second(dtype: str, size: int = 2048, repeats: int = 8) -> f
     return best
 
 
-def train_throughput(
-    precision: str, data, vocabulary, warmup: int, steps: int, preset: str = "small"
-) -> dict:
-    """Trains the comparison model for warmup + steps; times the last `steps`."""
+def train_throughput(variant: Variant, data, vocabulary, warmup: int, steps: int) -> dict:
+    """Trains `variant` for warmup + steps updates; times the last `steps`."""
     import keras
 
     from training.config import load_config
     from training.run import make_optimizer
     from training.trainer import TranslationTrainer
-    from translator import Transformer, TransformerConfig
+    from translator import Transformer
     from translator.flops import training_flops
     from translator.pipelines import make_dataset, scan_corpus
 
-    keras.config.set_dtype_policy(precision)
+    keras.config.set_dtype_policy(variant.precision)
     keras.utils.set_random_seed(1)
+    preset = "tiny" if variant.shape == "tiny" else "small"
     run_config = load_config(
-        None, ["data.pipeline.max_source_length=128", "data.pipeline.max_target_length=128"]
+        None,
+        [
+            f"model.preset={preset}",
+            "data.pipeline.max_source_length=128",
+            "data.pipeline.max_target_length=128",
+            *variant.overrides,
+        ],
     )
     pipeline = run_config.data.pipeline
-    config = TransformerConfig.preset(preset, vocab_size=vocabulary.source_vocab_size)
+    config = run_config.model.transformer_config(
+        vocabulary.source_vocab_size, vocabulary.target_vocab_size
+    )
     trainer = TranslationTrainer(Transformer(config))
-    trainer.compile(optimizer=make_optimizer(run_config, config.d_model), jit_compile=False)
+    trainer.compile(
+        optimizer=make_optimizer(run_config, config.d_model),
+        jit_compile=run_config.train.jit_compile,
+        steps_per_execution=run_config.train.steps_per_execution,
+    )
     source, target = data / "train.en.gz", data / "train.de.gz"
     dataset = make_dataset(source, target, vocabulary, pipeline, training=True).repeat()
 
@@ -87,20 +145,23 @@ def train_throughput(
 
     class Clock(keras.callbacks.Callback):
         def on_train_batch_end(self, batch, logs=None):
-            if batch + 1 in (warmup, warmup + steps):
-                marks[batch + 1] = (time.perf_counter(), float(logs["tokens"]))
+            marks[batch + 1] = (time.perf_counter(), float(logs["tokens"]))
 
+    per_call = run_config.train.steps_per_execution
+    total = warmup + steps
+    total += -total % per_call  # whole executions
     started = time.perf_counter()
-    trainer.fit(dataset, epochs=1, steps_per_epoch=warmup + steps, verbose=0, callbacks=[Clock()])
-    (t0, tokens0), (t1, tokens1) = marks[warmup], marks[warmup + steps]
+    trainer.fit(dataset, epochs=1, steps_per_epoch=total, verbose=0, callbacks=[Clock()])
+    first = min(step for step in marks if step >= warmup)
+    (t0, tokens0), (t1, tokens1) = marks[first], marks[max(marks)]
     tokens_per_second = (tokens1 - tokens0) / (t1 - t0)
     keras.config.set_dtype_policy("float32")
     return {
-        "precision": precision,
+        "variant": variant,
         "tokens_per_second": tokens_per_second,
         "model_flops_per_second": tokens_per_second * flops_per_target_token,
         "warmup_seconds": t0 - started,
-        "steps": steps,
+        "steps": max(marks) - first,
         "flops_per_target_token": flops_per_target_token,
     }
 
@@ -110,13 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.training", description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", help="directory with Multi30k train.{en,de}.gz")
     parser.add_argument("--vocab", help="vocabulary directory (default: train an 8,000-piece one)")
-    parser.add_argument("--steps", type=int, help="timed float32 steps (default 60, short 2)")
-    parser.add_argument(
-        "--bf16-steps",
-        type=int,
-        help="timed bfloat16 steps (default 12, short 2): each is ~8x slower on a CPU "
-        "without bfloat16 instructions",
-    )
+    parser.add_argument("--steps", type=int, help="timed steps per variant (default 40, short 2)")
     parser.add_argument("--warmup", type=int, help="untimed steps first (default 10, short 1)")
     parser.add_argument(
         "--short",
@@ -126,15 +181,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
     logging.getLogger("translator.pipelines").setLevel(logging.ERROR)
-    steps = {
-        "float32": args.steps or (2 if args.short else 60),
-        "mixed_bfloat16": args.bf16_steps or (2 if args.short else 12),
-    }
+    steps = args.steps or (2 if args.short else 40)
     warmup = args.warmup or (1 if args.short else 10)
-    preset = "tiny" if args.short else "small"
 
+    import tensorflow as tf
+
+    from training.strategy import select_precision
     from translator.pipelines import build_vocabulary, load_vocabulary
 
+    auto = select_precision("auto", tf.distribute.get_strategy())
     data = find_data(args.data)
     with tempfile.TemporaryDirectory() as scratch:
         vocab_dir = args.vocab
@@ -148,98 +203,107 @@ def main(argv: list[str] | None = None) -> int:
             p: matmul_flops_per_second(d)
             for p, d in (("float32", "float32"), ("mixed_bfloat16", "bfloat16"))
         }
-        runs = [train_throughput(p, data, vocabulary, warmup, steps[p], preset) for p in peaks]
+        runs = []
+        for variant in variants(auto, args.short):
+            runs.append(train_throughput(variant, data, vocabulary, warmup, steps))
+            print(
+                f"{variant.shape} {variant.label}: {runs[-1]['tokens_per_second']:,.0f} tok/s",
+                flush=True,
+            )
+    table = throughput_table(runs, peaks)
+    print(table)
+    if args.short:
+        return 0
+    update_section("training", training_markdown(runs, peaks, auto, warmup, steps, table))
+    return 0
 
+
+def throughput_table(runs: list[dict], peaks: dict[str, float]) -> str:
+    """One row per variant: tokens/s, against the shape's float32 row, MFU, warm-up."""
+    baseline = {}
     rows = []
     for run in runs:
-        peak = peaks[run["precision"]]
+        variant = run["variant"]
+        baseline.setdefault(variant.shape, run["tokens_per_second"])
+        peak = peaks["mixed_bfloat16" if "bfloat16" in variant.precision else "float32"]
         rows.append(
-            f"| {run['precision']} | **{run['tokens_per_second']:,.0f}** | "
-            f"{run['tokens_per_second'] / PEER_TOKENS_PER_SECOND:.2f}x | "
+            f"| {variant.shape} | {variant.label} | **{run['tokens_per_second']:,.0f}** | "
+            f"{run['tokens_per_second'] / baseline[variant.shape]:.2f}x | "
             f"{run['model_flops_per_second'] / 1e9:,.1f} | {peak / 1e9:,.0f} | "
-            f"{100 * run['model_flops_per_second'] / peak:.0f}% | "
-            f"{peak / run['flops_per_target_token']:,.0f} | {run['warmup_seconds']:.1f} s |"
+            f"{100 * run['model_flops_per_second'] / peak:.0f}% | {run['warmup_seconds']:.1f} s |"
         )
-    best = max(run["tokens_per_second"] for run in runs)
-    verdict = (
-        "meets"
-        if best >= TARGET
-        else f"misses by {TARGET - best:,.0f} tok/s ({best / TARGET:.0%} of it)"
-    )
-    table = "\n".join(
+    return "\n".join(
         [
-            "| precision | target tokens/s | vs OpenNMT-tf (2,700) | model GFLOP/s "
-            "| matmul GFLOP/s | MFU | tokens/s at 100% MFU | warmup (trace) |",
+            "| shape | variant | target tokens/s | vs the shape's first row | model GFLOP/s "
+            "| matmul GFLOP/s | MFU | warm-up (trace, compile) |",
             "|---|---|---|---|---|---|---|---|",
             *rows,
         ]
     )
-    print(table)
-    print(f"goal {TARGET:,} target tok/s: {verdict}")
-    for run in runs:
-        report_target(
-            f"training target tokens/s ({run['precision']})",
-            run["tokens_per_second"],
-            TARGET,
-            "tok/s",
-        )
-    if args.short:
-        return 0
+
+
+def variant_verdict(runs: list[dict], auto: str) -> str:
+    """Each narrow variant against the default step (the narrow shape in `auto`)."""
+    narrow = [run for run in runs if run["variant"].shape == "narrow"]
+    default = next(
+        (
+            run
+            for run in narrow
+            if run["variant"].label == auto and run["variant"].precision == auto
+        ),
+        None,
+    )
+    if default is None:
+        return ""
+    others = [
+        f"{run['variant'].label.removeprefix(auto + ', ')} "
+        f"{run['tokens_per_second'] / default['tokens_per_second']:.2f}x"
+        for run in narrow
+        if run is not default and run["variant"].precision == auto
+    ]
+    kept = [run for run in narrow if run["tokens_per_second"] > 1.03 * default["tokens_per_second"]]
+    verdict = (
+        "none is >3% faster, so the defaults stay as they are"
+        if not kept
+        else "faster than the default: " + ", ".join(run["variant"].label for run in kept)
+    )
+    return (
+        f"Against the default step (narrow, {auto}, {default['tokens_per_second']:,.0f} "
+        f"tok/s): {', '.join(others)}; {verdict}."
+    )
+
+
+def training_markdown(runs, peaks, auto, warmup, steps, table) -> str:
+    """The RESULTS.md section."""
     from training.strategy import cpu_has_native_bfloat16
 
-    flops_note = runs[0]["flops_per_target_token"] / 1e6
-    ceiling = max(peaks.values()) / runs[0]["flops_per_target_token"]
-    fp32, bf16 = runs  # in the order of `peaks`
-    bound = (
-        f"No implementation can reach the goal on this machine: {TARGET:,} target tokens/s "
-        f"take {TARGET * flops_note / 1e3:,.0f} model GFLOP/s, and the fastest matmul "
-        f"measured here gives {max(peaks.values()) / 1e9:,.0f} GFLOP/s, i.e. at most "
-        f"{ceiling:,.0f} tokens/s at 100% MFU."
-        if ceiling < TARGET
-        else f"The goal is within this machine's matmul rate (at most {ceiling:,.0f} "
-        "tokens/s at 100% MFU)."
-    )
-    update_section(
-        "training",
-        f"""## Training throughput (`bench/training.py`)
+    flops = {run["variant"].shape: run["flops_per_target_token"] / 1e6 for run in runs}
+    return f"""## Training step (`bench/training.py`)
 
-Multi30k EN-DE, the OpenNMT-tf comparison shape (3+3 layers, d_model 256, 4 heads, FFN
-1024, joint 8,000-piece vocabulary, 4,096-token batches), `TranslationTrainer` under
-`fit`, {fp32["steps"]} (float32) and {bf16["steps"]} (bfloat16) timed steps after {warmup} warmup
-steps each. Goal: >= {TARGET:,} target tokens/s (2x OpenNMT-tf 2.32's ~2,700 here, at ~57% MFU
-in fp32): **{verdict}**.
+Multi30k EN-DE, joint 8,000-piece vocabulary, 4,096-token batches, the real pipeline and
+`TranslationTrainer` under `fit`, one process, {steps} timed steps per variant after {warmup}
+untimed ones. `small` is the comparison shape (3+3 layers, d_model 256, FFN 1024), `narrow`
+the short budgets' (4+4 layers, d_model 128, FFN 256). The speed against OpenNMT-tf is
+measured by `bench/peers.py` (its own section), not here.
 
 {table}
 
-- Why the goal is missed. {bound} The issue expected bfloat16 to double the matmul rate
-  (~415 GFLOP/s); that needs bfloat16 instructions (AVX512-BF16 or AMX), which this CPU
-  {"has" if cpu_has_native_bfloat16() else "does not have (its /proc/cpuinfo lists neither)"}.
-  Measured in this run, a bfloat16 matmul runs at {peaks["mixed_bfloat16"] / 1e9:,.0f} GFLOP/s
-  against {peaks["float32"] / 1e9:,.0f} in float32 (TensorFlow computes it through float32), and
-  the rest of a bfloat16 step (casts, element-wise ops, the optimizer's float32 master weights)
-  makes it {fp32["tokens_per_second"] / bf16["tokens_per_second"]:.1f}x slower than float32. The
-  default precision `auto` therefore trains in float32 on a CPU without bfloat16 support.
-- Profile of the float32 step (TF profiler, shares of step time, before the fixes below):
-  feed-forward matmuls 25%, attention projections 21%, tied output projection 15%, loss 12%,
-  LayerNorm 8%, attention core 7.5%, dropout 3%. Applied since: the fused label-smoothed
-  cross-entropy (`translator.losses`: the loss's gather gradient was a scatter), the tied
-  projection as one 2-D matmul (a batched matmul's gradient summed a
-  `[batch, d_model, vocab]` product), attention as heads-first batch matmuls with an additive
-  mask; and `one_device` training no longer runs under `OneDeviceStrategy` (1.55x step
-  time in `translator train`, measured side by side). The step now runs at
-  {100 * fp32["model_flops_per_second"] / peaks["float32"]:.0f}% MFU; the rest is element-wise
-  work (LayerNorm, dropout, softmax, Adam). The peer's ~2,700 tokens/s at ~57% MFU implies
-  a faster matmul (~215 GFLOP/s, the issue's figure) than the one measured here.
-- Model FLOPs: {flops_note:.1f} MFLOP per target token (`translator.flops`, matmuls only,
-  padding excluded, training = 3x forward). Matmul FLOP/s: a 2048^3 `tf.matmul` in the
-  compute dtype, best of 3, measured in the same run. "tokens/s at 100% MFU": that matmul
-  rate over the model FLOPs per token.
+- Precision `auto` picks **{auto}** on this CPU: it
+  {"has" if cpu_has_native_bfloat16() else "does not have"} native bfloat16 instructions
+  (AVX512-BF16 or AMX in /proc/cpuinfo); a bfloat16 matmul runs at
+  {peaks["mixed_bfloat16"] / 1e9:,.0f} GFLOP/s against {peaks["float32"] / 1e9:,.0f} in float32
+  (2048^3, best of 3, this run).
+- {variant_verdict(runs, auto)} The XLA step needs static shapes (every batch padded to
+  one of the bucket boundaries: more padding) and compiles one program per shape. The config
+  keeps `train.jit_compile`, `train.steps_per_execution` and `data.pipeline.bucket_width`
+  for machines where the balance differs.
+- Model FLOPs: {", ".join(f"{shape} {value:.1f}" for shape, value in flops.items())} MFLOP
+  per target token (`translator.flops`, matmuls only, padding excluded, training = 3x
+  forward).
 - Command: `{command_line()}`
 - Date: {today()}
 - Machine: {machine_summary()}
-""",
-    )
-    return 0
+"""
 
 
 if __name__ == "__main__":

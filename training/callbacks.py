@@ -13,8 +13,10 @@ from collections.abc import Callable, Sequence
 
 import keras
 import sacrebleu
+import tensorflow as tf
 
 from training.checkpoints import Checkpoints
+from training.strategy import spans_workers
 
 log = logging.getLogger(__name__)
 
@@ -42,22 +44,105 @@ class NanGuard(keras.callbacks.Callback):
 
 
 class Budget(keras.callbacks.Callback):
-    """Stops after `max_steps` updates or `max_minutes` of wall time (0 = no limit)."""
+    """Stops after `max_steps` updates or `max_minutes` of wall time (0 = no limit).
 
-    def __init__(self, max_steps: int, max_minutes: float = 0.0):
+    It also tells a `BudgetedSchedule` where the run will end. Under a time budget the
+    updates still to come are estimated from the rate measured so far (validation
+    included: the time from this process' first finished update to now, over the updates
+    since), so the schedule reaches its end value when the time runs out; with a step
+    budget only, the end is `max_steps`.
+
+    The wall time spent so far lives in `elapsed_seconds`, a variable saved with the
+    checkpoints: a resumed run spends only what is left of the budget, and its schedule
+    goes on along the same curve. `target_tokens` counts what the budget bought: the real
+    (non-padding) target tokens trained on, over all replicas and resumes.
+
+    Args:
+        max_steps: Stop after this many optimizer updates.
+        max_minutes: Stop after this much wall time, in minutes; 0 = no limit.
+        schedule: A schedule with a `total_updates` variable to keep up to date, or None.
+        clock: Seconds from an arbitrary origin (tests pass a simulated clock).
+    """
+
+    def __init__(
+        self,
+        max_steps: int,
+        max_minutes: float = 0.0,
+        schedule=None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         super().__init__()
         self.max_steps = max_steps
         self.max_seconds = max_minutes * 60.0
-        self.started = time.monotonic()
+        self.schedule = schedule if hasattr(schedule, "total_updates") else None
+        self.clock = clock
+        self.elapsed_seconds = tf.Variable(0.0, trainable=False, dtype=tf.float64)
+        self.target_tokens = tf.Variable(0.0, trainable=False, dtype=tf.float64)
+        self._epoch_tokens = 0.0  # the trainer's token count is per epoch
         self.reason = ""
+        self._started = self._elapsed_before = 0.0
+        self._first: tuple[float, int] | None = None  # (time, step) of the first update
+
+    def state(self) -> dict[str, tf.Variable]:
+        """What a checkpoint keeps so that a resumed run goes on with the same budget."""
+        state = {"elapsed_seconds": self.elapsed_seconds, "target_tokens": self.target_tokens}
+        if self.schedule is not None:
+            state["total_updates"] = self.schedule.total_updates
+        return state
+
+    def on_train_begin(self, logs=None):
+        self._started = self.clock()
+        self._elapsed_before = float(self.elapsed_seconds.numpy())
+        self._first = None
+        self.reason = ""
+        if self.schedule is not None and not self.max_seconds:
+            self.schedule.total_updates.assign(float(self.max_steps))
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch_tokens = 0.0
 
     def on_train_batch_end(self, batch, logs=None):
-        if _step(self.model) >= self.max_steps:
+        now, step = self.clock(), _step(self.model)
+        elapsed = self._elapsed_before + now - self._started
+        tokens = float((logs or {}).get("tokens", self._epoch_tokens))
+        self.target_tokens.assign_add(tokens - self._epoch_tokens)
+        self._epoch_tokens = tokens
+        end = float(self.max_steps)
+        if self._first is None:
+            self._first = (now, step)  # the first update carries the tracing: not timed
+        elif self.max_seconds:
+            end = self.estimated_updates(now, step, elapsed)
+        elapsed, end = self.agree(elapsed, end)
+        self.elapsed_seconds.assign(elapsed)
+        if self.schedule is not None and self.max_seconds and step > self._first[1]:
+            self.schedule.total_updates.assign(end)
+        if step >= self.max_steps:
             self.reason = f"reached max_steps ({self.max_steps})"
-        elif self.max_seconds and time.monotonic() - self.started >= self.max_seconds:
+        elif self.max_seconds and elapsed >= self.max_seconds:
             self.reason = f"time budget of {self.max_seconds / 60:g} minutes used"
         if self.reason:
             self.model.stop_training = True
+
+    def agree(self, elapsed: float, end: float) -> tuple[float, float]:
+        """The time spent and the estimated end, the same on every worker (their means).
+
+        Workers' clocks differ a little: without this, workers of a MultiWorkerMirrored
+        run would train at different learning rates and stop at different steps (the
+        others then wait forever in the next all-reduce). One collective per update.
+        """
+        strategy = getattr(self.model, "distribute_strategy", None)
+        if strategy is None or not spans_workers(strategy):
+            return elapsed, end
+        local = strategy.run(lambda: tf.constant([elapsed, end], tf.float64))
+        mean = strategy.reduce(tf.distribute.ReduceOp.MEAN, local, axis=None).numpy()
+        return float(mean[0]), float(mean[1])
+
+    def estimated_updates(self, now: float, step: int, elapsed: float) -> float:
+        """The update count at which the time budget will run out, at the rate so far."""
+        first_time, first_step = self._first
+        seconds_per_update = (now - first_time) / max(step - first_step, 1)
+        left = max(self.max_seconds - elapsed, 0.0)
+        return min(float(self.max_steps), step + left / max(seconds_per_update, 1e-9))
 
 
 class PeriodicCheckpoint(keras.callbacks.Callback):

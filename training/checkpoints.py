@@ -33,13 +33,14 @@ class Checkpoints:
         optimizer: The Keras optimizer (its iteration counter is the step counter).
         keep_last: How many recent checkpoints to keep.
         strategy: The training strategy.
+        **state: Other variables to keep, e.g. the time budget spent so far.
     """
 
-    def __init__(self, directory: str | Path, model, optimizer, keep_last: int, strategy):
+    def __init__(self, directory: str | Path, model, optimizer, keep_last: int, strategy, **state):
         self.directory = Path(directory)
         self.optimizer = optimizer
         self.checkpoint = tf.train.Checkpoint(
-            model=model, optimizer=optimizer, random_states=random_states(model)
+            model=model, optimizer=optimizer, random_states=random_states(model), **state
         )
         self.chief = is_chief(strategy)
         resolver = getattr(strategy, "cluster_resolver", None)

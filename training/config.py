@@ -69,11 +69,23 @@ class DataSection:
 
 @dataclasses.dataclass(frozen=True)
 class OptimizerSection:
-    """Adam with the paper's inverse-square-root schedule, and the loss."""
+    """Adam, its learning-rate schedule, and the loss."""
 
-    # Multiplier of the schedule lr = scale * d_model^-0.5 * min(s^-0.5, s * warmup^-1.5).
+    # budgeted: warm up, then anneal to ~0 exactly where the step or time budget ends
+    #   (the end is re-estimated from the measured step time under train.max_minutes).
+    # inverse_sqrt: the paper's schedule, which never ends (open-ended training).
+    schedule: Literal["budgeted", "inverse_sqrt"] = "budgeted"
+    # budgeted: the learning rate at the end of the warmup.
+    peak_learning_rate: float = 0.002
+    # budgeted: share of the run spent warming up linearly.
+    warmup_fraction: float = 0.05
+    # budgeted: shape of the cool-down from the peak to the end value.
+    decay: Literal["linear", "cosine"] = "linear"
+    # budgeted: the end value as a fraction of the peak.
+    final_learning_rate_fraction: float = 0.0
+    # inverse_sqrt: multiplier of lr = scale * d_model^-0.5 * min(s^-0.5, s * warmup^-1.5).
     learning_rate_scale: float = 2.0
-    # Steps of linear warmup before the inverse-square-root decay.
+    # inverse_sqrt: steps of linear warmup before the inverse-square-root decay.
     warmup_steps: int = 4000
     # Adam's beta_1, beta_2 and epsilon (the paper: 0.9, 0.98, 1e-9).
     beta_1: float = 0.9

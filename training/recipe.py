@@ -16,8 +16,13 @@ import dataclasses
 import json
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from training.budgets import BudgetSetting, setting_for
 from training.cli import DEFAULT_CONFIG
+
+if TYPE_CHECKING:
+    from training.config import RunConfig
 
 log = logging.getLogger(__name__)
 
@@ -66,14 +71,19 @@ class RecipeSettings:
     minutes: float
     # Local directory with the Multi30k files, for machines without internet.
     mirror: str | None
-    # Joint SentencePiece vocabulary size.
-    vocab_size: int
+    # Joint SentencePiece vocabulary size (None: the budget setting's).
+    vocab_size: int | None
     # `--set key=value` overrides of the training config.
     overrides: tuple[str, ...] = ()
     # Translate and score only the first N test sentences (0 = all); for quick checks.
     test_sentences: int = 0
     # Beam size of the test translation and of the export.
     beam_size: int = 4
+
+    @property
+    def budget(self) -> BudgetSetting:
+        """The training setting chosen for this time budget (`training.budgets`)."""
+        return setting_for(self.minutes)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -93,11 +103,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--workdir", type=Path, default=Path("runs/multi30k"), help="default: runs/multi30k"
     )
     parser.add_argument(
-        "--minutes", type=float, default=60.0, help="training time budget (default: 60)"
+        "--minutes",
+        type=float,
+        default=60.0,
+        help="training time budget (default: 60); the model, learning rate and validation "
+        "cadence are those chosen for the budget (training/budgets.py)",
     )
     parser.add_argument("--mirror", help="local directory with the Multi30k files (no network)")
     parser.add_argument(
-        "--vocab-size", type=int, default=8000, help="joint vocabulary size (default: 8000)"
+        "--vocab-size",
+        type=int,
+        help="joint vocabulary size (default: the one the budget's setting was chosen with)",
     )
     parser.add_argument(
         "--beam-size", type=int, default=4, help="beam of the test report and export (default: 4)"
@@ -128,6 +144,8 @@ def run(args: argparse.Namespace) -> int:
     from translator.pipelines import PipelineError
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    if args.minutes <= 0:
+        raise CommandError(f"--minutes must be positive, got {args.minutes:g}")
     paths = RecipePaths(args.workdir)
     settings = RecipeSettings(
         minutes=args.minutes,
@@ -181,20 +199,38 @@ def build_vocab(paths: RecipePaths, settings: RecipeSettings) -> None:
         [paths.data / "train.en.gz"],
         [paths.data / "train.de.gz"],
         paths.vocabulary,
-        vocab_size=settings.vocab_size,
+        vocab_size=settings.vocab_size or settings.budget.vocab_size,
     )
 
 
 def train_model(paths: RecipePaths, settings: RecipeSettings) -> None:
     """Stage 3: the default recipe within the time budget (resumed if interrupted)."""
-    from training.config import load_config
     from training.run import train
 
     print(f"[3/5] training ({settings.minutes:g} minutes) -> {paths.run}", flush=True)
+    print(f"  {settings.budget.describe()}", flush=True)
     if (paths.run / "model" / "model.keras").is_file():
         print(f"  already trained: {paths.run / 'model'}")
         return
-    config = load_config(
+    config = run_config(paths, settings)
+    result = train(config, paths.run)
+    best = (
+        f"; best validation BLEU (greedy) {result.best_bleu:.2f} at step {result.best_step}"
+        if result.best_bleu is not None
+        else ""
+    )
+    print(
+        f"  {result.steps:,} updates, {result.target_tokens:,} target tokens, "
+        f"{result.stop_reason}{best}",
+        flush=True,
+    )
+
+
+def run_config(paths: RecipePaths, settings: RecipeSettings) -> RunConfig:
+    """The training config: the default one, the budget's setting, then the user's `--set`."""
+    from training.config import load_config
+
+    return load_config(
         DEFAULT_CONFIG,
         [
             f"data.train_source={paths.data / 'train.en.gz'}",
@@ -203,16 +239,10 @@ def train_model(paths: RecipePaths, settings: RecipeSettings) -> None:
             f"data.valid_target={paths.data / 'val.de.gz'}",
             f"data.vocabulary={paths.vocabulary}",
             f"train.max_minutes={settings.minutes}",
+            *settings.budget.overrides,
             *settings.overrides,
         ],
     )
-    result = train(config, paths.run)
-    best = (
-        f"; best validation BLEU (greedy) {result.best_bleu:.2f} at step {result.best_step}"
-        if result.best_bleu is not None
-        else ""
-    )
-    print(f"  {result.steps} steps, {result.stop_reason}{best}", flush=True)
 
 
 def evaluate_test_set(paths: RecipePaths, settings: RecipeSettings) -> None:

@@ -29,7 +29,7 @@ import tensorflow as tf
 from training.callbacks import BleuValidation, Budget, NanGuard, PeriodicCheckpoint, Throughput
 from training.checkpoints import Checkpoints, average_checkpoints
 from training.config import ConfigError, RunConfig, dump_config, load_config
-from training.schedule import InverseSquareRootSchedule
+from training.schedule import BudgetedSchedule, InverseSquareRootSchedule
 from training.strategy import is_chief, make_strategy, select_precision
 from training.trainer import TranslationTrainer
 from translator.artifacts import save_model_dir
@@ -64,22 +64,43 @@ class TrainResult:
     bleu_history: list[tuple[int, float]]
     # Training loss of the last epoch.
     final_loss: float
+    # Real (non-padding) target tokens trained on, across resumes.
+    target_tokens: int
     # The trained Transformer (averaged when checkpoint.average_last > 1).
     model: Transformer
 
 
-def make_optimizer(config: RunConfig, d_model: int) -> keras.optimizers.Optimizer:
-    """Adam with the inverse-square-root schedule (and gradient accumulation)."""
+def make_schedule(config: RunConfig, d_model: int) -> BudgetedSchedule | InverseSquareRootSchedule:
+    """The learning-rate schedule that `config.optimizer.schedule` names."""
+    opt = config.optimizer
+    accumulation = max(opt.accumulation_steps, 1)
+    if opt.schedule == "inverse_sqrt":
+        return InverseSquareRootSchedule(
+            d_model,
+            opt.warmup_steps,
+            scale=opt.learning_rate_scale,
+            accumulation_steps=accumulation,
+        )
+    return BudgetedSchedule(
+        opt.peak_learning_rate,
+        total_updates=config.train.max_steps,  # refined by the Budget callback under a time budget
+        warmup_fraction=opt.warmup_fraction,
+        decay=opt.decay,
+        final_fraction=opt.final_learning_rate_fraction,
+        accumulation_steps=accumulation,
+    )
+
+
+def make_optimizer(
+    config: RunConfig,
+    d_model: int,
+    schedule: keras.optimizers.schedules.LearningRateSchedule | None = None,
+) -> keras.optimizers.Optimizer:
+    """Adam with the config's schedule (`make_schedule` unless given) and accumulation."""
     opt = config.optimizer
     accumulation = opt.accumulation_steps if opt.accumulation_steps > 1 else None
-    schedule = InverseSquareRootSchedule(
-        d_model,
-        opt.warmup_steps,
-        scale=opt.learning_rate_scale,
-        accumulation_steps=accumulation or 1,
-    )
     return keras.optimizers.Adam(
-        learning_rate=schedule,
+        learning_rate=schedule or make_schedule(config, d_model),
         beta_1=opt.beta_1,
         beta_2=opt.beta_2,
         epsilon=opt.epsilon,
@@ -205,7 +226,8 @@ def train(
             label_smoothing=config.optimizer.label_smoothing,
             clip_norm=config.optimizer.clip_norm,
         )
-        optimizer = make_optimizer(config, model_config.d_model)
+        schedule = make_schedule(config, model_config.d_model)
+        optimizer = make_optimizer(config, model_config.d_model, schedule)
         trainer.compile(
             optimizer=optimizer,
             steps_per_execution=config.train.steps_per_execution,
@@ -213,12 +235,14 @@ def train(
         )
         trainer.build()
         trainer.optimizer.build(transformer.trainable_variables)
+    budget = Budget(config.train.max_steps, config.train.max_minutes, schedule)
     checkpoints = Checkpoints(
         run_dir / "checkpoints",
         transformer,
         trainer.optimizer,
         config.checkpoint.keep_last,
         strategy,
+        budget=budget.state(),
     )
     start_step = checkpoints.restore_latest()
     if start_step >= config.train.max_steps:
@@ -236,7 +260,6 @@ def train(
         )
 
     nan_guard = NanGuard()
-    budget = Budget(config.train.max_steps, config.train.max_minutes)
     callbacks: list[keras.callbacks.Callback] = [nan_guard, budget, Throughput()]
     bleu = None
     if valid_data is not None and config.eval.bleu:
@@ -273,8 +296,8 @@ def train(
         raise TrainingError(
             f"the training loss became NaN at step {nan_guard.failed_step}; the last good "
             f"checkpoint is {checkpoints.latest() or '(none yet)'}; lower the learning rate "
-            "(optimizer.learning_rate_scale), raise optimizer.warmup_steps or set "
-            "optimizer.clip_norm"
+            "(optimizer.peak_learning_rate, or learning_rate_scale for inverse_sqrt), warm "
+            "up longer (warmup_fraction or warmup_steps) or set optimizer.clip_norm"
         )
     steps = checkpoints.step
     if checkpoints.manager.latest_checkpoint is None or steps != _checkpoint_step(checkpoints):
@@ -298,6 +321,9 @@ def train(
                 # (step, greedy validation BLEU) after each validation, in order.
                 "validation_bleu": [[step, score] for step, score in bleu.history] if bleu else [],
                 "training_seconds": round(time.monotonic() - started, 1),
+                # The wall time and real target tokens of the whole budget (all resumes).
+                "budget_seconds": round(float(budget.elapsed_seconds.numpy()), 1),
+                "target_tokens": int(budget.target_tokens.numpy()),
                 "precision": precision,
                 "config": config.to_dict(),
             },
@@ -311,6 +337,7 @@ def train(
         best_step=bleu.best_step if bleu else None,
         bleu_history=bleu.history if bleu else [],
         final_loss=float(losses[-1]) if losses else float("nan"),
+        target_tokens=int(budget.target_tokens.numpy()),
         model=transformer,
     )
 

@@ -58,6 +58,13 @@ def make_strategy(name: str) -> tf.distribute.Strategy:
     )
 
 
+def spans_workers(strategy: tf.distribute.Strategy) -> bool:
+    """True for a MultiWorkerMirroredStrategy whose cluster has more than one worker."""
+    return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and (
+        strategy.extended._in_multi_worker_mode()
+    )
+
+
 def _auto_strategy_name() -> str:
     if os.environ.get("TPU_NAME"):
         return "tpu"

@@ -13,6 +13,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from training.strategy import spans_workers
 from translator.losses import masked_cross_entropy
 from translator.model import Transformer
 
@@ -20,12 +21,6 @@ from translator.model import Transformer
 def _sum_over_replicas(value):
     """Sums a per-replica value over all replicas (identity without a strategy)."""
     return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, value)
-
-
-def _multi_worker(strategy) -> bool:
-    return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and (
-        strategy.extended._in_multi_worker_mode()
-    )
 
 
 @keras.saving.register_keras_serializable(package="translator")
@@ -117,7 +112,7 @@ class TranslationTrainer(keras.Model):
 
     def _results(self):
         results = {metric.name: metric.result() for metric in self.metrics}
-        if _multi_worker(self.distribute_strategy):
+        if spans_workers(self.distribute_strategy):
             # Keras' fit reduces per-replica logs with strategy.reduce(MEAN, axis=0) under
             # multi-worker collectives, which needs an axis to reduce: scalars fail there.
             # The values are equal on all replicas, so the mean gives them back.

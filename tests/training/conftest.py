@@ -55,7 +55,7 @@ def tiny_run_config(task, **sections) -> RunConfig:
             "vocabulary": str(task["vocab"]),
             "pipeline": {"batch_tokens": 512, "max_source_length": 32, "max_target_length": 32},
         },
-        "optimizer": {"warmup_steps": 100, "learning_rate_scale": 2.0},
+        "optimizer": {"peak_learning_rate": 0.002, "warmup_fraction": 0.1},
         "train": {"max_steps": 30, "precision": "float32", "strategy": "one_device"},
         "eval": {"every_steps": 0, "bleu": False},
         "checkpoint": {"every_steps": 10, "keep_last": 3},

@@ -14,7 +14,6 @@ def test_tiny_model_learns_the_copy_task(copy_task, tmp_path):
     config = tiny_run_config(
         copy_task,
         data={"pipeline": {"batch_tokens": 1024, "max_source_length": 32, "max_target_length": 32}},
-        optimizer={"warmup_steps": 100, "learning_rate_scale": 2.0},
         train={"max_steps": 300},
         eval={"every_steps": 150, "bleu": True},
     )

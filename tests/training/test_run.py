@@ -17,6 +17,8 @@ from tests.training.conftest import replace, tiny_run_config
 from training.config import ConfigError, dump_config
 from training.run import TrainingError, train
 from translator.artifacts import load_model_dir
+from translator.pipelines.dataset import make_dataset
+from translator.pipelines.vocab import load_vocabulary
 
 SCRIPT = Path(__file__).parent / "scripts" / "train_run.py"
 
@@ -35,6 +37,13 @@ def test_run_directory_layout_and_final_model(copy_task, tmp_path):
     assert (run / "config.yaml").is_file() and (run / "vocab" / "vocab.json").is_file()
     checkpoints = sorted(p.name for p in (run / "checkpoints").glob("ckpt-*.index"))
     assert checkpoints == ["ckpt-15.index", "ckpt-20.index"]  # keep_last 2
+    # The budget spent and the schedule's end travel with the checkpoint (for resume).
+    saved = dict(tf.train.list_variables(str(run / "checkpoints" / "ckpt-20")))
+    assert "budget/elapsed_seconds/.ATTRIBUTES/VARIABLE_VALUE" in saved
+    end = tf.train.load_variable(
+        str(run / "checkpoints" / "ckpt-20"), "budget/total_updates/.ATTRIBUTES/VARIABLE_VALUE"
+    )
+    assert end == 20.0  # a step budget: the schedule ends at max_steps
     assert any((run / "logs").rglob("events.out.tfevents.*"))
     loaded = load_model_dir(run)  # a run directory resolves to its final model
     source = np.array([[5, 6, 7, 3]], "int32")
@@ -43,6 +52,15 @@ def test_run_directory_layout_and_final_model(copy_task, tmp_path):
         loaded.model((source, target)), result.model((source, target)), atol=1e-6
     )
     assert loaded.metadata["step"] == 20
+    # What the budget bought: exactly the real target tokens of the 20 batches trained on.
+    batches = make_dataset(
+        *copy_task["train"],
+        load_vocabulary(copy_task["vocab"]),
+        config.data.pipeline,
+        training=True,
+    ).take(20)
+    real = sum(int(np.count_nonzero(labels)) for _, labels in batches.as_numpy_iterator())
+    assert result.target_tokens == loaded.metadata["target_tokens"] == real
 
 
 def test_errors_before_training_name_the_key(copy_task, tmp_path):
@@ -178,8 +196,15 @@ def _free_ports(count):
     return ports
 
 
-def test_multi_worker_two_processes_end_with_identical_weights(copy_task, tmp_path):
-    config = tiny_run_config(copy_task, train={"max_steps": 8, "strategy": "multi_worker"})
+@pytest.mark.parametrize(
+    "budget",
+    [{"max_steps": 8}, {"max_steps": 100_000, "max_minutes": 0.2}],
+    ids=["steps", "time"],
+)
+def test_multi_worker_two_processes_end_with_identical_weights(copy_task, tmp_path, budget):
+    # Under a time budget the workers' clocks differ: they must still agree on the
+    # learning rate of every update and on the step to stop at.
+    config = tiny_run_config(copy_task, train={**budget, "strategy": "multi_worker"})
     config_path = tmp_path / "config.yaml"
     dump_config(config, config_path)
     workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
@@ -202,9 +227,11 @@ def test_multi_worker_two_processes_end_with_identical_weights(copy_task, tmp_pa
             )
         )
     outputs = [p.communicate(timeout=600) for p in processes]
-    for process, (out, err) in zip(processes, outputs, strict=True):
+    for process, (_, err) in zip(processes, outputs, strict=True):
         assert process.returncode == 0, err[-3000:]
-        assert "steps=8" in out
+    steps = [out.strip().splitlines()[-1] for out, _ in outputs]
+    assert steps[0] == steps[1]
+    assert steps[0] == "steps=8" if "max_minutes" not in budget else int(steps[0][6:]) > 8
     w0, w1 = np.load(tmp_path / "w0.npz"), np.load(tmp_path / "w1.npz")
     for key in w0.files:
         np.testing.assert_array_equal(w0[key], w1[key], err_msg=key)
