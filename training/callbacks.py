@@ -187,6 +187,20 @@ class Throughput(keras.callbacks.Callback):
         logs["learning_rate"] = float(rate.numpy() if hasattr(rate, "numpy") else rate)
 
 
+class TensorBoard(keras.callbacks.TensorBoard):
+    """Keras' TensorBoard callback, with the end-of-period summaries always written.
+
+    With an integer `update_freq`, Keras (3.15) wraps the whole training in
+    `record_if(step % update_freq == 0)`, so its epoch-end summaries (validation loss and
+    BLEU, tokens/s, the learning rate) were dropped unless a period happened to end on a
+    multiple of `update_freq`.
+    """
+
+    def _log_epoch_metrics(self, epoch, logs):
+        with self.summary.record_if(True):
+            super()._log_epoch_metrics(epoch, logs)
+
+
 class BleuValidation(keras.callbacks.Callback):
     """Translates the validation sources, scores them with sacreBLEU, keeps the best.
 

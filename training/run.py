@@ -26,7 +26,14 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from training.callbacks import BleuValidation, Budget, NanGuard, PeriodicCheckpoint, Throughput
+from training.callbacks import (
+    BleuValidation,
+    Budget,
+    NanGuard,
+    PeriodicCheckpoint,
+    TensorBoard,
+    Throughput,
+)
 from training.checkpoints import Checkpoints, average_checkpoints
 from training.config import ConfigError, RunConfig, dump_config, load_config
 from training.schedule import BudgetedSchedule, InverseSquareRootSchedule
@@ -269,7 +276,7 @@ def train(
         callbacks.append(bleu)
     callbacks.append(PeriodicCheckpoint(checkpoints, config.checkpoint.every_steps, nan_guard))
     if chief:
-        callbacks.append(keras.callbacks.TensorBoard(str(run_dir / "logs"), update_freq=100))
+        callbacks.append(TensorBoard(str(run_dir / "logs"), update_freq=100))
 
     period = config.eval.every_steps or config.train.max_steps
     period = max(1, period * max(config.optimizer.accumulation_steps, 1))  # in micro-steps

@@ -12,7 +12,7 @@ def write(tmp_path, text):
 
 def test_default_recipe_loads_and_round_trips(tmp_path):
     config = load_config(DEFAULT_CONFIG)
-    assert config.model.preset == "small"
+    assert config.model.preset == "small" and config.optimizer.schedule == "budgeted"
     assert config.data.pipeline.batch_tokens == 4096
     assert config.optimizer.beta_2 == 0.98 and config.optimizer.epsilon == 1e-9
     assert config.optimizer.label_smoothing == 0.1

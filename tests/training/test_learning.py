@@ -10,6 +10,19 @@ from translator.pipelines import load_vocabulary
 from translator.search import SearchConfig
 
 
+def scalars(log_dir):
+    """{tag: [values in step order]} of the TensorBoard summaries in `log_dir`."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.util.tensor_util import make_ndarray
+
+    events = EventAccumulator(str(log_dir), size_guidance={"tensors": 0})
+    events.Reload()
+    return {
+        tag: [float(make_ndarray(event.tensor_proto)) for event in events.Tensors(tag)]
+        for tag in events.Tags()["tensors"]
+    }
+
+
 def test_tiny_model_learns_the_copy_task(copy_task, tmp_path):
     config = tiny_run_config(
         copy_task,
@@ -36,4 +49,13 @@ def test_tiny_model_learns_the_copy_task(copy_task, tmp_path):
     # The history is kept with the final model (bench.quality reports it).
     metadata = json.loads((result.model_dir / "metadata.json").read_text())
     assert metadata["validation_bleu"] == [list(entry) for entry in result.bleu_history]
+    # TensorBoard holds every period's summaries, not only those ending on a multiple of
+    # the batch-summary frequency (100): validation BLEU at 150 and 300, tokens/s, the rate.
+    logged = {
+        split: scalars(tmp_path / "run" / "logs" / split) for split in ("train", "validation")
+    }
+    bleu = [round(value, 4) for value in logged["validation"]["epoch_bleu"]]
+    assert bleu == [round(value, 4) for _, value in result.bleu_history]
+    assert len(logged["train"]["epoch_tokens_per_second"]) == 2
+    assert len(logged["train"]["epoch_learning_rate"]) == 2
     assert elapsed < 240, f"took {elapsed:.0f} s"  # about a minute on an idle 2-core CPU
