@@ -9,9 +9,9 @@ The full run trains OpenNMT-tf beside `translator train` (`bench.peers`, the pee
 own virtual environment), trains the recipe for 5, 15 and 60 minutes (`bench.quality`, the
 60-minute one in `--workdir`, default runs/bench-recipe, the others beside it; a finished
 run is reported on, not trained again), then measures decoding and serving on the
-60-minute model: the published figures are those of the model a user gets. Decoding is also measured on random weights of the same shape
-before that (the shape the peers were measured on). Short mode uses tiny random models
-throughout.
+60-minute model: the published figures are those of the model a user gets. Decoding is
+also measured on random weights of the same shape before that (the shape the peers were
+measured on). Short mode uses tiny random models throughout.
 
 Each benchmark runs as its own process (`python -m bench.<name>`), so TensorFlow state
 (dtype policies, threads, compiled functions) never leaks from one into the next, and its
@@ -150,6 +150,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             f"finished) and whose model decoding and serving use (default: {DEFAULT_WORKDIR})"
         ),
     )
+    parser.add_argument(
+        "--budgets",
+        help="full mode: the recipe budgets bench.quality trains, in minutes (default: 5,15,60)",
+    )
     args = parser.parse_args(argv)
     args.only = [name.strip() for name in args.only.split(",") if name.strip()]
     unknown = sorted(set(args.only) - set(BENCHMARKS))
@@ -174,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         extra, label = [], None
         if name == "quality" and not args.short:
             extra = ["--workdir", str(args.workdir)]
+            extra += ["--budgets", args.budgets] if args.budgets else []
         if trained:
             extra, label = ["--model", str(args.workdir / "run")], f"{name} (trained model)"
         outcomes.append(run_benchmark(name, arguments + extra, label))

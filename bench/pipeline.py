@@ -6,10 +6,11 @@
 
 The pipeline must outpace training by a wide margin: it must deliver at least 20x the
 5,400 target tokens/s that a training step was set to consume (issue 4's goal for the
-step), i.e. 108,000 target tokens/s. The figure counts real target tokens (labels that are not padding) arriving in
-Python, one full epoch after another, with training=True (shuffling, bucketing). Epoch 1
-includes starting the iterator; the steady-state figure is over the later epochs. The
-one-off validation and counting pass of `make_dataset` (`scan_corpus`) is timed apart.
+step), i.e. 108,000 target tokens/s. The figure counts real target tokens (labels that
+are not padding) arriving in Python, one full epoch after another, with training=True
+(shuffling, bucketing). Epoch 1 includes starting the iterator; the steady-state figure
+is over the later epochs. The one-off validation and counting pass of `make_dataset`
+(`scan_corpus`) is timed apart.
 
 Data: --data, else $TRANSLATOR_DATA_MIRROR (or its multi30k/ subdirectory), else
 <repo>/../shared/data/multi30k. Vocabulary: --vocab, else a joint 8,000-id unigram model
