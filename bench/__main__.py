@@ -27,6 +27,7 @@ import argparse
 import dataclasses
 import datetime
 import json
+import re
 import subprocess
 import sys
 import time
@@ -35,7 +36,14 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as `python bench/__main__.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.results import command_line, machine_summary, parse_targets, today, update_section
+from bench.results import (
+    command_line,
+    machine_summary,
+    parse_targets,
+    read_section,
+    today,
+    update_section,
+)
 
 BENCHMARKS = ("pipeline", "training", "peers", "decoding", "serving", "quality")
 # In the order they run: the cheap ones first, then the hour of training, then what
@@ -101,6 +109,25 @@ def summary_table(outcomes: list[Outcome]) -> str:
                 f"{'**yes**' if target['met'] else '**no**'} |"
             )
     return "\n".join(rows)
+
+
+def kept_rows(previous: str | None, ran: set[str]) -> tuple[list[str], str]:
+    """The rows of the previous summary for benchmarks this run did not run, and its start.
+
+    `python -m bench --only NAMES` measures some benchmarks: the others' rows stay in the
+    summary (the summary then says which rows come from which run) instead of vanishing.
+    """
+    if not previous:
+        return [], ""
+    started = re.search(r"^- Started: (.+)$", previous, re.MULTILINE)
+    rows = [
+        line
+        for line in previous.splitlines()
+        if line.startswith("| ")
+        and not line.startswith("| benchmark |")
+        and line.split("|")[1].strip().split(" (")[0] not in ran
+    ]
+    return rows, started.group(1) if started else "an earlier run"
 
 
 def _figure(value: float) -> str:
@@ -185,6 +212,17 @@ def main(argv: list[str] | None = None) -> int:
     table = summary_table(outcomes)
     print(f"\n{table}")
     if not args.short:
+        kept, earlier = kept_rows(
+            read_section("summary"), {o.name.split(" (")[0] for o in outcomes}
+        )
+        if kept:
+            table += "\n" + "\n".join(kept)
+        kept_note = (
+            f"\n- The rows of {', '.join(sorted({r.split('|')[1].strip() for r in kept}))} "
+            f"are kept from the run started {earlier} (not run this time)."
+            if kept
+            else ""
+        )
         timings = ", ".join(f"{o.name} {o.seconds / 60:.1f} min" for o in outcomes)
         update_section(
             "summary",
@@ -195,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
 Each row is measured by the benchmark named in it (its section below has the details and,
 for a missed target, the gap and what the profile shows).
 
-- Command: `{command_line()}` ({timings}){reuse_note(args.workdir) if reused else ""}
+- Command: `{command_line()}` ({timings}){reuse_note(args.workdir) if reused else ""}{kept_note}
 - Started: {started}
 - Machine: {machine_summary()}
 """,

@@ -27,3 +27,23 @@ def test_the_section_shows_each_round_and_the_ratio_of_the_means():
     assert "| 1 | 6,000 (9 reports, mixed_bfloat16) | 3,000 (5 reports) | 2.00x |" in text
     assert "| **mean** | **6,000** | **4,000** | **1.50x** |" in text
     assert "**meets**" in text
+
+
+def test_a_partial_bench_run_keeps_the_other_benchmarks_rows():
+    from bench.__main__ import kept_rows
+
+    previous = """## Summary: the targets
+
+| benchmark | target | measured | goal | met |
+|---|---|---|---|---|
+| pipeline | pipeline target tokens/s over the training goal | 47.82 x | >= 20.00 x | **yes** |
+| quality | test_2016_flickr BLEU, beam 4 | 34.61 BLEU | >= 38.00 BLEU | **no** |
+| decoding (trained model) | decoding beam 4 tok/s | 741 tok/s | >= 750 tok/s | **no** |
+
+- Started: 2026-11-22 00:58 UTC
+"""
+    rows, started = kept_rows(previous, {"quality", "peers"})
+    assert started == "2026-11-22 00:58 UTC"
+    assert [row.split("|")[1].strip() for row in rows] == ["pipeline", "decoding (trained model)"]
+    assert kept_rows(previous, {"pipeline", "quality", "decoding"}) == ([], started)
+    assert kept_rows(None, {"quality"}) == ([], "")
