@@ -214,6 +214,7 @@ then beam {search.get("beam_size")} on Multi30k test_2016_flickr
 {HEADER}
 {chr(10).join(rows)}
 
+{chosen_by(runs)}
 - Validation curve of the {longest.minutes:g}-minute run (greedy BLEU at each validation):
   {_curve(longest.history)}.
 - Search of the test translations: {json.dumps(search)}; length ratio
@@ -228,6 +229,17 @@ HEADER = (
     "| budget | test BLEU | target | chrF2 | TER | test BLEU, greedy | val BLEU, greedy "
     "| updates | target tokens | setting |\n|---|---|---|---|---|---|---|---|---|---|"
 )
+
+
+def chosen_by(runs: list[BudgetRun]) -> str:
+    """A bullet per budget: how its setting was chosen (validation only, never test)."""
+    from training.budgets import setting_for
+
+    return "\n".join(
+        f"- {run.minutes:g} minutes trains {setting_for(run.minutes).describe()}, chosen by "
+        f"{setting_for(run.minutes).chosen_by}."
+        for run in runs
+    )
 
 
 def _goal(goal: float | None) -> str:
