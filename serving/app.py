@@ -40,6 +40,11 @@ _MODEL_PATH = re.compile(
 )
 
 
+# The most bytes of an over-limit request body read (and dropped) so that the client,
+# still sending, gets the 413 rather than a reset connection.
+DRAIN_BYTES = 64 << 20
+
+
 def json_response(body: Any, status: int = 200) -> Response:
     """A JSON response that allows -Infinity (TF Serving's encoding of non-finite floats)."""
     return Response(dumps(body), status_code=status, media_type="application/json")
@@ -165,14 +170,22 @@ def create_app(model: ServedModel, batcher: Batcher, limits: RequestLimits) -> S
 
 
 async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refusing (413) more than `limit` bytes without reading them all."""
+    """The request body, refusing (413) more than `limit` bytes without keeping them.
+
+    An over-limit body is still read to its end (and dropped) before the answer, up to
+    `DRAIN_BYTES`: a server that answers and closes while the client is still sending
+    makes the client see its connection reset instead of the 413.
+    """
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise body_too_large(int(declared), limit)
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
-        if size > limit:
+        if size <= limit:
+            chunks.append(chunk)
+        elif size > DRAIN_BYTES:  # not worth reading: the connection is dropped
             raise body_too_large(size, limit, exact=False)
-        chunks.append(chunk)
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise body_too_large(int(declared), limit)
+    if size > limit:
+        raise body_too_large(size, limit)
     return b"".join(chunks)

@@ -110,7 +110,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--log-level",
         choices=("debug", "info", "warning", "error"),
         default="info",
-        help="server log level (default: info)",
+        help="server log level (default: info; -v shows every library's logs too)",
     )
     parser.set_defaults(handler=run)
 
@@ -143,16 +143,10 @@ def batching_config(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     """Runs `translator serve` until SIGTERM or Ctrl-C."""
-    import logging
-    import os
     import time
 
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from translator.cli import CommandError
 
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s: %(message)s"
-    )
     if args.max_request_sentences < 1 or args.max_request_bytes < 1:
         raise CommandError("--max-request-sentences and --max-request-bytes must be >= 1")
     config = batching_config(args)

@@ -14,11 +14,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from translator.errors import TranslatorError
+
 SAVED_MODEL_FILE = "saved_model.pb"
 DEFAULT_SIGNATURE = "serving_default"
 
 
-class ModelLoadError(RuntimeError):
+class ModelLoadError(TranslatorError, RuntimeError):
     """The export base holds no servable model; the message says what is wrong."""
 
 

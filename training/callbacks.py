@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import logging
 import math
+import signal
+import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 
@@ -80,6 +83,9 @@ class Budget(keras.callbacks.Callback):
         self.target_tokens = tf.Variable(0.0, trainable=False, dtype=tf.float64)
         self._epoch_tokens = 0.0  # the trainer's token count is per epoch
         self.reason = ""
+        # The update count at which the run is expected to end (max_steps, or where the
+        # time budget runs out at the rate so far).
+        self.end_step = float(max_steps)
         self._started = self._elapsed_before = 0.0
         self._first: tuple[float, int] | None = None  # (time, step) of the first update
 
@@ -113,6 +119,7 @@ class Budget(keras.callbacks.Callback):
         elif self.max_seconds:
             end = self.estimated_updates(now, step, elapsed)
         elapsed, end = self.agree(elapsed, end)
+        self.end_step = end
         self.elapsed_seconds.assign(elapsed)
         if self.schedule is not None and self.max_seconds and step > self._first[1]:
             self.schedule.total_updates.assign(end)
@@ -136,6 +143,11 @@ class Budget(keras.callbacks.Callback):
         local = strategy.run(lambda: tf.constant([elapsed, end], tf.float64))
         mean = strategy.reduce(tf.distribute.ReduceOp.MEAN, local, axis=None).numpy()
         return float(mean[0]), float(mean[1])
+
+    @property
+    def time_bound(self) -> bool:
+        """Whether the time budget (not max_steps) is expected to end the run."""
+        return bool(self.max_seconds) and self.end_step < self.max_steps
 
     def estimated_updates(self, now: float, step: int, elapsed: float) -> float:
         """The update count at which the time budget will run out, at the rate so far."""
@@ -169,6 +181,196 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         self.save()
+
+
+class Interrupt(keras.callbacks.Callback):
+    """Ctrl-C (SIGINT) ends training cleanly after the update in progress.
+
+    Training stops at that step; the periodic checkpoint saves it (its end-of-period
+    save) and `train` raises `TrainingInterrupted` instead of writing a final model. The
+    same command then resumes on exactly the batches an uninterrupted run would see. A
+    second Ctrl-C interrupts at once. Installed only in the main thread, and not under a
+    multi-worker strategy, whose workers must all stop at the same step while a signal
+    reaches one of them.
+    """
+
+    def __init__(self):
+        super().__init__()
+        # The step training stopped at, once interrupted.
+        self.step: int | None = None
+        self._requested = False
+        self._previous: Callable | int | None = None
+
+    def on_train_begin(self, logs=None):
+        self._requested, self.step = False, None
+        strategy = getattr(self.model, "distribute_strategy", None)
+        if threading.current_thread() is not threading.main_thread():
+            return
+        if strategy is not None and spans_workers(strategy):
+            return
+        self._previous = signal.signal(signal.SIGINT, self._request)
+
+    def _request(self, signum, frame) -> None:
+        self._requested = True
+        signal.signal(signal.SIGINT, self._previous or signal.default_int_handler)
+        log.warning(
+            "interrupted: stopping after this update to save a checkpoint "
+            "(Ctrl-C again to quit at once, without one)"
+        )
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self._requested and self.step is None:
+            self.step = _step(self.model)
+            self.model.stop_training = True
+
+    def on_train_end(self, logs=None):
+        if signal.getsignal(signal.SIGINT) == self._request:
+            signal.signal(signal.SIGINT, self._previous or signal.default_int_handler)
+
+
+class Progress(keras.callbacks.Callback):
+    """Shows how far the run is against its budget (steps or minutes), not Keras' epochs.
+
+    Every `every_steps` updates it logs a line such as
+
+        step 1,200/~4,480 (27%) | loss 3.214 | lr 4.10e-03 | 8,120 target tok/s |
+            3m12s elapsed, ~8m40s left
+
+    (the loss is the mean over those updates' target tokens; the end is the budget's
+    estimate under a time budget), and the validation loss after each validation. With
+    `bar`, for a terminal, a progress bar on `stream` is redrawn in between; other log
+    lines clear it first so the two never mix.
+
+    Args:
+        budget: The run's `Budget`: the step, time and token counts, the estimated end.
+        every_steps: Log a line every this many updates; 0 = never.
+        bar: Also draw a progress bar (on a terminal).
+        stream: Where the bar goes (default: stderr).
+        clock: Seconds from an arbitrary origin.
+    """
+
+    def __init__(
+        self,
+        budget: Budget,
+        every_steps: int,
+        bar: bool = False,
+        stream=None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        super().__init__()
+        self.budget = budget
+        self.every_steps = every_steps
+        self.bar = bar
+        self.stream = stream or sys.stderr
+        self.clock = clock
+        self._drawn = False
+        self._clear = _ClearLine(self)
+
+    def on_train_begin(self, logs=None):
+        self._mark = (self.clock(), float(self.budget.target_tokens.numpy()))
+        self._epoch_loss = (0.0, 0.0)  # (loss sum, tokens) at the last line, this epoch
+        self._last_draw = -math.inf
+        if self.bar:
+            for handler in logging.getLogger().handlers:
+                handler.addFilter(self._clear)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch_loss = (0.0, 0.0)  # the trainer's metrics restart every epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        logs = logs or {}
+        step = _step(self.model)
+        if self.every_steps and step % self.every_steps == 0:
+            log.info("%s", self.line(step, logs))
+        if self.bar and self.clock() - self._last_draw >= 0.5:
+            self._last_draw = self.clock()
+            self.stream.write(f"\r\033[K{self.bar_text(step, logs)}")
+            self.stream.flush()
+            self._drawn = True
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs and "val_loss" in logs:
+            log.info("step %d: validation loss %.3f", _step(self.model), logs["val_loss"])
+
+    def on_train_end(self, logs=None):
+        self.clear()
+        for handler in logging.getLogger().handlers:
+            handler.removeFilter(self._clear)
+
+    def clear(self) -> None:
+        """Erases the bar, if drawn (before another line is printed)."""
+        if self._drawn:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+            self._drawn = False
+
+    def line(self, step: int, logs: dict) -> str:
+        """The progress line at `step`; resets the interval its figures cover."""
+        now, tokens = self.clock(), float(self.budget.target_tokens.numpy())
+        seconds, new_tokens = max(now - self._mark[0], 1e-9), tokens - self._mark[1]
+        self._mark = (now, tokens)
+        loss_sum = float(logs.get("loss", 0.0)) * float(logs.get("tokens", 0.0))
+        epoch_tokens = float(logs.get("tokens", 0.0))
+        interval = max(epoch_tokens - self._epoch_loss[1], 1.0)
+        loss = (loss_sum - self._epoch_loss[0]) / interval
+        self._epoch_loss = (loss_sum, epoch_tokens)
+        rate = self.model.optimizer.learning_rate
+        rate = float(rate.numpy() if hasattr(rate, "numpy") else rate)
+        return (
+            f"{self._position(step)} | loss {loss:.3f} | lr {rate:.2e} | "
+            f"{new_tokens / seconds:,.0f} target tok/s | {self._times(step)}"
+        )
+
+    def bar_text(self, step: int, logs: dict, width: int = 24) -> str:
+        """The progress bar: how much of the budget is spent, and the epoch's mean loss."""
+        done = round(self._fraction(step) * width)
+        loss = float(logs.get("loss", float("nan")))
+        bar = f"[{'#' * done}{'.' * (width - done)}]"
+        return f"{bar} {self._position(step)} | loss {loss:.3f} | {self._times(step)}"
+
+    def _fraction(self, step: int) -> float:
+        budget = self.budget
+        fraction = step / max(budget.max_steps, 1)
+        if budget.max_seconds:
+            spent = float(budget.elapsed_seconds.numpy()) / budget.max_seconds
+            fraction = max(fraction, spent)
+        return min(fraction, 1.0)
+
+    def _position(self, step: int) -> str:
+        approximate = "~" if self.budget.time_bound else ""
+        end = f"{approximate}{self.budget.end_step:,.0f}"
+        return f"step {step:,}/{end} ({self._fraction(step):.0%})"
+
+    def _times(self, step: int) -> str:
+        budget = self.budget
+        elapsed = float(budget.elapsed_seconds.numpy())
+        if budget.time_bound:
+            left = max(budget.max_seconds - elapsed, 0.0)
+        else:  # the step budget binds: at the rate so far
+            left = elapsed * max(budget.end_step - step, 0.0) / max(step, 1)
+        return f"{_duration(elapsed)} elapsed, ~{_duration(left)} left"
+
+
+class _ClearLine(logging.Filter):
+    """Erases a progress bar before a log record is printed on the same terminal."""
+
+    def __init__(self, progress: Progress):
+        super().__init__()
+        self.progress = progress
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        self.progress.clear()
+        return True
+
+
+def _duration(seconds: float) -> str:
+    """`seconds` as 45s, 3m12s or 1h02m."""
+    seconds = max(round(seconds), 0)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
 class Throughput(keras.callbacks.Callback):
@@ -215,6 +417,7 @@ class BleuValidation(keras.callbacks.Callback):
         on_best: Called with (step, bleu) on a new best, e.g. to save the model.
         patience: Early-stopping patience in validations; 0 disables it.
         nan_guard: Validation is skipped once the loss went NaN.
+        interrupt: ... and once Ctrl-C stopped training.
     """
 
     def __init__(
@@ -225,6 +428,7 @@ class BleuValidation(keras.callbacks.Callback):
         on_best: Callable[[int, float], None],
         patience: int,
         nan_guard: NanGuard,
+        interrupt: Interrupt | None = None,
     ):
         super().__init__()
         self.translate = translate
@@ -233,6 +437,7 @@ class BleuValidation(keras.callbacks.Callback):
         self.on_best = on_best
         self.patience = patience
         self.nan_guard = nan_guard
+        self.interrupt = interrupt
         self.best = -1.0
         self.best_step = 0
         self.since_best = 0
@@ -241,6 +446,8 @@ class BleuValidation(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         if self.nan_guard.failed_step is not None:
+            return
+        if self.interrupt is not None and self.interrupt.step is not None:
             return
         started = time.monotonic()
         hypotheses = self.translate(self.sources)

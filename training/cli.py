@@ -40,28 +40,22 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override a config value, e.g. --set optimizer.warmup_steps=2000 (repeatable)",
+        help="override a config value, e.g. --set optimizer.peak_learning_rate=0.003 (repeatable)",
     )
     parser.add_argument("--max-minutes", type=float, help="shorthand for --set train.max_minutes=M")
-    parser.set_defaults(handler=run_train)
+    parser.set_defaults(handler=run_train, log_level=logging.INFO)
 
 
 def run_train(args: argparse.Namespace) -> int:
     """Runs `translator train`."""
-    from translator.cli import CommandError
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    from training.config import ConfigError, load_config
-    from training.run import TrainingError, train
+    from training.config import load_config
+    from training.run import train
 
     overrides = list(args.overrides)
     if args.max_minutes is not None:
         overrides.append(f"train.max_minutes={args.max_minutes}")
-    try:
-        config = load_config(args.config, overrides)
-        result = train(config, args.run_dir)
-    except (ConfigError, TrainingError) as error:
-        raise CommandError(str(error)) from error
+    config = load_config(args.config, overrides)
+    result = train(config, args.run_dir)
     best = (
         f", best validation BLEU {result.best_bleu:.2f} at step {result.best_step}"
         if result.best_bleu

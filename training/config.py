@@ -17,13 +17,14 @@ from typing import Any, Literal
 import yaml
 
 from translator.config import TransformerConfig
+from translator.errors import TranslatorError
 from translator.pipelines.config import PipelineConfig
 
 Strategy = Literal["auto", "one_device", "mirrored", "multi_worker", "tpu"]
 Precision = Literal["auto", "float32", "mixed_bfloat16", "mixed_float16"]
 
 
-class ConfigError(ValueError):
+class ConfigError(TranslatorError, ValueError):
     """A config key or value is wrong; the message names it."""
 
 
@@ -119,6 +120,9 @@ class TrainSection:
     steps_per_execution: int = 1
     # Compile the training step with XLA: only with static shapes (pipeline.static_shapes).
     jit_compile: bool = False
+    # Log a progress line (step, loss, learning rate, tokens/s, time) every this many
+    # updates; 0 = never. On a terminal a progress bar against the budget shows too.
+    log_every_steps: int = 100
 
 
 @dataclasses.dataclass(frozen=True)

@@ -133,7 +133,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="override a value of the training config (repeatable)",
     )
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=run, log_level=logging.INFO)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -143,7 +143,6 @@ def run(args: argparse.Namespace) -> int:
     from translator.cli import CommandError
     from translator.pipelines import PipelineError
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     if args.minutes <= 0:
         raise CommandError(f"--minutes must be positive, got {args.minutes:g}")
     paths = RecipePaths(args.workdir)

@@ -29,8 +29,10 @@ import tensorflow as tf
 from training.callbacks import (
     BleuValidation,
     Budget,
+    Interrupt,
     NanGuard,
     PeriodicCheckpoint,
+    Progress,
     TensorBoard,
     Throughput,
 )
@@ -40,6 +42,7 @@ from training.schedule import BudgetedSchedule, InverseSquareRootSchedule
 from training.strategy import is_chief, make_strategy, select_precision
 from training.trainer import TranslationTrainer
 from translator.artifacts import save_model_dir
+from translator.errors import TranslatorError
 from translator.model import Transformer
 from translator.pipelines import corpus
 from translator.pipelines.dataset import make_dataset
@@ -48,8 +51,25 @@ from translator.pipelines.vocab import Vocabulary, load_vocabulary
 log = logging.getLogger(__name__)
 
 
-class TrainingError(RuntimeError):
+class TrainingError(TranslatorError, RuntimeError):
     """Training stopped abnormally (a NaN loss); the message names the step."""
+
+    exit_code = 1
+
+
+class TrainingInterruptedError(TranslatorError):
+    """Ctrl-C stopped training; a checkpoint of the step it stopped at was saved."""
+
+    exit_code = 130
+    label = "interrupted"
+
+    def __init__(self, step: int, checkpoint: str | None):
+        super().__init__(
+            f"stopped at step {step:,}, checkpoint {checkpoint}; run the same command again "
+            "to resume from it"
+        )
+        self.step = step
+        self.checkpoint = checkpoint
 
 
 @dataclasses.dataclass
@@ -197,8 +217,9 @@ def train(
         run_dir: The run directory; resumed when it holds checkpoints.
         translate_factory: Builds the validation translator from the model and the
             vocabulary; defaults to greedy search (`translator.search`).
-        verbose: Keras verbosity; default: a progress bar on a terminal, else one line per
-            validation period.
+        verbose: 0: no progress output. Otherwise a log line every
+            `train.log_every_steps` updates and, if 1 (default: when stderr is a
+            terminal), a progress bar against the budget.
 
     Returns:
         The `TrainResult`.
@@ -206,6 +227,9 @@ def train(
     Raises:
         ConfigError: bad config, missing files, a vocabulary that does not match the run.
         TrainingError: the loss became NaN (the last good checkpoint stays intact).
+        TrainingInterruptedError: Ctrl-C; a checkpoint of the step it stopped at was saved.
+        CorpusError: a training or validation corpus has no pair to learn from (all
+            empty or over the length limits), before any step; or a bad corpus file.
     """
     run_dir = Path(run_dir)
     check_inputs(config)
@@ -266,12 +290,16 @@ def train(
             config, vocabulary, strategy, data.valid_source, data.valid_target, skip=None
         )
 
-    nan_guard = NanGuard()
-    callbacks: list[keras.callbacks.Callback] = [nan_guard, budget, Throughput()]
+    nan_guard, interrupt = NanGuard(), Interrupt()
+    callbacks: list[keras.callbacks.Callback] = [nan_guard, interrupt, budget, Throughput()]
+    if verbose is None:
+        verbose = 1 if sys.stderr.isatty() else 2
+    if verbose:
+        callbacks.append(Progress(budget, config.train.log_every_steps, bar=verbose == 1))
     bleu = None
     if valid_data is not None and config.eval.bleu:
         bleu = _bleu_callback(
-            config, transformer, vocabulary, run_dir, chief, nan_guard, translate_factory
+            config, transformer, vocabulary, run_dir, chief, nan_guard, interrupt, translate_factory
         )
         callbacks.append(bleu)
     callbacks.append(PeriodicCheckpoint(checkpoints, config.checkpoint.every_steps, nan_guard))
@@ -280,8 +308,6 @@ def train(
 
     period = config.eval.every_steps or config.train.max_steps
     period = max(1, period * max(config.optimizer.accumulation_steps, 1))  # in micro-steps
-    if verbose is None:
-        verbose = 1 if sys.stdout.isatty() else 2
     started = time.monotonic()
     with warnings.catch_warnings():
         # Keras says "input ran out of data" whenever a callback stops training mid-epoch
@@ -296,7 +322,7 @@ def train(
             steps_per_epoch=period,
             validation_data=valid_data,
             callbacks=callbacks,
-            verbose=verbose,
+            verbose=0,  # `Progress` shows the run against its budget, not Keras' epochs
             shuffle=False,  # the pipeline shuffles (with a seed, so resume is exact)
         )
     if nan_guard.failed_step is not None:
@@ -309,6 +335,8 @@ def train(
     steps = checkpoints.step
     if checkpoints.manager.latest_checkpoint is None or steps != _checkpoint_step(checkpoints):
         checkpoints.save()
+    if interrupt.step is not None:
+        raise TrainingInterruptedError(steps, checkpoints.latest())
     if config.checkpoint.average_last > 1:
         paths = checkpoints.all()[-config.checkpoint.average_last :]
         average_checkpoints(transformer, paths)
@@ -393,7 +421,9 @@ def _distributed_dataset(
     return strategy.distribute_datasets_from_function(dataset_fn)
 
 
-def _bleu_callback(config, transformer, vocabulary, run_dir, chief, nan_guard, translate_factory):
+def _bleu_callback(
+    config, transformer, vocabulary, run_dir, chief, nan_guard, interrupt, translate_factory
+):
     limit = config.eval.max_sentences
     sources = read_lines(config.data.valid_source, limit)
     references = read_lines(config.data.valid_target, limit)
@@ -415,6 +445,7 @@ def _bleu_callback(config, transformer, vocabulary, run_dir, chief, nan_guard, t
         on_best,
         config.eval.early_stopping_patience,
         nan_guard,
+        interrupt,
     )
 
 

@@ -19,13 +19,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from translator.errors import TranslatorError
+
 MODEL_FILE = "model.keras"
 VOCAB_DIR = "vocab"
 METADATA_FILE = "metadata.json"
 RUN_MODEL_DIR = "model"
 
 
-class ModelDirError(ValueError):
+class ModelDirError(TranslatorError, ValueError):
     """A path is not a usable model directory; the message says why."""
 
 

@@ -38,6 +38,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from translator.errors import TranslatorError
+
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
 # Version of the report.json layout; bump on incompatible changes.
@@ -60,7 +62,7 @@ METRICS = (
 COMPARED = ("bleu", "chrf", "ter")
 
 
-class EvaluationError(ValueError):
+class EvaluationError(TranslatorError, ValueError):
     """Inputs that cannot be scored together (e.g. different line counts); names the files."""
 
 

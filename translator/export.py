@@ -43,6 +43,8 @@ from typing import Any
 
 import tensorflow as tf
 
+from translator.errors import TranslatorError
+
 # The padding rule of `Translator`: sharing it makes the exported batches identical.
 from translator.inference import padded_length
 from translator.search import EOS_ID, PAD_ID, SearchConfig, search
@@ -58,7 +60,7 @@ _WHITESPACE = r"[\t\n\x0b\x0c\r\x1c-\x1f\x85\p{Z}]*"
 EXPORT_FORMAT = 1
 
 
-class ExportError(ValueError):
+class ExportError(TranslatorError, ValueError):
     """The export cannot be written; the message says why."""
 
 

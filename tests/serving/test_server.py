@@ -4,6 +4,8 @@ The shutdown test stops the session's server, so it comes last in this file.
 """
 
 import concurrent.futures
+import http.client
+import json
 import random
 import signal
 import time
@@ -202,6 +204,34 @@ def test_serve_refuses_a_directory_without_a_valid_export(exported, tmp_path, ca
         code = cli_main(["serve", "--model", str(path), "--port", str(free_port())])
         err = capsys.readouterr().err
         assert code == 2 and "translator serve: error:" in err and message in err, err
+
+
+def test_an_oversized_body_gets_413_and_the_server_keeps_serving(server, reference):
+    """10 MB: answered with TF Serving's error shape, not a reset connection.
+
+    urllib sends the whole body before it reads the answer: a server that answers and
+    closes early resets its connection. http.client then sends two requests on one
+    connection, which stays usable after the refused one.
+    """
+    body = b'{"instances": ["' + b"x" * (10 << 20) + b'"]}'
+    status, answer = server.post(PREDICT, body)
+    assert status == 413 and list(answer) == ["error"], answer
+    assert f"{len(body):,} bytes, more than the limit of 4,096 bytes" in answer["error"]
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
+    try:
+        for request_body, expected in (
+            (body, 413),
+            (json.dumps({"instances": SENTENCES[:1]}), 200),
+        ):
+            connection.request("POST", PREDICT, body=request_body)
+            response = connection.getresponse()
+            answer = json.loads(response.read())
+            assert response.status == expected, answer
+        assert (
+            answer["predictions"][0]["translations"] == (reference["single"][0]["translations"][0])
+        )
+    finally:
+        connection.close()
 
 
 def test_sigterm_answers_requests_in_flight_then_exits_cleanly(server):

@@ -3,12 +3,69 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from training.config import RunConfig, build_section
+
+# Runs `training.run.train` in its own process: CONFIG RUN_DIR WEIGHTS.npz.
+TRAIN_SCRIPT = Path(__file__).parent / "scripts" / "train_run.py"
+
+
+def script_env() -> dict[str, str]:
+    """The environment of a test's training process: this checkout first, quiet TF."""
+    return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(Path(__file__).parents[2])}
+
+
+def train_to_end(config_path: Path, run_dir: Path, weights_path: Path) -> str:
+    """Trains (or resumes) `run_dir` to its end in a new process; returns its stdout."""
+    result = subprocess.run(
+        [sys.executable, str(TRAIN_SCRIPT), str(config_path), str(run_dir), str(weights_path)],
+        env=script_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def latest_step(run_dir: Path) -> int:
+    """Step of the newest complete checkpoint in `run_dir`, or -1."""
+    import tensorflow as tf
+
+    latest = tf.train.latest_checkpoint(str(run_dir / "checkpoints"))
+    return -1 if latest is None else int(latest.rsplit("-", 1)[1])
+
+
+def signal_after_checkpoint(process: subprocess.Popen, run_dir: Path, step: int, signum) -> None:
+    """Sends `signum` to a training process once its checkpoint of `step` is complete.
+
+    Complete: the `checkpoint` state file names it, so the run is interrupted
+    mid-training with a real checkpoint to resume from. Watching for the `.index` file
+    instead races with the state-file update, which correctly still names the previous
+    checkpoint at that moment.
+    """
+    deadline = time.monotonic() + 300
+    while latest_step(run_dir) < step:
+        assert process.poll() is None, "finished before the signal could be sent"
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    process.send_signal(signum)
+
+
+def assert_same_weights(expected_path: Path, actual_path: Path) -> None:
+    """The weights saved by two `train_to_end` runs are equal."""
+    expected, actual = np.load(expected_path), np.load(actual_path)
+    for key in expected.files:
+        np.testing.assert_allclose(actual[key], expected[key], atol=1e-5, err_msg=key)
+
 
 WORDS = [f"{a}{b}" for a in "bcdfgk" for b in "aeiou"][:24]  # 24 two-letter words
 

@@ -1,30 +1,30 @@
 """Whole training runs through `training.run.train` on the synthetic copy task."""
 
 import json
-import os
 import signal
 import socket
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.training.conftest import replace, tiny_run_config
+from tests.training.conftest import (
+    TRAIN_SCRIPT,
+    assert_same_weights,
+    latest_step,
+    replace,
+    script_env,
+    signal_after_checkpoint,
+    tiny_run_config,
+    train_to_end,
+)
 from training.config import ConfigError, dump_config
 from training.run import TrainingError, train
 from translator.artifacts import load_model_dir
 from translator.pipelines.dataset import make_dataset
 from translator.pipelines.vocab import load_vocabulary
-
-SCRIPT = Path(__file__).parent / "scripts" / "train_run.py"
-
-
-def _env():
-    return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(Path(__file__).parents[2])}
 
 
 def test_run_directory_layout_and_final_model(copy_task, tmp_path):
@@ -130,60 +130,28 @@ def test_resume_after_sigkill_matches_an_uninterrupted_run(copy_task, tmp_path):
     config_path = tmp_path / "config.yaml"
     dump_config(config, config_path)
 
-    straight = subprocess.run(
-        [
-            sys.executable,
-            str(SCRIPT),
-            str(config_path),
-            str(tmp_path / "straight"),
-            str(tmp_path / "a.npz"),
-        ],
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert straight.returncode == 0, straight.stderr[-3000:]
+    train_to_end(config_path, tmp_path / "straight", tmp_path / "a.npz")
 
     killed_dir = tmp_path / "killed"
     process = subprocess.Popen(
-        [sys.executable, str(SCRIPT), str(config_path), str(killed_dir), str(tmp_path / "x.npz")],
-        env=_env(),
+        [
+            sys.executable,
+            str(TRAIN_SCRIPT),
+            str(config_path),
+            str(killed_dir),
+            str(tmp_path / "x.npz"),
+        ],
+        env=script_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    # Kill once the checkpoint of step 30 is complete (the `checkpoint` state file names
-    # it), so the run is interrupted mid-training with a real checkpoint to resume from.
-    # Watching for the `.index` file instead races with the state-file update, which
-    # correctly still names step 20 at that moment.
-    deadline = time.monotonic() + 300
-    while _latest_step(killed_dir) < 30:
-        assert process.poll() is None, "finished before it could be killed"
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)
+    signal_after_checkpoint(process, killed_dir, 30, signal.SIGKILL)
     process.wait()
-    assert _latest_step(killed_dir) in range(30, 60)
+    assert latest_step(killed_dir) in range(30, 60)
     assert not (killed_dir / "model").exists()
 
-    resumed = subprocess.run(
-        [sys.executable, str(SCRIPT), str(config_path), str(killed_dir), str(tmp_path / "b.npz")],
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert "steps=60" in resumed.stdout
-    a, b = np.load(tmp_path / "a.npz"), np.load(tmp_path / "b.npz")
-    for key in a.files:
-        np.testing.assert_allclose(b[key], a[key], atol=1e-5, err_msg=key)
-
-
-def _latest_step(run_dir):
-    """Step of the newest complete checkpoint in `run_dir`, or -1."""
-    latest = tf.train.latest_checkpoint(str(run_dir / "checkpoints"))
-    return -1 if latest is None else int(latest.rsplit("-", 1)[1])
+    assert "steps=60" in train_to_end(config_path, killed_dir, tmp_path / "b.npz")
+    assert_same_weights(tmp_path / "a.npz", tmp_path / "b.npz")
 
 
 def _free_ports(count):
@@ -215,12 +183,12 @@ def test_multi_worker_two_processes_end_with_identical_weights(copy_task, tmp_pa
             subprocess.Popen(
                 [
                     sys.executable,
-                    str(SCRIPT),
+                    str(TRAIN_SCRIPT),
                     str(config_path),
                     str(tmp_path / "run"),
                     str(tmp_path / f"w{index}.npz"),
                 ],
-                env={**_env(), "TF_CONFIG": json.dumps(tf_config)},
+                env={**script_env(), "TF_CONFIG": json.dumps(tf_config)},
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,

@@ -21,7 +21,8 @@ cannot take longer sequences (position tables) and validation loss over the kept
 well defined; translating a whole test set is the decoder's job, not this pipeline's.
 `scan_corpus` counts the skipped pairs exactly (before any batch is produced) and
 `make_dataset` logs the summary once per process and corpus. Invalid UTF-8 and line-count
-mismatches are errors (`CorpusError`), raised by `make_dataset` itself, never mid-epoch.
+mismatches are errors (`CorpusError`), raised by `make_dataset` itself, never mid-epoch;
+so is a corpus with no pair kept (nothing to train or validate on).
 
 Distribution: pass `input_context` (as `strategy.distribute_datasets_from_function` does)
 and the dataset keeps every `num_input_pipelines`-th pair starting at
@@ -43,6 +44,7 @@ import tensorflow as tf
 
 from translator.pipelines.config import PipelineConfig
 from translator.pipelines.corpus import ParallelCorpus
+from translator.pipelines.errors import CorpusError
 from translator.pipelines.vocab import BOS_ID, EOS_ID, PAD_ID, Vocabulary
 
 logger = logging.getLogger("translator.pipelines")
@@ -93,12 +95,16 @@ class CorpusStats:
         return self.empty + self.too_long
 
     def summary(self) -> str:
-        """One line for the log: counts and the reason of every skipped pair."""
+        """One line for the log: the files, then `counts()`."""
+        return f"{self.source_path} | {self.target_path}: {self.counts()}"
+
+    def counts(self) -> str:
+        """Pairs, kept pairs and tokens, and the reason of every skipped pair."""
         text = (
-            f"{self.source_path} | {self.target_path}: {self.pairs:,} pairs, {self.kept:,} kept"
-            f" ({self.source_tokens:,} source / {self.target_tokens:,} target tokens); "
-            f"skipped {self.empty:,} with an empty line, {self.too_long:,} longer than "
-            f"{self.max_source_length} source / {self.max_target_length} target tokens"
+            f"{self.pairs:,} pairs, {self.kept:,} kept ({self.source_tokens:,} source / "
+            f"{self.target_tokens:,} target tokens); skipped {self.empty:,} with an empty "
+            f"line, {self.too_long:,} longer than {self.max_source_length} source / "
+            f"{self.max_target_length} target tokens"
         )
         if any(self.static_remainder):
             text += (
@@ -197,14 +203,19 @@ def make_dataset(
         tgt_len == the bucket's length and batch == the bucket's batch size.
 
     Raises:
-        CorpusError: line counts differ (naming both files and counts) or a line is not
-            UTF-8 (naming file and line).
+        CorpusError: line counts differ (naming both files and counts), a line is not
+            UTF-8 (naming file and line), or no pair is kept (naming the files and the
+            skip counts).
     """
     config = config or PipelineConfig()
     num_shards = input_context.num_input_pipelines if input_context else 1
     shard = input_context.input_pipeline_id if input_context else 0
     stats = _scan(source_path, target_path, vocabulary, config, num_shards, log=shard == 0)
-    del stats  # computed for validation and the summary; the graph below needs no counts
+    if stats.kept - sum(stats.static_remainder) <= 0:  # an empty dataset trains nothing
+        raise CorpusError(
+            f"{stats.source_path} | {stats.target_path}: no pair to "
+            f"{'train' if training else 'validate'} on; {stats.counts()}"
+        )
 
     buckets = config.buckets()
     batch_sizes = tf.constant([b.batch_size for b in buckets], tf.int64)  # [buckets]

@@ -6,8 +6,10 @@ prints the message; none of them wraps a traceback the user would need to read.
 
 from __future__ import annotations
 
+from translator.errors import TranslatorError
 
-class PipelineError(Exception):
+
+class PipelineError(TranslatorError):
     """Base of every error about data, vocabularies or downloads the user can fix."""
 
 

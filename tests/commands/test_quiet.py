@@ -1,0 +1,41 @@
+"""What a user sees on stderr: the command's own lines, none of its libraries' start-up noise.
+
+Each command runs as a user runs it: a fresh process, no TF_CPP_* setting in its
+environment. `-v` shows the libraries' logs again.
+"""
+
+import os
+import subprocess
+import sys
+
+from tests.training.test_train_command import NOISE, REPO
+
+
+def translator(*args, **kwargs):
+    env = {key: value for key, value in os.environ.items() if not key.startswith("TF_CPP")}
+    return subprocess.run(
+        [sys.executable, "-m", "translator", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**env, "PYTHONPATH": str(REPO)},
+        cwd=REPO,
+        **kwargs,
+    )
+
+
+def test_translate_prints_only_its_summary_and_v_shows_the_rest(model_dir):
+    result = translator("translate", "--model", model_dir, input="ba ce di\n\nfo gu\n")
+    assert result.returncode == 0, result.stderr
+    assert len(result.stdout.splitlines()) == 3
+    assert not NOISE.search(result.stderr), result.stderr
+    assert all(line.startswith("translated") for line in result.stderr.splitlines()), result.stderr
+    verbose = translator("translate", "--model", model_dir, "-v", input="ba ce di\n")
+    assert verbose.returncode == 0 and NOISE.search(verbose.stderr), verbose.stderr
+
+
+def test_export_prints_only_where_the_export_went(model_dir, tmp_path):
+    result = translator("export", "--model", model_dir, "--out", tmp_path / "export")
+    assert result.returncode == 0, result.stderr
+    assert not NOISE.search(result.stderr) and "Assets written" not in result.stderr, result.stderr
+    assert (tmp_path / "export" / "1" / "saved_model.pb").is_file()

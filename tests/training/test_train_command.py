@@ -1,0 +1,158 @@
+"""`translator train` as a user runs it: a real process, its exit status and what it prints."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.training.conftest import (
+    assert_same_weights,
+    latest_step,
+    signal_after_checkpoint,
+    tiny_run_config,
+    train_to_end,
+)
+from training.config import dump_config
+
+REPO = Path(__file__).parents[2]
+# What TensorFlow, absl and SentencePiece print at start-up or while working; a command
+# shows none of it without -v.
+NOISE = re.compile(
+    r"cuda|cuInit|cpu_feature_guard|rebuild TensorFlow|absl|Sharding callback|LOG\(INFO\)"
+    r"|INFO:tensorflow|contains input name|oneDNN|^[IWE]\d{4} ",
+    re.MULTILINE,
+)
+
+
+def translator(*args, timeout=300, **kwargs):
+    """`python -m translator ARGS` with the environment a user has (no log settings)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("TF_CPP")}
+    return subprocess.run(
+        [sys.executable, "-m", "translator", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**env, "PYTHONPATH": str(REPO)},
+        cwd=REPO,
+        **kwargs,
+    )
+
+
+def write_config(tmp_path, task, **sections):
+    path = tmp_path / "config.yaml"
+    dump_config(tiny_run_config(task, **sections), path)
+    return path
+
+
+def write(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(f"{line}\n" for line in lines), "utf-8")
+    return path
+
+
+def test_mismatched_files_are_one_error_line_and_a_traceback_only_with_v(copy_task, tmp_path):
+    source = write(tmp_path / "a.src", ["ba ce", "di fo", "gu ka"])
+    target = write(tmp_path / "a.tgt", ["ba ce", "di fo"])
+    config = write_config(tmp_path, copy_task)
+    args = ["train", "--config", config, "--run-dir", tmp_path / "run"]
+    args += ["--set", f"data.train_source={source}", "--set", f"data.train_target={target}"]
+    result = translator(*args)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith("translator train: error: ") and "Traceback" not in result.stderr
+    assert str(source) in lines[-1] and "3" in lines[-1] and "2" in lines[-1]
+    assert not NOISE.search(result.stderr), result.stderr
+    verbose = translator(*args, "-v")
+    assert verbose.returncode != 0 and "Traceback" in verbose.stderr
+    assert "CorpusError" in verbose.stderr
+
+
+@pytest.mark.parametrize(
+    ("side", "source_lines", "target_lines", "counts"),
+    [
+        ("train", [], [], "0 pairs, 0 kept"),
+        ("valid", ["", "  ", "\t"], ["", "ba", " "], "3 pairs, 0 kept"),
+        ("train", ["ba " * 40] * 4, ["ce " * 40] * 4, "0 with an empty line, 4 longer than 32"),
+    ],
+    ids=["empty training files", "blank validation lines", "all training pairs over-long"],
+)
+def test_a_corpus_with_no_pair_to_learn_from_is_refused_before_any_step(
+    copy_task, tmp_path, side, source_lines, target_lines, counts
+):
+    source = write(tmp_path / "x.src", source_lines)
+    target = write(tmp_path / "x.tgt", target_lines)
+    run_dir = tmp_path / "run"
+    result = translator(
+        "train",
+        "--config",
+        write_config(tmp_path, copy_task),
+        "--run-dir",
+        run_dir,
+        "--set",
+        f"data.{side}_source={source}",
+        "--set",
+        f"data.{side}_target={target}",
+    )
+    assert result.returncode == 2, result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    purpose = "train" if side == "train" else "validate"
+    assert line.startswith(f"translator train: error: {source} | {target}: no pair to ")
+    assert f"no pair to {purpose} on" in line and counts in line, line
+    assert not list(run_dir.glob("checkpoints/ckpt-*")) and not (run_dir / "model").exists()
+
+
+def test_a_model_directory_that_is_not_one_is_one_error_line(tmp_path):
+    result = translator("translate", "--model", tmp_path, input="hello\n", timeout=120)
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"translator translate: error: {tmp_path}"), line
+    missing = translator("data", "check", "--src", tmp_path / "no.en", "--tgt", tmp_path / "no.de")
+    assert missing.returncode != 0 and "Traceback" not in missing.stderr
+    assert len(missing.stderr.strip().splitlines()) == 1 and "no.en" in missing.stderr
+
+
+def test_ctrl_c_saves_the_step_and_the_resumed_run_equals_an_uninterrupted_one(copy_task, tmp_path):
+    """SIGINT mid-training: checkpoint at that step, exit 130, resume = never interrupted.
+
+    Not on a terminal, the run logs a progress line every `log_every_steps` updates.
+    """
+    config = write_config(
+        tmp_path,
+        copy_task,
+        model={"preset": "tiny", "overrides": {"dropout": 0.1}},  # RNG state must resume too
+        train={"max_steps": 60, "log_every_steps": 5},
+        checkpoint={"every_steps": 10, "keep_last": 10},
+    )
+    train_to_end(config, tmp_path / "straight", tmp_path / "a.npz")
+
+    run_dir = tmp_path / "interrupted"
+    command = [sys.executable, "-m", "translator", "train", "--config", config]
+    process = subprocess.Popen(
+        [*command, "--run-dir", run_dir],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    signal_after_checkpoint(process, run_dir, 20, signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=300)
+    assert process.returncode == 130, stderr[-3000:]
+    stopped = latest_step(run_dir)
+    assert 20 <= stopped < 60 and not (run_dir / "model").exists()
+    assert f"translator train: interrupted: stopped at step {stopped}" in stderr
+    assert f"ckpt-{stopped}" in stderr and "run the same command again" in stderr
+    assert "Traceback" not in stderr and not NOISE.search(stderr), stderr
+    # The log: a line every 5 updates, against the budget of 60 steps.
+    progress = re.findall(r"step (\d+)/60 \((\d+)%\) \| loss ([\d.]+) \| lr ([\d.e+-]+) \|", stderr)
+    assert [int(step) for step, *_ in progress] == list(range(5, stopped + 1, 5))
+    assert all(int(percent) == round(int(step) * 100 / 60) for step, percent, *_ in progress)
+    assert all(np.isfinite(float(loss)) and float(rate) > 0 for *_, loss, rate in progress)
+    assert "target tok/s" in stderr and "elapsed, ~" in stderr and "Epoch" not in stdout
+
+    assert "steps=60" in train_to_end(config, run_dir, tmp_path / "b.npz")
+    assert_same_weights(tmp_path / "a.npz", tmp_path / "b.npz")

@@ -1,0 +1,18 @@
+"""The base of every error a user can fix: bad input, a missing file, a bad config.
+
+`translator.cli.main` prints such an error as one `translator <command>: error: ...` line
+and exits with its `exit_code`; a traceback appears only with `-v` / `--debug`. Anything
+else that escapes a command is a bug and keeps its traceback. This module imports
+nothing, so every layer (pipelines, artifacts, training, serving) can derive from it.
+"""
+
+from __future__ import annotations
+
+
+class TranslatorError(Exception):
+    """An error meant for the user, whose message says what to fix (file, line, field)."""
+
+    # The command's exit status when this error ends it.
+    exit_code = 2
+    # What the command line calls it: `translator <command>: <label>: <message>`.
+    label = "error"
