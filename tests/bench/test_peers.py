@@ -47,3 +47,21 @@ def test_a_partial_bench_run_keeps_the_other_benchmarks_rows():
     assert [row.split("|")[1].strip() for row in rows] == ["pipeline", "decoding (trained model)"]
     assert kept_rows(previous, {"pipeline", "quality", "decoding"}) == ([], started)
     assert kept_rows(None, {"quality"}) == ([], "")
+
+
+def test_our_rates_are_the_progress_lines_without_the_first():
+    from bench.peers import our_rates
+
+    log = "\n".join(
+        [
+            "2026-11-23 14:54:00,602 training.callbacks: step 20/~234 (8%) | loss 5.355 | "
+            "lr 4.12e-03 | 5,700 target tok/s | 31s elapsed, ~1m29s left",
+            "2026-11-23 14:54:00,900 training.callbacks: saved runs/x/checkpoints/ckpt-20",
+            "2026-11-23 14:54:25,143 training.callbacks: step 40/~232 (17%) | loss 4.881 | "
+            "lr 2.97e-03 | 7,267 target tok/s | 56s elapsed, ~1m04s left",
+            "2026-11-23 14:54:46,705 training.callbacks: step 60/~241 (25%) | loss 4.672 | "
+            "lr 1.97e-03 | 812 target tok/s | 1m17s elapsed, ~43s left",
+        ]
+    )
+    assert our_rates(log) == [7267.0, 812.0]
+    assert our_rates("no progress lines") == []
