@@ -160,7 +160,7 @@ def read_sources(data: Path, tokenize: Callable[[list[str]], list[list[int]]] | 
     """Source ids of every test sentence, EOS appended; random pieces without a tokenizer."""
     import numpy as np
 
-    from translator.search import EOS_ID
+    from translator.constants import EOS_ID
 
     with gzip.open(data / TEST_FILE, "rt", encoding="utf-8") as lines:
         text = [line.rstrip("\n") for line in lines]
@@ -238,7 +238,7 @@ class NaiveGreedy:
         import numpy as np
         import tensorflow as tf
 
-        from translator.search import BOS_ID, EOS_ID, PAD_ID
+        from translator.constants import BOS_ID, EOS_ID, PAD_ID
         from translator.search.common import output_length_limits
 
         limits, _ = output_length_limits(tf.constant(source), self.config, self.position_limit)

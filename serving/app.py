@@ -55,21 +55,29 @@ def error_response(message: str, status: int) -> Response:
     return json_response({"error": message}, status)
 
 
-def create_app(model: ServedModel, batcher: Batcher, limits: RequestLimits) -> Starlette:
-    """The Starlette application serving `model` through `batcher`.
+class ModelService:
+    """The request handlers of one model: TF Serving's REST routes and a health check.
 
-    The batcher is started with the application (if not yet running) and stopped when the
-    application shuts down, after the server has finished the requests in flight.
+    Args:
+        model: The served model.
+        batcher: Runs predict requests in batches.
+        limits: Request size limits.
     """
-    input_keys = {name: info.input_key for name, info in model.signatures.items()}
+
+    def __init__(self, model: ServedModel, batcher: Batcher, limits: RequestLimits):
+        self.model = model
+        self.batcher = batcher
+        self.limits = limits
+        self.input_keys = {name: info.input_key for name, info in model.signatures.items()}
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette):
-        if not batcher.alive:
-            batcher.start()
+    async def lifespan(self, app: Starlette):
+        """Starts the batcher (if not running); stops it after the requests in flight."""
+        if not self.batcher.alive:
+            self.batcher.start()
         yield
-        stopped = await asyncio.to_thread(batcher.stop)
-        stats = batcher.stats
+        stopped = await asyncio.to_thread(self.batcher.stop)
+        stats = self.batcher.stats
         logger.info(
             "batcher %s: %d requests, %d sentences in %d batches (mean size %.1f)",
             "stopped" if stopped else "did not stop in time",
@@ -79,21 +87,24 @@ def create_app(model: ServedModel, batcher: Batcher, limits: RequestLimits) -> S
             stats.mean_batch_size(),
         )
 
-    async def health(request: Request) -> Response:
-        if not batcher.alive:
+    async def health(self, request: Request) -> Response:
+        """GET /healthz: 200 while the batching thread runs, with its counts."""
+        if not self.batcher.alive:
             return error_response("the batching thread is not running", 503)
+        stats = self.batcher.stats
         return json_response(
             {
                 "status": "ok",
-                "model": model.name,
-                "version": str(model.version),
-                "requests": batcher.stats.requests,
-                "batches": batcher.stats.batches,
-                "sentences": batcher.stats.sentences,
+                "model": self.model.name,
+                "version": str(self.model.version),
+                "requests": stats.requests,
+                "batches": stats.batches,
+                "sentences": stats.sentences,
             }
         )
 
-    async def models(request: Request) -> Response:
+    async def models(self, request: Request) -> Response:
+        """Everything under /v1/models/: resolves name, version and verb as TF Serving."""
         path = request.path_params["path"]
         match = _MODEL_PATH.fullmatch(path)
         if match is None:
@@ -106,42 +117,47 @@ def create_app(model: ServedModel, batcher: Batcher, limits: RequestLimits) -> S
         spec = f"Specific({name}, {version})" if version else f"Latest({name})"
         if label is not None:
             return error_response(f"Servable not found for request: label {label!r}", 404)
+        model = self.model
         if name != model.name or (version is not None and version != str(model.version)):
             return error_response(f"Servable not found for request: {spec}", 404)
         if verb is None:
-            return json_response(status_body())
+            return json_response(self.status_body())
         if verb == "/metadata":
-            return json_response(metadata_body())
+            return json_response(self.metadata_body())
         if verb != ":predict":
             return error_response(
                 f"{verb[1:]} is not supported by this model (its signatures take strings); "
                 "use :predict",
                 400,
             )
-        return await predict(request)
+        return await self.predict(request)
 
-    def status_body() -> dict[str, Any]:
+    def status_body(self) -> dict[str, Any]:
+        """TF Serving's model status response."""
         return {
             "model_version_status": [
                 {
-                    "version": str(model.version),
-                    "state": "AVAILABLE" if batcher.alive else "END",
+                    "version": str(self.model.version),
+                    "state": "AVAILABLE" if self.batcher.alive else "END",
                     "status": {"error_code": "OK", "error_message": ""},
                 }
             ]
         }
 
-    def metadata_body() -> dict[str, Any]:
+    def metadata_body(self) -> dict[str, Any]:
+        """TF Serving's metadata response: the SignatureDefs as JSON."""
+        model = self.model
         return {
             "model_spec": {"name": model.name, "signature_name": "", "version": str(model.version)},
             "metadata": {"signature_def": {"signature_def": model.signature_defs}},
         }
 
-    async def predict(request: Request) -> Response:
+    async def predict(self, request: Request) -> Response:
+        """:predict: parse, submit to the batcher, wait, format."""
         try:
-            body = await read_body(request, limits.max_bytes)
-            parsed = parse_predict(body, input_keys, limits)
-            future = batcher.submit(parsed.signature, parsed.inputs)
+            body = await read_body(request, self.limits.max_bytes)
+            parsed = parse_predict(body, self.input_keys, self.limits)
+            future = self.batcher.submit(parsed.signature, parsed.inputs)
         except RequestError as error:
             return error_response(error.message, error.status)
         except (QueueFullError, BatcherStoppedError) as error:
@@ -150,22 +166,31 @@ def create_app(model: ServedModel, batcher: Batcher, limits: RequestLimits) -> S
             outputs = await asyncio.wrap_future(future)
         except Exception as error:  # the model failed on this batch
             return error_response(f"the model failed: {error}", 500)
-        keys = model.signatures[parsed.signature].output_keys
+        keys = self.model.signatures[parsed.signature].output_keys
         return json_response(format_predict(outputs, keys, parsed.columnar))
 
-    async def http_error(request: Request, error: Exception) -> Response:
+    async def http_error(self, request: Request, error: Exception) -> Response:
+        """Starlette's own errors (unknown route, wrong method) in TF Serving's shape."""
         assert isinstance(error, HTTPException)
         return error_response(
             f"{error.detail}: {request.method} {request.url.path}", error.status_code
         )
 
+
+def create_app(model: ServedModel, batcher: Batcher, limits: RequestLimits) -> Starlette:
+    """The Starlette application serving `model` through `batcher`.
+
+    The batcher is started with the application (if not yet running) and stopped when the
+    application shuts down, after the server has finished the requests in flight.
+    """
+    service = ModelService(model, batcher, limits)
     return Starlette(
         routes=[
-            Route("/healthz", health, methods=["GET"]),
-            Route("/v1/models/{path:path}", models, methods=["GET", "POST"]),
+            Route("/healthz", service.health, methods=["GET"]),
+            Route("/v1/models/{path:path}", service.models, methods=["GET", "POST"]),
         ],
-        exception_handlers={HTTPException: http_error},
-        lifespan=lifespan,
+        exception_handlers={HTTPException: service.http_error},
+        lifespan=service.lifespan,
     )
 
 

@@ -29,11 +29,9 @@ import concurrent.futures
 import dataclasses
 import logging
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import numpy as np
 
@@ -244,41 +242,29 @@ class Batcher:
 
 # Fields of TF Serving's BatchingParameters this server applies; the others are reported.
 _APPLIED_FIELDS = ("max_batch_size", "batch_timeout_micros", "max_enqueued_batches")
-# `name { value: N }` (the wrapped integers) or `name: value` (plain fields such as bools).
-_FIELD = re.compile(r"^\s*(\w+)\s*(?:\{\s*value\s*:\s*(\S+?)\s*\}|:\s*(\S+))\s*$")
 
 
 def read_batching_parameters(path: str | os.PathLike[str]) -> tuple[dict[str, int], list[str]]:
-    """Reads TF Serving's batching parameters file (text `BatchingParameters` proto).
+    """Reads TF Serving's batching parameters file (a text `BatchingParameters` proto).
 
-    Lines look like `max_batch_size { value: 32 }` or `pad_variable_length_inputs: true`;
-    `#` starts a comment.
+    Parsed by the message's schema (`serving.protos`), as TF Serving parses it.
 
     Returns:
         `(applied, ignored)`: the values of the fields this server uses, and the names of
-        fields it does not (such as `num_batch_threads`; this server runs one batch thread).
+        the fields set that it does not (such as `num_batch_threads`; this server runs one
+        batch thread).
 
     Raises:
-        ValueError: naming the file and line that cannot be read.
+        ConfigError: naming the file, line and column TF Serving would reject.
     """
+    from serving.protos import read_batching_parameters as read_proto
+
+    parameters = read_proto(path)
     applied: dict[str, int] = {}
     ignored: list[str] = []
-    for number, line in enumerate(Path(path).read_text("utf-8").splitlines(), 1):
-        line = line.split("#", 1)[0]
-        if not line.strip():
-            continue
-        match = _FIELD.match(line)
-        if match is None:
-            raise ValueError(
-                f"{path}:{number}: expected `name {{ value: N }}` or `name: value`, got {line!r}"
-            )
-        name, wrapped, plain = match.groups()
-        value = wrapped if wrapped is not None else plain
-        if name not in _APPLIED_FIELDS:
-            ignored.append(name)
-            continue
-        try:
-            applied[name] = int(value)
-        except ValueError:
-            raise ValueError(f"{path}:{number}: {name} must be an integer, got {value}") from None
+    for field, value in parameters.ListFields():
+        if field.name in _APPLIED_FIELDS:
+            applied[field.name] = int(value.value)
+        else:
+            ignored.append(field.name)
     return applied, ignored

@@ -118,14 +118,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def batching_config(args: argparse.Namespace):
     """The `BatchingConfig` from the parameters file, the flags and the defaults."""
     from serving.batching import BatchingConfig, read_batching_parameters
-    from translator.cli import CommandError
 
     values = dict(DEFAULTS)
     if args.batching_parameters is not None:
-        try:
-            applied, ignored = read_batching_parameters(args.batching_parameters)
-        except (OSError, ValueError) as error:
-            raise CommandError(str(error)) from error
+        applied, ignored = read_batching_parameters(args.batching_parameters)
         if ignored:
             print(
                 f"{args.batching_parameters}: not applied (one batch thread, any batch size): "
@@ -135,10 +131,7 @@ def batching_config(args: argparse.Namespace):
     for name in DEFAULTS:
         if getattr(args, name) is not None:
             values[name] = getattr(args, name)
-    try:
-        return BatchingConfig(**values, enabled=not args.no_batching)
-    except ValueError as error:
-        raise CommandError(str(error)) from error
+    return BatchingConfig(**values, enabled=not args.no_batching)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -155,14 +148,11 @@ def run(args: argparse.Namespace) -> int:
 
     from serving.app import create_app
     from serving.batching import Batcher
-    from serving.model import ModelLoadError, ServedModel
+    from serving.model import ServedModel
     from serving.protocol import RequestLimits
 
     start = time.monotonic()
-    try:
-        model = ServedModel(args.name, args.model)
-    except ModelLoadError as error:
-        raise CommandError(str(error)) from error
+    model = ServedModel(args.name, args.model)
     model.warm_up()
     batching = (
         f"batching max_batch_size={config.max_batch_size} "

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from translator.errors import ConfigError
+
 
 @dataclasses.dataclass(frozen=True)
 class BatchingConfig:
@@ -25,11 +27,11 @@ class BatchingConfig:
 
     def __post_init__(self) -> None:
         if self.max_batch_size < 1:
-            raise ValueError(f"max_batch_size must be >= 1, got {self.max_batch_size}")
+            raise ConfigError(f"max_batch_size must be >= 1, got {self.max_batch_size}")
         if self.batch_timeout_micros < 0:
-            raise ValueError(f"batch_timeout_micros must be >= 0, got {self.batch_timeout_micros}")
+            raise ConfigError(f"batch_timeout_micros must be >= 0, got {self.batch_timeout_micros}")
         if self.max_enqueued_batches < 1:
-            raise ValueError(f"max_enqueued_batches must be >= 1, got {self.max_enqueued_batches}")
+            raise ConfigError(f"max_enqueued_batches must be >= 1, got {self.max_enqueued_batches}")
 
     @property
     def queue_capacity(self) -> int:

@@ -55,7 +55,7 @@ def test_search_options_reach_the_search_config():
     """translate, evaluate and export: --top-beam-stop is the non-exact stop."""
     from translator.cli import build_parser
     from translator.commands import export
-    from translator.commands.translate import search_config
+    from translator.commands.options import search_config
 
     parser = build_parser()
     for command in ("translate", "evaluate"):
@@ -67,7 +67,7 @@ def test_search_options_reach_the_search_config():
         assert not changed.exact_stop and changed.length_penalty == 1.0
 
     export_args = ["export", "--model", "m", "--out", "e", "--beam-size", "5"]
-    default = export.search_config(parser.parse_args(export_args))
+    default = export.export_search_config(parser.parse_args(export_args))
     assert default.exact_stop and default.beam_size == default.n_best == 5
-    changed = export.search_config(parser.parse_args([*export_args, "--top-beam-stop"]))
+    changed = export.export_search_config(parser.parse_args([*export_args, "--top-beam-stop"]))
     assert not changed.exact_stop

@@ -99,7 +99,7 @@ def test_score_command_equals_sacrebleu_program(corpus_files, tmp_path, capsys, 
 
 
 def test_gzip_and_crlf_inputs_score_like_plain_files(corpus_files, tmp_path):
-    from translator.evaluation import read_lines
+    from translator.io import read_lines
 
     references = read_lines(corpus_files["ref"])
     crlf = _write(tmp_path / "ref.crlf.txt.gz", references, newline="\r\n")
@@ -200,3 +200,21 @@ def test_errors_name_files_and_exit_2(corpus_files, tmp_path, capsys):
         EvaluationError, match="line counts differ: hypotheses has 1, references has 2"
     ):
         evaluate(["x"], ["x", "y"])
+
+
+@pytest.mark.parametrize("key", ["bleu", "chrf", "ter"])
+def test_the_sacrebleu_internals_the_paired_interval_relies_on(key):
+    # `_difference_interval` sums sacreBLEU's per-sentence sufficient statistics over each
+    # resample; sacreBLEU has no public API for that. Pinned here (and `<3` in
+    # pyproject.toml): summed statistics must give exactly the public corpus score.
+    import sacrebleu
+
+    from translator.evaluation.scoring import corpus_metrics
+
+    assert sacrebleu.__version__.split(".")[0] == "2"
+    metric = corpus_metrics()[key]
+    hypotheses = ["the man is riding a bike", "a dog runs", "two women talk"]
+    references = ["a man is riding a bike", "the dog runs fast", "two women are talking"]
+    stats = np.array(metric._extract_corpus_statistics(hypotheses, [references]), "float32")
+    summed = metric._compute_score_from_stats(stats.sum(0)).score
+    assert summed == pytest.approx(metric.corpus_score(hypotheses, [references]).score, abs=1e-4)

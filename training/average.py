@@ -9,8 +9,9 @@ import tensorflow as tf
 from training.checkpoints import average_checkpoints
 from training.config import load_config
 from translator.artifacts import save_model_dir
+from translator.errors import ConfigError
 from translator.model import Transformer
-from translator.pipelines.vocab import load_vocabulary
+from translator.pipelines.tokenizer import load_vocabulary
 
 
 def average_run(
@@ -23,11 +24,11 @@ def average_run(
 
     Raises:
         FileNotFoundError: the run has no config, vocabulary or checkpoints.
-        ValueError: `last` < 1.
+        ConfigError: `last` < 1.
     """
     run_dir = Path(run_dir)
     if last < 1:
-        raise ValueError(f"--last must be >= 1, got {last}")
+        raise ConfigError(f"--last must be >= 1, got {last}")
     for needed in ("config.yaml", "vocab"):
         if not (run_dir / needed).exists():
             raise FileNotFoundError(f"{run_dir}: no {needed}; is this a training run directory?")

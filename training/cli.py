@@ -86,12 +86,8 @@ def register_average(subparsers: argparse._SubParsersAction) -> None:
 def run_average(args: argparse.Namespace) -> int:
     """Runs `translator average-checkpoints`."""
     from training.average import average_run
-    from translator.cli import CommandError
 
-    try:
-        out, paths = average_run(args.run_dir, args.last, args.out)
-    except (FileNotFoundError, ValueError) as error:
-        raise CommandError(str(error)) from error
+    out, paths = average_run(args.run_dir, args.last, args.out)
     print(f"averaged {len(paths)} checkpoints: {', '.join(Path(p).name for p in paths)}")
     print(f"model: {out}")
     return 0

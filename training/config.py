@@ -17,15 +17,11 @@ from typing import Any, Literal
 import yaml
 
 from translator.config import TransformerConfig
-from translator.errors import TranslatorError
+from translator.errors import ConfigError
 from translator.pipelines.config import PipelineConfig
 
 Strategy = Literal["auto", "one_device", "mirrored", "multi_worker", "tpu"]
 Precision = Literal["auto", "float32", "mixed_bfloat16", "mixed_float16"]
-
-
-class ConfigError(TranslatorError, ValueError):
-    """A config key or value is wrong; the message names it."""
 
 
 @dataclasses.dataclass(frozen=True)

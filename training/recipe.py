@@ -138,10 +138,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Runs `translator recipe`."""
-    from training.config import ConfigError
-    from training.run import TrainingError
     from translator.cli import CommandError
-    from translator.pipelines import PipelineError
 
     if args.minutes <= 0:
         raise CommandError(f"--minutes must be positive, got {args.minutes:g}")
@@ -154,10 +151,7 @@ def run(args: argparse.Namespace) -> int:
         test_sentences=args.test_sentences,
         beam_size=args.beam_size,
     )
-    try:
-        run_recipe(paths, settings)
-    except (PipelineError, ConfigError, TrainingError) as error:
-        raise CommandError(str(error)) from error
+    run_recipe(paths, settings)
     print_summary(paths)
     return 0
 
@@ -167,7 +161,6 @@ def run_recipe(paths: RecipePaths, settings: RecipeSettings) -> None:
 
     Raises:
         PipelineError, ConfigError, TrainingError: from the stage that failed.
-        translator.cli.CommandError: if evaluation or export fails.
     """
     fetch_data(paths, settings)
     build_vocab(paths, settings)
@@ -246,7 +239,8 @@ def run_config(paths: RecipePaths, settings: RecipeSettings) -> RunConfig:
 
 def evaluate_test_set(paths: RecipePaths, settings: RecipeSettings) -> None:
     """Stage 4: beam-search translation of the test set, scored into a report."""
-    from translator.cli import CommandError, main
+    from translator.commands.evaluate import evaluate_model
+    from translator.search.config import SearchConfig
 
     print(f"[4/5] {TEST_SET} with beam {settings.beam_size} -> {paths.report}", flush=True)
     if (paths.report / "report.json").is_file():
@@ -262,37 +256,32 @@ def evaluate_test_set(paths: RecipePaths, settings: RecipeSettings) -> None:
             for path in (source, reference)
         )
     paths.report.mkdir(parents=True, exist_ok=True)
-    arguments = [
-        "evaluate",
-        f"--model={paths.run}",
-        f"--src={source}",
-        f"--ref={reference}",
-        f"--beam-size={settings.beam_size}",
-        f"--hyp-out={paths.report / 'translations.de'}",
-        f"--report={paths.report}",
-    ]
-    if main(arguments) != 0:
-        raise CommandError(f"evaluation failed: translator {' '.join(arguments)}")
+    evaluate_model(
+        paths.run,
+        source,
+        reference,
+        SearchConfig(beam_size=settings.beam_size),
+        hypotheses_out=paths.report / "translations.de",
+        report_dir=paths.report,
+    )
 
 
 def export_model(paths: RecipePaths, settings: RecipeSettings) -> None:
     """Stage 5: the SavedModel (tokenizer, beam search, detokenizer inside)."""
-    from translator.cli import CommandError, main
+    from translator.export import ExportConfig
+    from translator.export import export_model as export_saved_model
+    from translator.search.config import SearchConfig
 
     version = paths.export / str(EXPORT_VERSION)
     print(f"[5/5] SavedModel -> {version}", flush=True)
     if (version / "saved_model.pb").is_file():
         print("  already exported")
         return
-    arguments = [
-        "export",
-        f"--model={paths.run}",
-        f"--out={paths.export}",
-        f"--version={EXPORT_VERSION}",
-        f"--beam-size={settings.beam_size}",
-    ]
-    if main(arguments) != 0:
-        raise CommandError(f"export failed: translator {' '.join(arguments)}")
+    search = SearchConfig(beam_size=settings.beam_size, n_best=settings.beam_size)
+    path = export_saved_model(
+        paths.run, paths.export, ExportConfig(search=search), version=EXPORT_VERSION
+    )
+    print(f"  exported {path}", flush=True)
 
 
 def print_summary(paths: RecipePaths) -> None:

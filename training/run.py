@@ -43,10 +43,10 @@ from training.strategy import is_chief, make_strategy, select_precision
 from training.trainer import TranslationTrainer
 from translator.artifacts import save_model_dir
 from translator.errors import TranslatorError
+from translator.io import read_lines
 from translator.model import Transformer
-from translator.pipelines import corpus
 from translator.pipelines.dataset import make_dataset
-from translator.pipelines.vocab import Vocabulary, load_vocabulary
+from translator.pipelines.tokenizer import Vocabulary, load_vocabulary
 
 log = logging.getLogger(__name__)
 
@@ -192,16 +192,6 @@ def _prepare_run_dir(run_dir: Path, config: RunConfig, vocabulary: Vocabulary) -
     dump_config(config, run_dir / "config.yaml")
 
 
-def read_lines(path: str, limit: int = 0) -> list[str]:
-    """The first `limit` lines of a text file (plain or .gz); all when limit is 0."""
-    lines = []
-    for line in corpus.iter_lines(path):
-        if limit and len(lines) >= limit:
-            break
-        lines.append(line)
-    return lines
-
-
 def train(
     config: RunConfig,
     run_dir: str | Path,
@@ -235,21 +225,56 @@ def train(
     check_inputs(config)
     strategy = make_strategy(config.train.strategy)  # before anything starts TensorFlow
     vocabulary = _load_vocabulary(config)
-    chief = is_chief(strategy)
     precision = select_precision(config.train.precision, strategy)
     keras.utils.set_random_seed(config.train.seed)
-    if chief:
+    if is_chief(strategy):
         _prepare_run_dir(run_dir, config, vocabulary)
+    run = _build(config, vocabulary, strategy, run_dir)
+    train_data, valid_data = _datasets(config, vocabulary, strategy, run.micro_steps_done)
+    watch = _callbacks(
+        config, run, vocabulary, strategy, valid_data is not None, verbose, translate_factory
+    )
+    started = time.monotonic()
+    history = _fit(config, run, train_data, valid_data, watch.callbacks)
+    steps = _last_checkpoint(run, watch)
+    return _finish(config, run, watch, history, steps, precision, time.monotonic() - started)
+
+
+@dataclasses.dataclass
+class _Run:
+    """What training builds before its first step."""
+
+    run_dir: Path
+    transformer: Transformer
+    trainer: TranslationTrainer
+    budget: Budget
+    checkpoints: Checkpoints
+    # Batches consumed before this process started (updates x accumulation steps).
+    micro_steps_done: int
+
+
+@dataclasses.dataclass
+class _Watch:
+    """The callbacks of `fit` and the ones `train` reads afterwards."""
+
+    callbacks: list[keras.callbacks.Callback]
+    nan_guard: NanGuard
+    interrupt: Interrupt
+    # Validation BLEU (None without BLEU validation).
+    bleu: Any
+
+
+def _build(config: RunConfig, vocabulary: Vocabulary, strategy, run_dir: Path) -> _Run:
+    """The model, trainer, optimizer, budget and checkpoints, restored if the run exists."""
     model_config = config.model.transformer_config(
         vocabulary.source_vocab_size, vocabulary.target_vocab_size
     )
     log.info(
         "model %s, precision %s, %d replica(s)",
         model_config,
-        precision,
+        keras.config.dtype_policy().name,
         strategy.num_replicas_in_sync,
     )
-
     with strategy.scope():
         transformer = Transformer(model_config, name="transformer")
         trainer = TranslationTrainer(
@@ -258,9 +283,8 @@ def train(
             clip_norm=config.optimizer.clip_norm,
         )
         schedule = make_schedule(config, model_config.d_model)
-        optimizer = make_optimizer(config, model_config.d_model, schedule)
         trainer.compile(
-            optimizer=optimizer,
+            optimizer=make_optimizer(config, model_config.d_model, schedule),
             steps_per_execution=config.train.steps_per_execution,
             jit_compile=config.train.jit_compile,
         )
@@ -278,9 +302,13 @@ def train(
     start_step = checkpoints.restore_latest()
     if start_step >= config.train.max_steps:
         log.info("run already at step %d >= max_steps", start_step)
+    micro_steps = start_step * max(config.optimizer.accumulation_steps, 1)
+    return _Run(run_dir, transformer, trainer, budget, checkpoints, micro_steps)
 
+
+def _datasets(config: RunConfig, vocabulary: Vocabulary, strategy, micro_steps_done: int):
+    """The training input (resumed where the run stopped) and the validation input."""
     data = config.data
-    micro_steps_done = start_step * max(config.optimizer.accumulation_steps, 1)
     train_data = _distributed_dataset(
         config, vocabulary, strategy, data.train_source, data.train_target, skip=micro_steps_done
     )
@@ -289,65 +317,110 @@ def train(
         valid_data = _distributed_dataset(
             config, vocabulary, strategy, data.valid_source, data.valid_target, skip=None
         )
+    return train_data, valid_data
 
+
+def _callbacks(
+    config: RunConfig,
+    run: _Run,
+    vocabulary: Vocabulary,
+    strategy,
+    validating: bool,
+    verbose: int | None,
+    translate_factory,
+) -> _Watch:
+    """The callbacks in the order they must run (guards first, checkpoints after BLEU)."""
+    chief = is_chief(strategy)
     nan_guard, interrupt = NanGuard(), Interrupt()
-    callbacks: list[keras.callbacks.Callback] = [nan_guard, interrupt, budget, Throughput()]
+    callbacks: list[keras.callbacks.Callback] = [nan_guard, interrupt, run.budget, Throughput()]
     if verbose is None:
         verbose = 1 if sys.stderr.isatty() else 2
     if verbose:
-        callbacks.append(Progress(budget, config.train.log_every_steps, bar=verbose == 1))
+        callbacks.append(Progress(run.budget, config.train.log_every_steps, bar=verbose == 1))
     bleu = None
-    if valid_data is not None and config.eval.bleu:
+    if validating and config.eval.bleu:
         bleu = _bleu_callback(
-            config, transformer, vocabulary, run_dir, chief, nan_guard, interrupt, translate_factory
+            config,
+            run.transformer,
+            vocabulary,
+            run.run_dir,
+            chief,
+            nan_guard,
+            interrupt,
+            translate_factory,
         )
         callbacks.append(bleu)
-    callbacks.append(PeriodicCheckpoint(checkpoints, config.checkpoint.every_steps, nan_guard))
+    callbacks.append(PeriodicCheckpoint(run.checkpoints, config.checkpoint.every_steps, nan_guard))
     if chief:
-        callbacks.append(TensorBoard(str(run_dir / "logs"), update_freq=100))
+        callbacks.append(TensorBoard(str(run.run_dir / "logs"), update_freq=100))
+    return _Watch(callbacks, nan_guard, interrupt, bleu)
 
+
+def _fit(config: RunConfig, run: _Run, train_data, valid_data, callbacks) -> Any:
+    """Keras' `fit` from the resumed step: one epoch per validation period."""
+    accumulation = max(config.optimizer.accumulation_steps, 1)
     period = config.eval.every_steps or config.train.max_steps
-    period = max(1, period * max(config.optimizer.accumulation_steps, 1))  # in micro-steps
-    started = time.monotonic()
+    period = max(1, period * accumulation)  # in micro-steps
     with warnings.catch_warnings():
         # Keras says "input ran out of data" whenever a callback stops training mid-epoch
         # (the budget, early stopping, the NaN guard); the input here is endless.
         warnings.filterwarnings("ignore", message="Your input ran out of data")
-        history = trainer.fit(
+        return run.trainer.fit(
             train_data,
-            epochs=math.ceil(
-                config.train.max_steps * max(config.optimizer.accumulation_steps, 1) / period
-            ),
-            initial_epoch=_micro_steps(trainer.optimizer) // period,
+            epochs=math.ceil(config.train.max_steps * accumulation / period),
+            initial_epoch=run.micro_steps_done // period,
             steps_per_epoch=period,
             validation_data=valid_data,
             callbacks=callbacks,
             verbose=0,  # `Progress` shows the run against its budget, not Keras' epochs
             shuffle=False,  # the pipeline shuffles (with a seed, so resume is exact)
         )
-    if nan_guard.failed_step is not None:
+
+
+def _last_checkpoint(run: _Run, watch: _Watch) -> int:
+    """Checks how training ended and checkpoints its last step.
+
+    Raises:
+        TrainingError: the loss became NaN.
+        TrainingInterruptedError: Ctrl-C.
+    """
+    checkpoints = run.checkpoints
+    if watch.nan_guard.failed_step is not None:
         raise TrainingError(
-            f"the training loss became NaN at step {nan_guard.failed_step}; the last good "
-            f"checkpoint is {checkpoints.latest() or '(none yet)'}; lower the learning rate "
-            "(optimizer.peak_learning_rate, or learning_rate_scale for inverse_sqrt), warm "
-            "up longer (warmup_fraction or warmup_steps) or set optimizer.clip_norm"
+            f"the training loss became NaN at step {watch.nan_guard.failed_step}; the last "
+            f"good checkpoint is {checkpoints.latest() or '(none yet)'}; lower the learning "
+            "rate (optimizer.peak_learning_rate, or learning_rate_scale for inverse_sqrt), "
+            "warm up longer (warmup_fraction or warmup_steps) or set optimizer.clip_norm"
         )
     steps = checkpoints.step
     if checkpoints.manager.latest_checkpoint is None or steps != _checkpoint_step(checkpoints):
         checkpoints.save()
-    if interrupt.step is not None:
+    if watch.interrupt.step is not None:
         raise TrainingInterruptedError(steps, checkpoints.latest())
+    return steps
+
+
+def _finish(
+    config: RunConfig,
+    run: _Run,
+    watch: _Watch,
+    history,
+    steps: int,
+    precision: str,
+    seconds: float,
+) -> TrainResult:
+    """Averages the last checkpoints if asked, writes the model directory, sums up."""
     if config.checkpoint.average_last > 1:
-        paths = checkpoints.all()[-config.checkpoint.average_last :]
-        average_checkpoints(transformer, paths)
+        paths = run.checkpoints.all()[-config.checkpoint.average_last :]
+        average_checkpoints(run.transformer, paths)
         log.info("final model: average of %d checkpoints", len(paths))
-    model_dir = run_dir / "model"
-    losses = history.history.get("loss", [float("nan")])
-    if chief:
+    bleu, budget = watch.bleu, run.budget
+    model_dir = run.run_dir / "model"
+    if is_chief(run.trainer.distribute_strategy):
         save_model_dir(
             model_dir,
-            transformer,
-            run_dir / "vocab",
+            run.transformer,
+            run.run_dir / "vocab",
             {
                 "step": steps,
                 "averaged_checkpoints": max(config.checkpoint.average_last, 1),
@@ -355,7 +428,7 @@ def train(
                 "best_validation_step": bleu.best_step if bleu else None,
                 # (step, greedy validation BLEU) after each validation, in order.
                 "validation_bleu": [[step, score] for step, score in bleu.history] if bleu else [],
-                "training_seconds": round(time.monotonic() - started, 1),
+                "training_seconds": round(seconds, 1),
                 # The wall time and real target tokens of the whole budget (all resumes).
                 "budget_seconds": round(float(budget.elapsed_seconds.numpy()), 1),
                 "target_tokens": int(budget.target_tokens.numpy()),
@@ -363,8 +436,9 @@ def train(
                 "config": config.to_dict(),
             },
         )
+    losses = history.history.get("loss", [float("nan")])
     return TrainResult(
-        run_dir=run_dir,
+        run_dir=run.run_dir,
         steps=steps,
         stop_reason=budget.reason or ("early stopping" if bleu and bleu.stopped_early else "done"),
         model_dir=model_dir,
@@ -373,13 +447,8 @@ def train(
         bleu_history=bleu.history if bleu else [],
         final_loss=float(losses[-1]) if losses else float("nan"),
         target_tokens=int(budget.target_tokens.numpy()),
-        model=transformer,
+        model=run.transformer,
     )
-
-
-def _micro_steps(optimizer) -> int:
-    """Batches consumed so far: the optimizer's counter before accumulation division."""
-    return int(optimizer._iterations.numpy())
 
 
 def _checkpoint_step(checkpoints: Checkpoints) -> int:

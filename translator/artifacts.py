@@ -15,11 +15,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from translator.errors import TranslatorError
+from translator.io import atomic_directory
 
 MODEL_FILE = "model.keras"
 VOCAB_DIR = "vocab"
@@ -62,25 +62,11 @@ def save_model_dir(
     Returns:
         The directory.
     """
-    directory = Path(directory)
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
-    try:
+    with atomic_directory(directory) as staging:
         model.save(staging / MODEL_FILE)
         shutil.copytree(vocabulary_dir, staging / VOCAB_DIR)
         (staging / METADATA_FILE).write_text(json.dumps(metadata, indent=2, default=str) + "\n")
-        if directory.exists():
-            retired = directory.with_name(f".{directory.name}.old")
-            shutil.rmtree(retired, ignore_errors=True)
-            directory.rename(retired)
-            staging.rename(directory)
-            shutil.rmtree(retired, ignore_errors=True)
-        else:
-            staging.rename(directory)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return directory
+    return Path(directory)
 
 
 def resolve_model_dir(path: str | Path) -> Path:
@@ -112,7 +98,7 @@ def load_model_dir(path: str | Path) -> TrainedModel:
 
     import translator.losses  # noqa: F401  (registers serializable classes)
     from translator.model import Transformer
-    from translator.pipelines.vocab import load_vocabulary
+    from translator.pipelines.tokenizer import load_vocabulary
 
     directory = resolve_model_dir(path)
     if not (directory / VOCAB_DIR).is_dir():

@@ -21,6 +21,8 @@ What a command prints is decided here, once, for every command:
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import logging
 import os
 import sys
@@ -100,7 +102,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except BrokenPipeError:  # e.g. `translator translate ... | head`: not an error
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        # Point stdout at /dev/null, so that flushing it at exit cannot fail again.
+        with contextlib.suppress(OSError, ValueError, AttributeError, io.UnsupportedOperation):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except (TranslatorError, OSError) as error:
         if verbose:

@@ -10,6 +10,7 @@ import dataclasses
 from typing import Any, Literal
 
 from translator.config_base import DictConfig
+from translator.errors import ConfigError
 
 PositionEncoding = Literal["sinusoidal", "learned", "rotary"]
 Activation = Literal["relu", "gelu", "swiglu"]
@@ -91,7 +92,7 @@ class TransformerConfig(DictConfig):
                 f"{self.source_vocab_size} and {self.target_vocab_size}"
             )
         if problems:
-            raise ValueError("Invalid TransformerConfig: " + "; ".join(problems))
+            raise ConfigError("Invalid TransformerConfig: " + "; ".join(problems))
 
     @property
     def head_dim(self) -> int:
@@ -113,10 +114,10 @@ class TransformerConfig(DictConfig):
             **overrides: Any other field of the config.
 
         Raises:
-            ValueError: for an unknown preset name or field, or an invalid combination.
+            ConfigError: for an unknown preset name or field, or an invalid combination.
         """
         if name not in PRESETS:
-            raise ValueError(f"Unknown preset {name!r}; choose from {sorted(PRESETS)}")
+            raise ConfigError(f"Unknown preset {name!r}; choose from {sorted(PRESETS)}")
         fields = dict(PRESETS[name])
         if vocab_size is not None:
             fields["source_vocab_size"] = vocab_size
@@ -124,9 +125,9 @@ class TransformerConfig(DictConfig):
         fields.update(overrides)
         unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(cls)})
         if unknown:
-            raise ValueError(f"Unknown TransformerConfig field(s): {', '.join(unknown)}")
+            raise ConfigError(f"Unknown TransformerConfig field(s): {', '.join(unknown)}")
         if "source_vocab_size" not in fields or "target_vocab_size" not in fields:
-            raise ValueError(
+            raise ConfigError(
                 "preset() needs vocab_size (or source_vocab_size and target_vocab_size)"
             )
         return cls(**fields)

@@ -6,6 +6,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Self
 
+from translator.errors import ConfigError
+
 
 class DictConfig:
     """Base of the frozen config dataclasses (`TransformerConfig`, `PipelineConfig`, ...).
@@ -26,9 +28,9 @@ class DictConfig:
         """Inverse of `to_dict`.
 
         Raises:
-            ValueError: naming the unknown keys.
+            ConfigError: naming the unknown keys.
         """
         unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(cls)})
         if unknown:
-            raise ValueError(f"Unknown {cls.__name__} field(s): {', '.join(unknown)}")
+            raise ConfigError(f"Unknown {cls.__name__} field(s): {', '.join(unknown)}")
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()})

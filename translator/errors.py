@@ -16,3 +16,11 @@ class TranslatorError(Exception):
     exit_code = 2
     # What the command line calls it: `translator <command>: <label>: <message>`.
     label = "error"
+
+
+class ConfigError(TranslatorError, ValueError):
+    """A config key or value is wrong; the message names it.
+
+    Raised for a YAML key, a `--set`, a command-line option or a config dataclass field.
+    Also a `ValueError`, as Python code catching bad values expects.
+    """

@@ -36,18 +36,18 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import tensorflow as tf
 
+from translator.constants import EOS_ID, PAD_ID
 from translator.errors import TranslatorError
 
 # The padding rule of `Translator`: sharing it makes the exported batches identical.
 from translator.inference import padded_length
-from translator.search import EOS_ID, PAD_ID, SearchConfig, search
+from translator.io import atomic_directory
+from translator.search import SearchConfig, search
 
 SERVING_SIGNATURE = "serving_default"
 N_BEST_SIGNATURE = "n_best"
@@ -243,10 +243,8 @@ def export_model(
 
     trained = load_model_dir(model_dir)
     module = TranslationModule(trained.model, trained.vocabulary, config)
-    base.mkdir(parents=True, exist_ok=True)
     # A dot-name is not a number, so TF Serving ignores it while it is being written.
-    staging = Path(tempfile.mkdtemp(prefix=f".{version}.", dir=base))
-    try:
+    with atomic_directory(target, prefix=f".{version}.") as staging:
         # Serving never differentiates: skipping the gradient functions saves most of the
         # saving time.
         options = tf.saved_model.SaveOptions(experimental_custom_gradients=False)
@@ -274,10 +272,4 @@ def export_model(
         (staging / "assets.extra" / METADATA_FILE).write_text(
             json.dumps(metadata, indent=2, default=str) + "\n"
         )
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return target

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
+from translator.constants import EOS_ID, PAD_ID
 from translator.search import Decoder, SearchConfig
-from translator.search.common import EOS_ID, PAD_ID
 
 # Batches are padded to a multiple of this length: fewer distinct shapes, little padding.
 # The exported SavedModel pads the same way, so both run the same shapes and agree.

@@ -13,6 +13,7 @@ import keras
 from keras import ops
 
 from translator.config import TransformerConfig
+from translator.constants import PAD_ID
 from translator.layers import (
     DecoderBlock,
     EncoderBlock,
@@ -292,7 +293,7 @@ class Transformer(keras.Model):
                 block.cross_attention.compute_key_value(encoder_output)
                 for block in self.decoder_blocks
             ),
-            source_mask=ops.not_equal(source_ids, 0),
+            source_mask=ops.not_equal(source_ids, PAD_ID),
         )
 
     def decode_step(self, token_ids, cache: DecodingCache, index):

@@ -5,7 +5,7 @@ import gzip
 import os
 from pathlib import Path
 
-from translator.pipelines.vocab import BOS_ID, EOS_ID
+from translator.constants import BOS_ID, EOS_ID
 
 REPO = Path(__file__).resolve().parents[2]
 MULTI30K_FILES = ("train.en.gz", "train.de.gz", "val.en.gz", "val.de.gz")

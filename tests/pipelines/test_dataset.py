@@ -9,10 +9,10 @@ import pytest
 import tensorflow as tf
 
 from tests.pipelines.helpers import expected_pairs, read_gz_lines, write_lines
+from translator.constants import BOS_ID, EOS_ID, PAD_ID
 from translator.pipelines.config import Bucket, PipelineConfig
 from translator.pipelines.dataset import make_dataset, scan_corpus
 from translator.pipelines.errors import CorpusError
-from translator.pipelines.vocab import BOS_ID, EOS_ID, PAD_ID
 
 CONFIG = PipelineConfig(
     batch_tokens=1024, max_source_length=64, max_target_length=64, shuffle_buffer_size=5000, seed=7

@@ -8,13 +8,13 @@ import threading
 
 import pytest
 
+from translator.io import sha256_file
 from translator.pipelines.download import (
     ENV_MIRROR,
     MULTI30K,
     DatasetSpec,
     RemoteFile,
     fetch_dataset,
-    sha256_file,
 )
 from translator.pipelines.errors import DownloadError
 

@@ -8,18 +8,10 @@ import pytest
 import tensorflow as tf
 
 from tests.pipelines.helpers import read_gz_lines, write_lines
+from translator.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from translator.pipelines.errors import CorpusError, VocabularyError
-from translator.pipelines.tokenizer import SentencePieceTokenizer
-from translator.pipelines.vocab import (
-    BOS_ID,
-    EOS_ID,
-    METADATA_FILE,
-    PAD_ID,
-    UNK_ID,
-    build_vocabulary,
-    load_vocabulary,
-    train_sentencepiece,
-)
+from translator.pipelines.tokenizer import SentencePieceTokenizer, load_vocabulary
+from translator.pipelines.vocab import METADATA_FILE, build_vocabulary, train_sentencepiece
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,8 @@ import numpy as np
 import tensorflow as tf
 
 from translator import Transformer, TransformerConfig
+from translator.constants import BOS_ID, EOS_ID, PAD_ID
 from translator.model import DecodingCache
-from translator.search import BOS_ID, EOS_ID, PAD_ID
 
 FORBIDDEN = (PAD_ID, BOS_ID)  # never generated
 

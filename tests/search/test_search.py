@@ -7,10 +7,8 @@ import pytest
 import tensorflow as tf
 
 from tests.search.helpers import compiled, hypotheses_of, random_sources, tiny_model
+from translator.constants import BOS_ID, EOS_ID, PAD_ID
 from translator.search import (
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
     SearchConfig,
     beam_search,
     greedy_search,

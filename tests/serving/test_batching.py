@@ -142,14 +142,24 @@ def test_shipped_batching_parameters_and_model_config_parse():
     # The shipped file (for TF Serving) and `translator serve`'s defaults agree.
     assert BatchingConfig(**applied) == BatchingConfig()
     assert "num_batch_threads" in ignored
-    text = (SERVING / "models.config").read_text()
-    assert "name: 'translator'" in text and "model_platform: 'tensorflow'" in text
+    from serving.protos import read_model_server_config
+
+    (model,) = read_model_server_config(SERVING / "models.config").model_config_list.config
+    assert (model.name, model.base_path, model.model_platform) == (
+        "translator",
+        "/models/translator",
+        "tensorflow",
+    )
+    assert model.model_version_policy.latest.num_versions == 1
 
 
 def test_bad_batching_parameters_name_the_line(tmp_path):
     path = tmp_path / "batching.txt"
     path.write_text("max_batch_size { value: 8 }\nbatch_timeout_micros { 5 }\n")
-    with pytest.raises(ValueError, match=r"batching.txt:2: expected"):
+    with pytest.raises(ValueError, match=r"batching.txt:2:24 : .*Int64Value.* no field named"):
+        read_batching_parameters(path)
+    path.write_text("# TF Serving's\nmax_batch_size { value: 8 }\nmax_batch_sise { value: 8 }\n")
+    with pytest.raises(ValueError, match=r"batching.txt:3:1 : .*no field named \"max_batch_sise"):
         read_batching_parameters(path)
 
 

@@ -24,7 +24,7 @@ from training.config import ConfigError, dump_config
 from training.run import TrainingError, train
 from translator.artifacts import load_model_dir
 from translator.pipelines.dataset import make_dataset
-from translator.pipelines.vocab import load_vocabulary
+from translator.pipelines.tokenizer import load_vocabulary
 
 
 def test_run_directory_layout_and_final_model(copy_task, tmp_path):

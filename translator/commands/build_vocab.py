@@ -114,30 +114,25 @@ def run(args: argparse.Namespace) -> int:
     """Runs the subcommand."""
     import time
 
-    from translator.cli import CommandError
-    from translator.pipelines.errors import PipelineError
     from translator.pipelines.vocab import build_vocabulary
 
     kind = "joint" if args.joint else "separate"
     print(f"training {kind} {args.model_type} vocabulary of {args.vocab_size} ids ...")
     start = time.monotonic()
-    try:
-        metadata = build_vocabulary(
-            args.src,
-            args.tgt,
-            args.out,
-            vocab_size=args.vocab_size,
-            model_type=args.model_type,
-            joint=args.joint,
-            character_coverage=args.character_coverage,
-            byte_fallback=args.byte_fallback,
-            max_sentences=args.max_sentences,
-            seed=args.seed,
-            num_threads=args.threads,
-            overwrite=args.overwrite,
-        )
-    except PipelineError as error:
-        raise CommandError(str(error)) from error
+    metadata = build_vocabulary(
+        args.src,
+        args.tgt,
+        args.out,
+        vocab_size=args.vocab_size,
+        model_type=args.model_type,
+        joint=args.joint,
+        character_coverage=args.character_coverage,
+        byte_fallback=args.byte_fallback,
+        max_sentences=args.max_sentences,
+        seed=args.seed,
+        num_threads=args.threads,
+        overwrite=args.overwrite,
+    )
     elapsed = time.monotonic() - start
     print(f"wrote {args.out} in {elapsed:.1f} s:")
     models = {

@@ -93,23 +93,18 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 def run_fetch(args: argparse.Namespace) -> int:
     """Fetches one dataset."""
-    from translator.cli import CommandError
     from translator.pipelines.download import fetch_dataset, resolve_mirror
-    from translator.pipelines.errors import PipelineError
 
-    try:
-        mirror = resolve_mirror(args.mirror, args.dataset)
-        where = f"mirror {mirror}" if mirror else "the network"
-        print(f"{args.dataset}: fetching into {args.dest} from {where}")
-        results = fetch_dataset(
-            args.dataset,
-            args.dest,
-            mirror=args.mirror,
-            timeout=args.timeout,
-            log=lambda m: print("  " + m),
-        )
-    except PipelineError as error:
-        raise CommandError(str(error)) from error
+    mirror = resolve_mirror(args.mirror, args.dataset)
+    where = f"mirror {mirror}" if mirror else "the network"
+    print(f"{args.dataset}: fetching into {args.dest} from {where}")
+    results = fetch_dataset(
+        args.dataset,
+        args.dest,
+        mirror=args.mirror,
+        timeout=args.timeout,
+        log=lambda m: print("  " + m),
+    )
     print(f"{args.dataset}: {len(results)} files verified in {args.dest}")
     if args.dataset == "multi30k":
         print(
@@ -122,24 +117,19 @@ def run_fetch(args: argparse.Namespace) -> int:
 
 def run_check(args: argparse.Namespace) -> int:
     """Checks a parallel corpus."""
-    from translator.cli import CommandError
     from translator.pipelines.corpus import ParallelCorpus
-    from translator.pipelines.errors import PipelineError
 
-    try:
-        if not args.vocab:
-            pairs = ParallelCorpus(args.src, args.tgt).validate()
-            print(f"{args.src} | {args.tgt}: {pairs:,} pairs, line counts equal, all UTF-8")
-            return 0
-        from translator.pipelines.config import PipelineConfig
-        from translator.pipelines.dataset import scan_corpus
-        from translator.pipelines.vocab import load_vocabulary
+    if not args.vocab:
+        pairs = ParallelCorpus(args.src, args.tgt).validate()
+        print(f"{args.src} | {args.tgt}: {pairs:,} pairs, line counts equal, all UTF-8")
+        return 0
+    from translator.pipelines.config import PipelineConfig
+    from translator.pipelines.dataset import scan_corpus
+    from translator.pipelines.tokenizer import load_vocabulary
 
-        config = PipelineConfig(
-            max_source_length=args.max_source_length, max_target_length=args.max_target_length
-        )
-        stats = scan_corpus(args.src, args.tgt, load_vocabulary(args.vocab), config)
-    except (PipelineError, ValueError) as error:
-        raise CommandError(str(error)) from error
+    config = PipelineConfig(
+        max_source_length=args.max_source_length, max_target_length=args.max_target_length
+    )
+    stats = scan_corpus(args.src, args.tgt, load_vocabulary(args.vocab), config)
     print(stats.summary())
     return 0

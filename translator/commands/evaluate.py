@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
 
+from translator.commands.options import add_batching_options, add_model_option, add_search_options
 from translator.commands.score import METRICS_HELP, add_report_arguments
-from translator.commands.translate import add_search_arguments
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -27,7 +28,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "--ref test_2016_flickr.de.gz --report reports/m30k-test --hyp-out test.hyp.de"
         ),
     )
-    add_search_arguments(parser)
+    add_model_option(parser)
+    add_search_options(parser)
+    add_batching_options(parser)
     data = parser.add_argument_group("data and report")
     data.add_argument(
         "--src", required=True, metavar="FILE", help="source sentences, one per line (plain/.gz)"
@@ -49,90 +52,151 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Runs the subcommand."""
+    from translator.artifacts import resolve_model_dir
     from translator.cli import CommandError
-    from translator.commands.score import check_aligned, emit, read_baseline, read_text
+    from translator.commands.options import search_config
+    from translator.commands.score import read_baseline, read_text
+
+    # Everything the user can get wrong is checked before the model is loaded.
+    resolve_model_dir(args.model)  # a wrong --model fails before TensorFlow starts
+    references = read_text(args.ref)
+    read_baseline(args, references)
+    if args.hyp_out is not None and not Path(args.hyp_out).resolve().parent.is_dir():
+        raise CommandError(f"{args.hyp_out}: cannot write: its directory does not exist")
+    evaluate_model(
+        args.model,
+        args.src,
+        args.ref,
+        search_config(args),
+        batch_tokens=args.batch_tokens,
+        max_source_length=args.max_source_length,
+        xla=args.xla,
+        hypotheses_out=args.hyp_out,
+        report_dir=args.report,
+        baseline=args.compare,
+        bootstrap_samples=args.bootstrap_samples,
+    )
+    return 0
+
+
+def evaluate_model(
+    model: str | Path,
+    source: str | Path,
+    reference: str | Path,
+    search: Any,
+    *,
+    batch_tokens: int = 4096,
+    max_source_length: int | None = None,
+    xla: bool = False,
+    hypotheses_out: str | Path | None = None,
+    report_dir: str | Path | None = None,
+    baseline: str | Path | None = None,
+    bootstrap_samples: int = 1000,
+) -> Any:
+    """Translates `source` with `model` as `translate` does and scores it against `reference`.
+
+    Prints the scores (and where the report went); what `translator evaluate` and the
+    recipe run.
+
+    Args:
+        model: A model directory or a training run directory.
+        source: Source sentences, one per line (plain or .gz).
+        reference: References aligned with `source`.
+        search: The `SearchConfig`.
+        batch_tokens: Source tokens per batch.
+        max_source_length: Cut longer sources (default: the model's limit).
+        xla: Compile the search with XLA.
+        hypotheses_out: Also write the translations there.
+        report_dir: Also write report.json and report.md there.
+        baseline: Another system's hypotheses of the same sources, for the paired test.
+        bootstrap_samples: Resamples of the paired test.
+
+    Returns:
+        The `EvaluationReport`.
+
+    Raises:
+        TranslatorError: naming the file or setting at fault (before the model loads).
+    """
+    from translator.commands.score import check_aligned, emit, read_text
     from translator.commands.translate import (
-        atomic_output,
         blank_to_empty,
         load_translator,
         one_line,
         progress_bar,
-        resolve_model,
-        search_config,
     )
-    from translator.evaluation import EvaluationReport, Timing, evaluate, file_identity
+    from translator.evaluation import EvaluationReport, evaluate, file_identity
+    from translator.io import write_atomic
 
-    # Everything the user can get wrong is checked before the model is loaded.
-    resolve_model(args.model)
-    sources = read_text(args.src)
-    references = read_text(args.ref)
-    check_aligned(sources, args.src, references, args.ref)
-    baseline = read_baseline(args, references)
-    if args.hyp_out is not None and not Path(args.hyp_out).resolve().parent.is_dir():
-        raise CommandError(f"{args.hyp_out}: cannot write: its directory does not exist")
-    config = search_config(args)
-
-    loaded = load_translator(args, config)
+    sources, references = read_text(source), read_text(reference)
+    check_aligned(sources, source, references, reference)
+    others = None if baseline is None else read_text(baseline)
+    if others is not None:
+        check_aligned(others, baseline, references, reference)
+    loaded = load_translator(model, search, batch_tokens, max_source_length, xla)
     translator = loaded.translator
     started = time.monotonic()
     with progress_bar(len(sources), "translating") as progress:
         hypotheses = [one_line(h) for h in translator.translate(blank_to_empty(sources), progress)]
     seconds = time.monotonic() - started
     data = {
-        "source": file_identity(args.src, len(sources)),
-        "reference": file_identity(args.ref, len(references)),
+        "source": file_identity(source, len(sources)),
+        "reference": file_identity(reference, len(references)),
     }
-    if args.hyp_out:
-        with atomic_output(args.hyp_out) as sink:
-            sink.write("".join(h + "\n" for h in hypotheses).encode("utf-8"))
-        data["hypotheses"] = file_identity(args.hyp_out, len(hypotheses))
-    if baseline is not None:
-        data["baseline"] = file_identity(args.compare, len(baseline))
-
+    if hypotheses_out:
+        write_atomic(hypotheses_out, "".join(h + "\n" for h in hypotheses))
+        data["hypotheses"] = file_identity(hypotheses_out, len(hypotheses))
+    if others is not None:
+        data["baseline"] = file_identity(baseline, len(others))
     evaluation = evaluate(
         hypotheses,
         references,
         sources=sources,
-        baseline=baseline,
-        bootstrap_samples=args.bootstrap_samples,
+        baseline=others,
+        bootstrap_samples=bootstrap_samples,
     )
-    stats = translator.stats
     report = EvaluationReport(
         evaluation=evaluation,
         data=data,
         model=_model_identity(loaded.trained),
-        search={
-            **config.to_dict(),
-            "batch_tokens": translator.batch_tokens,
-            "max_source_length": translator.max_source_length,
-            "xla": translator.decoder.jit_compile,
-        },
-        translation={
-            "lines": stats.lines,
-            "empty": stats.empty,
-            "truncated": stats.truncated,
-            "batches": stats.batches,
-            "target_tokens": stats.target_tokens,
-        },
-        timing=Timing(
-            load_seconds=loaded.load_seconds,
-            warmup_seconds=loaded.warmup_seconds,
-            translate_seconds=seconds,
-            sentences_per_second=len(sources) / seconds if seconds > 0 else 0.0,
-            target_tokens_per_second=stats.target_tokens / seconds if seconds > 0 else 0.0,
-        ),
+        search=_search_record(search, translator),
+        translation=dataclasses.asdict(translator.stats),
+        timing=_timing(loaded, translator.stats, len(sources), seconds),
     )
+    stats = translator.stats
     print(
         f"translated {stats.lines:,} lines ({stats.empty:,} empty, {stats.truncated:,} "
-        f"truncated) in {seconds:.1f} s with {args.model}\n"
+        f"truncated) in {seconds:.1f} s with {model}\n"
     )
-    emit(report, args.report)
-    return 0
+    emit(report, None if report_dir is None else str(report_dir))
+    return report
+
+
+def _search_record(search: Any, translator: Any) -> dict[str, Any]:
+    """The search settings of a report: the `SearchConfig` and how batches ran."""
+    return {
+        **search.to_dict(),
+        "batch_tokens": translator.batch_tokens,
+        "max_source_length": translator.max_source_length,
+        "xla": translator.decoder.jit_compile,
+    }
+
+
+def _timing(loaded: Any, stats: Any, sentences: int, seconds: float) -> Any:
+    from translator.evaluation import Timing
+
+    return Timing(
+        load_seconds=loaded.load_seconds,
+        warmup_seconds=loaded.warmup_seconds,
+        translate_seconds=seconds,
+        sentences_per_second=sentences / seconds if seconds > 0 else 0.0,
+        target_tokens_per_second=stats.target_tokens / seconds if seconds > 0 else 0.0,
+    )
 
 
 def _model_identity(trained: Any) -> Any:
     from translator.artifacts import MODEL_FILE
-    from translator.evaluation import ModelIdentity, sha256_file
+    from translator.evaluation import ModelIdentity
+    from translator.io import sha256_file
 
     return ModelIdentity(
         directory=str(trained.directory.resolve()),

@@ -30,14 +30,10 @@ def run(args: argparse.Namespace) -> int:
     """Runs the subcommand."""
     import numpy as np
 
-    from translator.cli import CommandError
     from translator.config import TransformerConfig
     from translator.model import Transformer
 
-    try:
-        config = TransformerConfig.preset(args.preset, vocab_size=args.vocab_size)
-    except ValueError as error:
-        raise CommandError(str(error)) from error
+    config = TransformerConfig.preset(args.preset, vocab_size=args.vocab_size)
     model = Transformer(config)
     rng = np.random.default_rng(0)
     shape = (args.batch_size, args.length)

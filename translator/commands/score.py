@@ -48,30 +48,23 @@ def read_text(path: str) -> list[str]:
     """The lines of a plain or .gz UTF-8 file.
 
     Raises:
-        CommandError: naming the file (and line, for invalid UTF-8).
+        CorpusError: naming the file (and line, for invalid UTF-8).
     """
-    from translator.cli import CommandError
-    from translator.evaluation import read_lines
-    from translator.pipelines.errors import PipelineError
+    from translator.io import read_lines
 
-    try:
-        return read_lines(path)
-    except PipelineError as error:
-        raise CommandError(str(error)) from error
+    return read_lines(path)
 
 
 def check_aligned(
     lines: Sequence[str], path: str, references: Sequence[str], ref_path: str
 ) -> None:
-    """Raises CommandError naming both files and counts when the line counts differ."""
-    from translator.cli import CommandError
-    from translator.evaluation import EvaluationError, check_same_length
+    """Raises EvaluationError naming both files and counts when the line counts differ."""
+    from translator.evaluation import check_same_length
 
-    try:
-        check_same_length(lines, path, references, ref_path)
-    except EvaluationError as error:
-        raise CommandError(str(error)) from error
+    check_same_length(lines, path, references, ref_path)
     if not references:
+        from translator.cli import CommandError
+
         raise CommandError(f"{ref_path}: no lines to score")
 
 

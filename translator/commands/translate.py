@@ -1,7 +1,7 @@
 """`translator translate`: translate text lines with a trained model.
 
-Also the helpers `evaluate` shares: the model and search options, loading a
-`translator.inference.Translator`, translating with a progress bar.
+Also the helpers `evaluate` shares: loading a `translator.inference.Translator`,
+translating with a progress bar. (The options both take are `translator.commands.options`.)
 """
 
 from __future__ import annotations
@@ -9,16 +9,19 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import gzip
-import io
-import os
 import sys
-import tempfile
 import textwrap
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
+
+from translator.commands.options import (
+    add_batching_options,
+    add_model_option,
+    add_search_options,
+    search_config,
+)
 
 # Lines read, translated and written at a time: bounds memory on large inputs while
 # leaving plenty of lines to sort by length into well-filled batches.
@@ -35,149 +38,6 @@ NBEST_HELP = (
 )
 
 
-# --top-beam-stop of translate, evaluate and export (`SearchConfig.exact_stop=False`).
-TOP_BEAM_STOP_HELP = (
-    "end a sentence's search as soon as its best candidate of a step ends (the rule of "
-    "OpenNMT-py and CTranslate2): fewer decoder steps, but it can return a shorter "
-    "translation where a longer one would score higher under the length penalty. Default: "
-    "the exact stop, which searches until no unfinished hypothesis can still win "
-    "(bench/RESULTS.md measures both)"
-)
-
-
-def add_search_arguments(parser: argparse.ArgumentParser) -> None:
-    """Adds --model and the search options shared by `translate` and `evaluate`."""
-    parser.add_argument(
-        "--model",
-        required=True,
-        metavar="DIR",
-        help="model directory, or a training run directory (uses its final model/)",
-    )
-    search = parser.add_argument_group("search")
-    search.add_argument(
-        "--beam-size",
-        type=int,
-        default=4,
-        metavar="N",
-        help="hypotheses kept per sentence; 1 = greedy search (default: 4)",
-    )
-    search.add_argument(
-        "--length-penalty",
-        type=float,
-        default=0.6,
-        metavar="ALPHA",
-        help=(
-            "GNMT length penalty exponent: hypotheses are ranked by log P / ((5 + length) / 6) "
-            "** ALPHA; 0 ranks by log P alone, larger values favour longer outputs (default: 0.6)"
-        ),
-    )
-    search.add_argument(
-        "--max-length-a",
-        type=float,
-        default=1.2,
-        metavar="A",
-        help="output length limit A * source_tokens + B, in tokens (default A: 1.2)",
-    )
-    search.add_argument(
-        "--max-length-b",
-        type=int,
-        default=10,
-        metavar="B",
-        help="see --max-length-a (default B: 10)",
-    )
-    search.add_argument(
-        "--min-length",
-        type=int,
-        default=1,
-        metavar="N",
-        help=(
-            "tokens before EOS may end a translation; 1 rules out empty translations of "
-            "non-empty lines, 0 lets the model choose (default: 1)"
-        ),
-    )
-    search.add_argument(
-        "--max-source-length",
-        type=int,
-        metavar="N",
-        help=(
-            "cut longer sources to N tokens and count them as truncated "
-            "(default: the model's position limit for learned positions, else 1024)"
-        ),
-    )
-    search.add_argument(
-        "--batch-tokens",
-        type=int,
-        default=4096,
-        metavar="N",
-        help=(
-            "source tokens per batch, padding included; lines are sorted by length into "
-            "batches and put back in input order (default: 4096)"
-        ),
-    )
-    search.add_argument(
-        "--top-beam-stop",
-        action="store_true",
-        help=TOP_BEAM_STOP_HELP,
-    )
-    search.add_argument(
-        "--xla",
-        action="store_true",
-        help=(
-            "compile the search with XLA: one compile (seconds) per distinct batch shape, "
-            "and finished sentences stay in the batch (static shapes); whether its faster "
-            "steps pay for that depends on the model and the search (the decoding "
-            "sections of bench/RESULTS.md compare both)"
-        ),
-    )
-
-
-def search_fields(args: argparse.Namespace) -> dict[str, Any]:
-    """The `SearchConfig` fields that translate, evaluate and export take alike."""
-    return dict(
-        beam_size=args.beam_size,
-        length_penalty=args.length_penalty,
-        max_length_a=args.max_length_a,
-        max_length_b=args.max_length_b,
-        min_length=args.min_length,
-        exact_stop=not args.top_beam_stop,
-    )
-
-
-def search_config(args: argparse.Namespace, n_best: int = 1) -> Any:
-    """The `SearchConfig` of the command-line options.
-
-    Raises:
-        CommandError: naming the invalid setting.
-    """
-    from translator.cli import CommandError
-
-    if args.batch_tokens < 1:
-        raise CommandError(f"--batch-tokens must be >= 1, got {args.batch_tokens}")
-    if args.max_source_length is not None and args.max_source_length < 2:
-        raise CommandError(f"--max-source-length must be >= 2, got {args.max_source_length}")
-    from translator.search import SearchConfig
-
-    try:
-        return SearchConfig(**search_fields(args), n_best=n_best)
-    except ValueError as error:
-        raise CommandError(str(error)) from error
-
-
-def resolve_model(path: str) -> Path:
-    """The model directory of --model, checked before TensorFlow is started.
-
-    Raises:
-        CommandError: naming the path and what is missing.
-    """
-    from translator.artifacts import ModelDirError, resolve_model_dir
-    from translator.cli import CommandError
-
-    try:
-        return resolve_model_dir(path)
-    except ModelDirError as error:
-        raise CommandError(str(error)) from error
-
-
 @dataclasses.dataclass(frozen=True)
 class LoadedTranslator:
     """A loaded model directory and its `Translator`."""
@@ -191,29 +51,30 @@ class LoadedTranslator:
     warmup_seconds: float
 
 
-def load_translator(args: argparse.Namespace, config: Any) -> LoadedTranslator:
-    """Loads --model, builds its `Translator` (`config`, --batch-tokens) and warms it up.
+def load_translator(
+    model: str | Path,
+    config: Any,
+    batch_tokens: int = 4096,
+    max_source_length: int | None = None,
+    xla: bool = False,
+) -> LoadedTranslator:
+    """Loads `model`, builds its `Translator` with the search `config` and warms it up.
 
     Raises:
-        CommandError: for a model directory that cannot be loaded.
+        ModelDirError, PipelineError: for a model directory that cannot be loaded.
     """
-    from translator.artifacts import ModelDirError, load_model_dir
-    from translator.cli import CommandError
+    from translator.artifacts import load_model_dir
     from translator.inference import Translator
-    from translator.pipelines.errors import PipelineError
 
     started = time.monotonic()
-    try:
-        trained = load_model_dir(args.model)
-    except (ModelDirError, PipelineError) as error:
-        raise CommandError(str(error)) from error
+    trained = load_model_dir(model)
     translator = Translator(
         trained.model,
         trained.vocabulary,
         config,
-        batch_tokens=args.batch_tokens,
-        max_source_length=args.max_source_length,
-        jit_compile=args.xla,
+        batch_tokens=batch_tokens,
+        max_source_length=max_source_length,
+        jit_compile=xla,
     )
     loaded = time.monotonic()
     translator.translate(["warm up"])  # traces the search once; later batches reuse it
@@ -268,7 +129,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_search_arguments(parser)
+    add_model_option(parser)
+    add_search_options(parser)
+    add_batching_options(parser)
     parser.add_argument(
         "--n-best",
         type=int,
@@ -307,32 +170,27 @@ class _Totals:
 
 def run(args: argparse.Namespace) -> int:
     """Runs the subcommand."""
+    from translator.artifacts import resolve_model_dir
     from translator.cli import CommandError
-    from translator.pipelines.errors import PipelineError
 
-    resolve_model(args.model)
+    resolve_model_dir(args.model)  # a wrong --model fails before TensorFlow starts
     total = _count_input_lines(args.input)
     if args.output is not None and not Path(args.output).resolve().parent.is_dir():
         raise CommandError(f"{args.output}: cannot write: its directory does not exist")
     config = search_config(args, n_best=args.n_best)
-    loaded = load_translator(args, config)
+    loaded = load_translator(
+        args.model, config, args.batch_tokens, args.max_source_length, args.xla
+    )
     totals = _Totals()
     # Someone typing at a terminal gets each line translated as soon as it is entered.
     chunk_lines = 1 if args.input is None and sys.stdin.isatty() else CHUNK_LINES
     started = time.monotonic()
-    try:
-        with (
-            _output(args.output) as sink,
-            progress_bar(total, "translating") as progress,
-        ):
-            for chunk in _chunks(_input_lines(args.input), chunk_lines):
-                _translate_chunk(loaded.translator, chunk, args.n_best, totals, sink, progress)
-    except PipelineError as error:
-        raise CommandError(str(error)) from error
-    except BrokenPipeError:
-        # The reader of stdout went away (e.g. `| head`): stop quietly, like other filters.
-        _silence_stdout()
-        return 141
+    with (
+        _output(args.output) as sink,
+        progress_bar(total, "translating") as progress,
+    ):
+        for chunk in _chunks(_input_lines(args.input), chunk_lines):
+            _translate_chunk(loaded.translator, chunk, args.n_best, totals, sink, progress)
     elapsed = time.monotonic() - started
     if not args.quiet:
         rate = totals.lines / elapsed if elapsed > 0 else 0.0
@@ -377,25 +235,13 @@ def _translate_chunk(
     totals.target_tokens += stats.target_tokens
 
 
-def _silence_stdout() -> None:
-    """Points stdout at /dev/null so that flushing at exit cannot fail again."""
-    with contextlib.suppress(OSError, ValueError, AttributeError, io.UnsupportedOperation):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-
-
 def _count_input_lines(path: str | None) -> int | None:
     """Lines of the input file (for the progress bar); None for stdin."""
     if path is None:
         return None
-    from translator.cli import CommandError
     from translator.pipelines.corpus import count_lines
-    from translator.pipelines.errors import PipelineError
 
-    try:
-        return count_lines(path)
-    except PipelineError as error:
-        raise CommandError(str(error)) from error
+    return count_lines(path)
 
 
 def _input_lines(path: str | None) -> Iterator[str]:
@@ -444,35 +290,7 @@ def _output(path: str | None) -> Iterator[IO[bytes]]:
         yield sys.stdout.buffer
         sys.stdout.buffer.flush()
         return
-    with atomic_output(path) as sink:
+    from translator.io import atomic_file
+
+    with atomic_file(path, compress=path.endswith(".gz")) as sink:
         yield sink
-
-
-@contextlib.contextmanager
-def atomic_output(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
-    """Writes `path` through a temporary sibling renamed on success (gzip for *.gz).
-
-    On an error the temporary file is removed and `path` is left as it was.
-    """
-    from translator.cli import CommandError
-
-    target = Path(path)
-    try:
-        descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    except OSError as error:
-        raise CommandError(f"{target}: cannot write: {error.strerror or error}") from error
-    try:
-        with os.fdopen(descriptor, "wb") as raw:
-            if target.name.endswith(".gz"):
-                with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as sink:
-                    yield sink
-            else:
-                yield raw
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(temporary, 0o666 & ~mask)  # mkstemp's 0600 would survive the rename
-        os.replace(temporary, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from keras import ops
 
-PAD_ID = 0
+from translator.constants import PAD_ID
 
 
 def padding_mask(ids):

@@ -9,10 +9,11 @@
         features["source_ids"], features["decoder_input_ids"], labels  # int32 [b, len]
 
 Modules:
-    vocab      special ids (PAD_ID=0, UNK_ID=1, BOS_ID=2, EOS_ID=3), `build_vocabulary`,
-               `load_vocabulary` -> `Vocabulary` (.source, .target tokenizers)
+    vocab      `build_vocabulary`, `train_sentencepiece` (TensorFlow-free); the special
+               ids are `translator.constants` (PAD_ID=0, UNK_ID=1, BOS_ID=2, EOS_ID=3)
     tokenizer  `SentencePieceTokenizer`: in-graph `tokenize`/`detokenize`, Python
-               `encode`/`decode`, `model_proto` bytes
+               `encode`/`decode`, `model_proto` bytes; `load_vocabulary` -> `Vocabulary`
+               (.source, .target tokenizers)
     corpus     `ParallelCorpus`: two aligned text files, plain or gzip, streamed
     config     `PipelineConfig`: token budget, lengths, buckets, shuffling
     dataset    `make_dataset`, `scan_corpus` -> `CorpusStats` (exact skip counts)
@@ -28,7 +29,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from translator.pipelines.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from translator.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 if TYPE_CHECKING:  # pragma: no cover
     from translator.pipelines.config import Bucket, PipelineConfig
@@ -41,14 +42,8 @@ if TYPE_CHECKING:  # pragma: no cover
         PipelineError,
         VocabularyError,
     )
-    from translator.pipelines.tokenizer import SentencePieceTokenizer
-    from translator.pipelines.vocab import (
-        Vocabulary,
-        VocabularyMetadata,
-        build_vocabulary,
-        load_vocabulary,
-        train_sentencepiece,
-    )
+    from translator.pipelines.tokenizer import SentencePieceTokenizer, Vocabulary, load_vocabulary
+    from translator.pipelines.vocab import VocabularyMetadata, build_vocabulary, train_sentencepiece
 
 _LAZY = {
     "Bucket": "config",
@@ -68,10 +63,10 @@ _LAZY = {
     "PipelineError": "errors",
     "VocabularyError": "errors",
     "SentencePieceTokenizer": "tokenizer",
-    "Vocabulary": "vocab",
+    "Vocabulary": "tokenizer",
     "VocabularyMetadata": "vocab",
     "build_vocabulary": "vocab",
-    "load_vocabulary": "vocab",
+    "load_vocabulary": "tokenizer",
     "train_sentencepiece": "vocab",
 }
 

@@ -12,6 +12,7 @@ import itertools
 from typing import NamedTuple
 
 from translator.config_base import DictConfig
+from translator.errors import ConfigError
 
 
 class Bucket(NamedTuple):
@@ -94,7 +95,7 @@ class PipelineConfig(DictConfig):
                 f"({self.batch_size_multiple}) sequences of the longest length ({longest})"
             )
         if problems:
-            raise ValueError("Invalid PipelineConfig: " + "; ".join(problems))
+            raise ConfigError("Invalid PipelineConfig: " + "; ".join(problems))
         object.__setattr__(self, "bucket_boundaries", bounds)
 
     @property

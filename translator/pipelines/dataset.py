@@ -42,10 +42,11 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from translator.constants import BOS_ID, EOS_ID, PAD_ID
 from translator.pipelines.config import PipelineConfig
 from translator.pipelines.corpus import ParallelCorpus
 from translator.pipelines.errors import CorpusError
-from translator.pipelines.vocab import BOS_ID, EOS_ID, PAD_ID, Vocabulary
+from translator.pipelines.tokenizer import Vocabulary
 
 logger = logging.getLogger("translator.pipelines")
 

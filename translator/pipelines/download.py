@@ -20,13 +20,13 @@ import dataclasses
 import hashlib
 import os
 import sys
-import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Literal
 
+from translator.io import atomic_file, sha256_file
 from translator.pipelines.errors import DownloadError
 
 ENV_MIRROR = "TRANSLATOR_DATA_MIRROR"
@@ -100,15 +100,6 @@ class FetchResult:
     status: Status
     # Where the bytes came from (mirror path or URL; the path itself when present).
     origin: str
-
-
-def sha256_file(path: str | os.PathLike[str]) -> str:
-    """Hex sha256 of a file, read in chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        while chunk := file.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def resolve_mirror(mirror: str | os.PathLike[str] | None, dataset: str) -> Path | None:
@@ -238,28 +229,17 @@ def _write_verified(
 ) -> None:
     """Streams `source` into a temp file next to `target`; renames it if the sha256 matches."""
     digest = hashlib.sha256()
-    handle, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            while chunk := source.read(_CHUNK):
-                digest.update(chunk)
-                file.write(chunk)
-                if on_chunk:
-                    on_chunk(len(chunk))
-            file.flush()
-            os.fsync(file.fileno())
+    with atomic_file(target, sync=True) as file:
+        while chunk := source.read(_CHUNK):
+            digest.update(chunk)
+            file.write(chunk)
+            if on_chunk:
+                on_chunk(len(chunk))
         if digest.hexdigest() != remote.sha256:
             raise DownloadError(
                 f"{remote.name}: sha256 mismatch for {origin}: expected {remote.sha256}, got "
                 f"{digest.hexdigest()}; the file was not written (corrupt or different version)"
             )
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temp, 0o666 & ~umask)  # mkstemp's 0600 -> what open() would give
-        os.replace(temp, target)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
 
 
 __all__ = [
@@ -271,5 +251,4 @@ __all__ = [
     "RemoteFile",
     "fetch_dataset",
     "resolve_mirror",
-    "sha256_file",
 ]

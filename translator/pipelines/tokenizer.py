@@ -1,4 +1,4 @@
-"""`SentencePieceTokenizer`: one SentencePiece model, usable in-graph and from Python.
+"""`SentencePieceTokenizer` (one SentencePiece model) and `load_vocabulary` (a pair of them).
 
 In-graph (`tokenize`, `detokenize`) it runs `tensorflow_text.SentencepieceTokenizer`, so
 it works inside `tf.data` maps, `tf.function`s and exported SavedModels (it is a
@@ -6,15 +6,16 @@ it works inside `tf.data` maps, `tf.function`s and exported SavedModels (it is a
 saved). From Python (`encode`, `decode`) it runs the `sentencepiece` package on the
 same model bytes; both give the same ids (tested).
 
-Ids follow `translator.pipelines.vocab`: PAD=0, UNK=1, BOS=2, EOS=3. Neither `tokenize`
+Ids follow `translator.constants`: PAD=0, UNK=1, BOS=2, EOS=3. Neither `tokenize`
 nor `encode` adds BOS or EOS; the dataset adds them where the model needs them.
 """
 
 from __future__ import annotations
 
-import hashlib
+import dataclasses
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import sentencepiece as spm
@@ -22,7 +23,10 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 from tensorflow_text.python.ops import sentencepiece_tokenizer as sentencepiece_ops
 
-from translator.pipelines.vocab import BOS_ID, EOS_ID, PAD_ID
+from translator.constants import BOS_ID, EOS_ID, PAD_ID, SPECIAL_IDS
+from translator.io import sha256_bytes
+from translator.pipelines.errors import VocabularyError
+from translator.pipelines.vocab import METADATA_FILE, VocabularyMetadata
 
 
 class _SharedModelResource(sentencepiece_ops._SentencepieceModelResource):
@@ -83,7 +87,13 @@ class SentencePieceTokenizer(tf.Module):
     @property
     def sha256(self) -> str:
         """Hex sha256 of `model_proto`: identifies the vocabulary."""
-        return hashlib.sha256(self._model_proto).hexdigest()
+        return sha256_bytes(self._model_proto)
+
+    @property
+    def special_ids(self) -> tuple[int, int, int, int]:
+        """The model's (pad, unk, bos, eos) ids; `translator.constants.SPECIAL_IDS` here."""
+        processor = self._processor
+        return (processor.pad_id(), processor.unk_id(), processor.bos_id(), processor.eos_id())
 
     @property
     def vocab_size(self) -> int:
@@ -154,3 +164,93 @@ class SentencePieceTokenizer(tf.Module):
         leading, trailing and repeated spaces are removed.
         """
         return self._processor.normalize(text).replace("\u2581", " ").lstrip(" ")
+
+
+@dataclasses.dataclass(frozen=True)
+class Vocabulary:
+    """Source and target tokenizers of a vocabulary directory (`load_vocabulary`)."""
+
+    # Tokenizer of source sentences.
+    source: SentencePieceTokenizer
+    # Tokenizer of target sentences; the same object as `source` when joint.
+    target: SentencePieceTokenizer
+    # The contents of vocab.json.
+    metadata: VocabularyMetadata
+    # Where it was loaded from.
+    directory: Path
+
+    @property
+    def joint(self) -> bool:
+        """True when source and target share one model."""
+        return self.metadata.joint
+
+    @property
+    def source_vocab_size(self) -> int:
+        """Ids of the source model (for `TransformerConfig.source_vocab_size`)."""
+        return self.source.vocab_size
+
+    @property
+    def target_vocab_size(self) -> int:
+        """Ids of the target model (for `TransformerConfig.target_vocab_size`)."""
+        return self.target.vocab_size
+
+
+def load_vocabulary(directory: str | os.PathLike[str]) -> Vocabulary:
+    """Loads a vocabulary directory written by `build_vocabulary`.
+
+    Checks that each model file matches the sha256 in `vocab.json` and has the special
+    ids PAD=0, UNK=1, BOS=2, EOS=3.
+
+    Args:
+        directory: The directory (`translator build-vocab --out`).
+
+    Returns:
+        A `Vocabulary`; when joint, `.source` and `.target` are the same tokenizer object.
+
+    Raises:
+        VocabularyError: naming the missing, altered or invalid file.
+    """
+    root = Path(directory)
+    meta_path = root / METADATA_FILE
+    if not meta_path.is_file():
+        raise VocabularyError(
+            f"{root} is not a vocabulary directory (no {METADATA_FILE}); build one with "
+            "`translator build-vocab`"
+        )
+    metadata = VocabularyMetadata.from_json(meta_path.read_text("utf-8"), origin=str(meta_path))
+
+    def load(name: str, sha256: str, role: str) -> SentencePieceTokenizer:
+        path = root / name
+        try:
+            proto = path.read_bytes()
+        except OSError as error:
+            raise VocabularyError(
+                f"{path}: cannot read the {role} model: {error.strerror}"
+            ) from error
+        if sha256_bytes(proto) != sha256:
+            raise VocabularyError(
+                f"{path}: sha256 {sha256_bytes(proto)} differs from {sha256} in {meta_path}; "
+                "the model file was changed after the vocabulary was built"
+            )
+        try:
+            tokenizer = SentencePieceTokenizer(proto, name=f"{role}_tokenizer")
+            size = tokenizer.vocab_size
+        except Exception as error:
+            raise VocabularyError(f"{path}: not a SentencePiece model ({error})") from error
+        if tokenizer.special_ids != SPECIAL_IDS:
+            raise VocabularyError(
+                f"{path}: special ids (pad, unk, bos, eos) are {tokenizer.special_ids}, "
+                f"expected {SPECIAL_IDS}"
+            )
+        if size != metadata.vocab_size:
+            raise VocabularyError(f"{path}: {size} ids, but {meta_path} says {metadata.vocab_size}")
+        return tokenizer
+
+    source = load(
+        metadata.source_model, metadata.source_sha256, "joint" if metadata.joint else "source"
+    )
+    if metadata.joint:
+        target = source
+    else:
+        target = load(metadata.target_model, metadata.target_sha256, "target")
+    return Vocabulary(source=source, target=target, metadata=metadata, directory=root)

@@ -1,11 +1,7 @@
 """Vocabularies: training SentencePiece models, writing and loading vocabulary directories.
 
-Special ids (every model trained here has them; `load_vocabulary` checks it):
-
-    PAD_ID = 0   padding; the model masks it out and the loss ignores it
-    UNK_ID = 1   unknown piece (rare: byte fallback spells unseen characters as bytes)
-    BOS_ID = 2   begins the decoder input
-    EOS_ID = 3   ends source sequences and labels
+Every model trained here has the special ids of `translator.constants` (PAD=0, UNK=1,
+BOS=2, EOS=3); `load_vocabulary` checks it.
 
 A vocabulary directory, as written by `build_vocabulary` (`translator build-vocab`):
 
@@ -18,36 +14,34 @@ A vocabulary directory, as written by `build_vocabulary` (`translator build-voca
 `.vocab` files list `piece<TAB>score` per id, for people; the `.model` files are what is
 loaded.
 
-This module imports neither TensorFlow nor tensorflow_text at import time, so
-`translator build-vocab` starts fast; `load_vocabulary` imports them to build tokenizers.
+This module builds vocabularies and imports neither TensorFlow nor tensorflow_text, so
+`translator build-vocab` starts fast; loading one into tokenizers is
+`translator.pipelines.tokenizer.load_vocabulary`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import io
 import itertools
 import json
 import os
-import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from translator.constants import (
+    BOS_ID,
+    BOS_PIECE,
+    EOS_ID,
+    EOS_PIECE,
+    PAD_ID,
+    PAD_PIECE,
+    UNK_ID,
+    UNK_PIECE,
+)
+from translator.io import sha256_bytes, write_atomic
 from translator.pipelines.errors import CorpusError, VocabularyError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from translator.pipelines.tokenizer import SentencePieceTokenizer
-
-PAD_ID = 0
-UNK_ID = 1
-BOS_ID = 2
-EOS_ID = 3
-PAD_PIECE = "<pad>"
-UNK_PIECE = "<unk>"
-BOS_PIECE = "<s>"
-EOS_PIECE = "</s>"
 
 METADATA_FILE = "vocab.json"
 METADATA_FORMAT = 1
@@ -238,60 +232,10 @@ class VocabularyMetadata:
             ) from error
 
 
-@dataclasses.dataclass(frozen=True)
-class Vocabulary:
-    """Source and target tokenizers of a vocabulary directory (`load_vocabulary`)."""
-
-    # Tokenizer of source sentences.
-    source: SentencePieceTokenizer
-    # Tokenizer of target sentences; the same object as `source` when joint.
-    target: SentencePieceTokenizer
-    # The contents of vocab.json.
-    metadata: VocabularyMetadata
-    # Where it was loaded from.
-    directory: Path
-
-    @property
-    def joint(self) -> bool:
-        """True when source and target share one model."""
-        return self.metadata.joint
-
-    @property
-    def source_vocab_size(self) -> int:
-        """Ids of the source model (for `TransformerConfig.source_vocab_size`)."""
-        return self.source.vocab_size
-
-    @property
-    def target_vocab_size(self) -> int:
-        """Ids of the target model (for `TransformerConfig.target_vocab_size`)."""
-        return self.target.vocab_size
-
-
-def sha256_bytes(data: bytes) -> str:
-    """Hex sha256 of `data`."""
-    return hashlib.sha256(data).hexdigest()
-
-
 def _sentences(paths: Sequence[str | os.PathLike[str]]) -> Iterator[str]:
     from translator.pipelines.corpus import iter_lines
 
     return itertools.chain.from_iterable(iter_lines(path) for path in paths)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    # A crash mid-write leaves the old file or none, never half a model.
-    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(data)
-        # mkstemp makes the file private (0600); give it the permissions open() would.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temp, 0o666 & ~umask)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
 
 
 def _vocab_listing(model_proto: bytes) -> bytes:
@@ -381,8 +325,8 @@ def build_vocabulary(
     stale = out / METADATA_FILE
     stale.unlink(missing_ok=True)  # the directory is incomplete until metadata is rewritten
     for stem, proto in models.items():
-        _write_atomic(out / f"{stem}.model", proto)
-        _write_atomic(out / f"{stem}.vocab", _vocab_listing(proto))
+        write_atomic(out / f"{stem}.model", proto)
+        write_atomic(out / f"{stem}.vocab", _vocab_listing(proto))
     import sentencepiece as spm
 
     metadata = VocabularyMetadata(
@@ -402,70 +346,5 @@ def build_vocabulary(
             "target_files": [str(p) for p in target_files],
         },
     )
-    _write_atomic(out / METADATA_FILE, metadata.to_json().encode("utf-8"))
+    write_atomic(out / METADATA_FILE, metadata.to_json())
     return metadata
-
-
-def load_vocabulary(directory: str | os.PathLike[str]) -> Vocabulary:
-    """Loads a vocabulary directory written by `build_vocabulary`.
-
-    Checks that each model file matches the sha256 in `vocab.json` and has the special
-    ids PAD=0, UNK=1, BOS=2, EOS=3.
-
-    Args:
-        directory: The directory (`translator build-vocab --out`).
-
-    Returns:
-        A `Vocabulary`; when joint, `.source` and `.target` are the same tokenizer object.
-
-    Raises:
-        VocabularyError: naming the missing, altered or invalid file.
-    """
-    from translator.pipelines.tokenizer import SentencePieceTokenizer
-
-    root = Path(directory)
-    meta_path = root / METADATA_FILE
-    if not meta_path.is_file():
-        raise VocabularyError(
-            f"{root} is not a vocabulary directory (no {METADATA_FILE}); build one with "
-            "`translator build-vocab`"
-        )
-    metadata = VocabularyMetadata.from_json(meta_path.read_text("utf-8"), origin=str(meta_path))
-
-    def load(name: str, sha256: str, role: str) -> SentencePieceTokenizer:
-        path = root / name
-        try:
-            proto = path.read_bytes()
-        except OSError as error:
-            raise VocabularyError(
-                f"{path}: cannot read the {role} model: {error.strerror}"
-            ) from error
-        if sha256_bytes(proto) != sha256:
-            raise VocabularyError(
-                f"{path}: sha256 {sha256_bytes(proto)} differs from {sha256} in {meta_path}; "
-                "the model file was changed after the vocabulary was built"
-            )
-        try:
-            tokenizer = SentencePieceTokenizer(proto, name=f"{role}_tokenizer")
-            size = tokenizer.vocab_size
-        except Exception as error:
-            raise VocabularyError(f"{path}: not a SentencePiece model ({error})") from error
-        processor = tokenizer._processor
-        found = (processor.pad_id(), processor.unk_id(), processor.bos_id(), processor.eos_id())
-        if found != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
-            raise VocabularyError(
-                f"{path}: special ids (pad, unk, bos, eos) are {found}, expected "
-                f"{(PAD_ID, UNK_ID, BOS_ID, EOS_ID)}"
-            )
-        if size != metadata.vocab_size:
-            raise VocabularyError(f"{path}: {size} ids, but {meta_path} says {metadata.vocab_size}")
-        return tokenizer
-
-    source = load(
-        metadata.source_model, metadata.source_sha256, "joint" if metadata.joint else "source"
-    )
-    if metadata.joint:
-        target = source
-    else:
-        target = load(metadata.target_model, metadata.target_sha256, "target")
-    return Vocabulary(source=source, target=target, metadata=metadata, directory=root)

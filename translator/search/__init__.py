@@ -12,25 +12,33 @@ Python loop per token, no custom ops) that fit in a SavedModel:
 Scoring and length conventions are in `translator.search.common`.
 """
 
-from translator.search.beam import BeamState, beam_search
-from translator.search.common import (
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
-    UNK_ID,
-    SearchResult,
-    length_penalty,
-    output_length_limits,
-)
-from translator.search.config import SearchConfig
-from translator.search.decoder import Decoder, search
-from translator.search.greedy import GreedyState, greedy_search
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from translator.search.beam import BeamState, beam_search
+    from translator.search.common import SearchResult, length_penalty, output_length_limits
+    from translator.search.config import SearchConfig
+    from translator.search.decoder import Decoder, search
+    from translator.search.greedy import GreedyState, greedy_search
+
+# Imported on first use, so that reading `SearchConfig` (the command-line defaults, for
+# `--help`) does not start TensorFlow.
+_LAZY = {
+    "BeamState": "beam",
+    "beam_search": "beam",
+    "SearchResult": "common",
+    "length_penalty": "common",
+    "output_length_limits": "common",
+    "SearchConfig": "config",
+    "Decoder": "decoder",
+    "search": "decoder",
+    "GreedyState": "greedy",
+    "greedy_search": "greedy",
+}
 
 __all__ = [
-    "BOS_ID",
-    "EOS_ID",
-    "PAD_ID",
-    "UNK_ID",
     "BeamState",
     "Decoder",
     "GreedyState",
@@ -42,3 +50,11 @@ __all__ = [
     "output_length_limits",
     "search",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"translator.search.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'translator.search' has no attribute {name!r}")

@@ -18,13 +18,8 @@ from typing import Any, NamedTuple
 
 import tensorflow as tf
 
+from translator.constants import BOS_ID, EOS_ID, PAD_ID
 from translator.search.config import SearchConfig
-
-# The vocabulary convention of every model trained here (translator.pipelines.vocab).
-PAD_ID = 0
-UNK_ID = 1
-BOS_ID = 2
-EOS_ID = 3
 
 NEG_INF = float("-inf")
 

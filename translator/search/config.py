@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from translator.config_base import DictConfig
+from translator.errors import ConfigError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,4 +60,4 @@ class SearchConfig(DictConfig):
         if self.max_output_length < 1:
             problems.append(f"max_output_length must be >= 1, got {self.max_output_length}")
         if problems:
-            raise ValueError("Invalid SearchConfig: " + "; ".join(problems))
+            raise ConfigError("Invalid SearchConfig: " + "; ".join(problems))

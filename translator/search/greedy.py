@@ -6,11 +6,9 @@ from typing import Any, NamedTuple
 
 import tensorflow as tf
 
+from translator.constants import BOS_ID, EOS_ID, PAD_ID
 from translator.model import DecodingCache
 from translator.search.common import (
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
     SearchResult,
     length_penalty,
     model_position_limit,

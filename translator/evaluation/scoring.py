@@ -1,9 +1,4 @@
-"""Scoring translations with sacreBLEU, and evaluation reports.
-
-    from translator.evaluation import evaluate, read_lines
-
-    result = evaluate(read_lines("hyp.de"), read_lines("ref.de"))
-    result.metric("bleu").score, result.metric("bleu").signature
+"""Scoring translations with sacreBLEU: corpus metrics, sentence scores, paired bootstrap.
 
 Metrics are sacreBLEU's own classes with their default settings, so every score here
 equals what the `sacrebleu` command prints for the same files, and carries the same
@@ -18,38 +13,24 @@ signature:
 Moses/Koehn test) against a baseline's hypotheses. sacreBLEU reports each system's
 bootstrap mean, 95% confidence half-width and the p-value; the difference's confidence
 interval is computed here from the same resamples (same seed, same indices).
-
-`EvaluationReport` adds what a report must say about how the scores were obtained
-(model, data files with sha256, search settings, timing); `write_report` writes it as
-`report.json` (for programs) and `report.md` (for people). Nothing here imports
-TensorFlow.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import datetime
-import hashlib
-import json
 import logging
 import os
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 from translator.errors import TranslatorError
 
-REPORT_JSON = "report.json"
-REPORT_MD = "report.md"
-# Version of the report.json layout; bump on incompatible changes.
-REPORT_FORMAT = "translator-evaluation/1"
 # sacreBLEU's default number of paired bootstrap resamples.
 DEFAULT_BOOTSTRAP_SAMPLES = 1000
 # Sentences listed in report.md.
 DEFAULT_WORST = 10
 DEFAULT_SAMPLES = 5
-
 # (key, label, higher is better) of each corpus metric, in report order.
 METRICS = (
     ("bleu", "BLEU", True),
@@ -160,101 +141,6 @@ class Evaluation:
         raise KeyError(key)
 
 
-@dataclasses.dataclass(frozen=True)
-class FileIdentity:
-    """Which file was used: path, content hash, line count."""
-
-    path: str
-    # Hex sha256 of the file's bytes as stored (the compressed bytes for .gz).
-    sha256: str
-    lines: int
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelIdentity:
-    """Which model translated."""
-
-    directory: str
-    # Hex sha256 of model.keras.
-    model_sha256: str
-    source_vocab_sha256: str
-    target_vocab_sha256: str
-    # Contents of the model directory's metadata.json (step, validation BLEU, run config).
-    metadata: dict[str, Any]
-
-
-@dataclasses.dataclass(frozen=True)
-class Timing:
-    """How long translation took (loading and warm-up excluded from the rates)."""
-
-    load_seconds: float
-    # Tracing the search graph (one dummy sentence), before the timed translation.
-    warmup_seconds: float
-    translate_seconds: float
-    sentences_per_second: float
-    target_tokens_per_second: float
-
-
-@dataclasses.dataclass(frozen=True)
-class EvaluationReport:
-    """Scores plus everything needed to reproduce them: what `report.json` holds."""
-
-    evaluation: Evaluation
-    # Role -> file: "hypotheses", "reference", and "source" / "baseline" when used.
-    data: dict[str, FileIdentity]
-    # The model and how it searched; None when scoring hypotheses made elsewhere.
-    model: ModelIdentity | None = None
-    search: dict[str, Any] | None = None
-    # Counts of the translation run (lines, empty, truncated, batches, target_tokens).
-    translation: dict[str, int] | None = None
-    timing: Timing | None = None
-    created: str = dataclasses.field(
-        default_factory=lambda: datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    )
-    versions: dict[str, str] = dataclasses.field(default_factory=lambda: _versions())
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON document of `report.json`: scores keyed by metric, then provenance."""
-        evaluation = self.evaluation
-        comparison = None
-        if evaluation.comparison is not None:
-            comparison = {
-                "test": "paired bootstrap resampling (sacrebleu.significance.PairedTest)",
-                "resamples": evaluation.bootstrap_samples,
-                "seed": evaluation.bootstrap_seed,
-                "metrics": {c.key: _fields(c, drop=("key",)) for c in evaluation.comparison},
-            }
-        return {
-            "format": REPORT_FORMAT,
-            "created": self.created,
-            "scores": {m.key: _fields(m, drop=("key",)) for m in evaluation.metrics},
-            "length": dataclasses.asdict(evaluation.length),
-            "sentences": evaluation.sentences,
-            "empty_hypotheses": evaluation.empty_hypotheses,
-            "comparison": comparison,
-            "model": None if self.model is None else dataclasses.asdict(self.model),
-            "data": {role: dataclasses.asdict(f) for role, f in self.data.items()},
-            "search": self.search,
-            "translation": self.translation,
-            "timing": None if self.timing is None else dataclasses.asdict(self.timing),
-            "versions": self.versions,
-            "samples": [dataclasses.asdict(s) for s in evaluation.samples],
-            "worst": [dataclasses.asdict(s) for s in evaluation.worst],
-        }
-
-
-def read_lines(path: str | os.PathLike[str]) -> list[str]:
-    """The lines of a UTF-8 text file, plain or gzip, without line ends.
-
-    Raises:
-        translator.pipelines.errors.CorpusError: a missing or unreadable file, or the
-            line number of the first line that is not valid UTF-8.
-    """
-    from translator.pipelines.corpus import iter_lines
-
-    return list(iter_lines(path))
-
-
 def check_same_length(
     first: Sequence[str],
     first_path: str | os.PathLike[str],
@@ -267,20 +153,6 @@ def check_same_length(
             f"line counts differ: {first_path} has {len(first):,}, {second_path} has "
             f"{len(second):,}; the files must be aligned line by line"
         )
-
-
-def file_identity(path: str | os.PathLike[str], lines: int) -> FileIdentity:
-    """Path, sha256 and line count of an input file."""
-    return FileIdentity(path=str(path), sha256=sha256_file(path), lines=lines)
-
-
-def sha256_file(path: str | os.PathLike[str]) -> str:
-    """Hex sha256 of a file's bytes, read in blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def corpus_metrics() -> dict[str, Any]:
@@ -479,167 +351,6 @@ def _evaluate(
     )
 
 
-def format_scores(evaluation: Evaluation) -> str:
-    """The scores as a plain-text table (what the commands print)."""
-    rows = []
-    for metric in evaluation.metrics:
-        rows.append(f"{metric.label:<18} {metric.score:6.2f}  {metric.signature}")
-        if metric.key == "bleu":
-            rows.append(f"{'':<18} {'':6}  {metric.detail}")
-    length = evaluation.length
-    rows.append(
-        f"{'length ratio':<18} {length.ratio:6.3f}  hypothesis {length.hypothesis_tokens:,} / "
-        f"reference {length.reference_tokens:,} tokens (13a), "
-        f"brevity penalty {length.brevity_penalty:.3f}"
-    )
-    rows.append(
-        f"{'sentences':<18} {evaluation.sentences:6,}  "
-        f"({evaluation.empty_hypotheses:,} empty hypotheses)"
-    )
-    if evaluation.comparison:
-        rows.append("")
-        rows.append(
-            f"paired bootstrap against the baseline ({evaluation.bootstrap_samples} resamples, "
-            f"seed {evaluation.bootstrap_seed}):"
-        )
-        for c in evaluation.comparison:
-            mark = " *" if c.p_value < 0.05 else ""
-            rows.append(
-                f"{c.label:<18} {c.system:6.2f} vs {c.baseline:6.2f}  "
-                f"difference {c.difference:+.2f}, 95% CI [{c.difference_low:+.2f}, "
-                f"{c.difference_high:+.2f}], p = {c.p_value:.4f}{mark}"
-            )
-    return "\n".join(rows)
-
-
-def write_report(report: EvaluationReport, directory: str | os.PathLike[str]) -> tuple[Path, Path]:
-    """Writes `report.json` and `report.md` into `directory` (created if missing).
-
-    Returns:
-        The paths of the two files.
-    """
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    json_path, md_path = directory / REPORT_JSON, directory / REPORT_MD
-    _write_text(json_path, json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n")
-    _write_text(md_path, render_markdown(report))
-    return json_path, md_path
-
-
-def render_markdown(report: EvaluationReport) -> str:
-    """`report.md`: scores table, length, settings, sample and worst sentences."""
-    evaluation = report.evaluation
-    lines = ["# Evaluation report", "", f"Created {report.created}."]
-    if report.model is not None:
-        model = report.model
-        facts = ", ".join(
-            f"{key} {value}"
-            for key, value in model.metadata.items()
-            if isinstance(value, str | int | float) and not isinstance(value, bool)
-        )
-        lines.append(
-            f"Model: `{model.directory}` ({facts + '; ' if facts else ''}model.keras sha256 "
-            f"`{model.model_sha256[:16]}…`, vocabulary sha256 "
-            f"`{model.source_vocab_sha256[:16]}…`)."
-        )
-    lines += ["", "| Data | Path | Lines | sha256 |", "|---|---|---:|---|"]
-    for role, identity in report.data.items():
-        lines.append(
-            f"| {role} | `{_cell(identity.path)}` | {identity.lines:,} | "
-            f"`{identity.sha256[:16]}…` |"
-        )
-    lines += ["", "## Scores", "", "| Metric | Score | sacreBLEU signature |", "|---|---:|---|"]
-    for metric in evaluation.metrics:
-        lines.append(f"| {metric.label} | {metric.score:.2f} | `{_cell(metric.signature)}` |")
-    length = evaluation.length
-    lines += [
-        "",
-        f"BLEU details: {evaluation.metric('bleu').detail}.",
-        "",
-        f"Length ratio {length.ratio:.3f} (hypotheses {length.hypothesis_tokens:,} / references "
-        f"{length.reference_tokens:,} tokens after 13a tokenization; brevity penalty "
-        f"{length.brevity_penalty:.3f}). {evaluation.sentences:,} sentences, "
-        f"{evaluation.empty_hypotheses:,} empty hypotheses.",
-    ]
-    if evaluation.comparison:
-        lines += _comparison_markdown(report)
-    if report.search is not None or report.timing is not None:
-        lines += _settings_markdown(report)
-    lines += ["", "## Sample translations", ""]
-    lines += _sentences_markdown(evaluation.samples)
-    lines += ["", "## Worst sentences by sentence-level chrF", ""]
-    lines += _sentences_markdown(evaluation.worst)
-    return "\n".join(lines) + "\n"
-
-
-def _comparison_markdown(report: EvaluationReport) -> list[str]:
-    evaluation = report.evaluation
-    baseline = report.data.get("baseline")
-    name = f"`{_cell(baseline.path)}`" if baseline else "the baseline"
-    lines = [
-        "",
-        f"## Comparison with {name}",
-        "",
-        f"sacreBLEU paired bootstrap resampling, {evaluation.bootstrap_samples} resamples, "
-        f"seed {evaluation.bootstrap_seed}. Difference = this system − baseline (for TER, "
-        "negative is better); p < 0.05 is marked *.",
-        "",
-        "| Metric | This system | Baseline | Difference | 95% CI | p-value |",
-        "|---|---:|---:|---:|---|---:|",
-    ]
-    for c in evaluation.comparison:
-        mark = " *" if c.p_value < 0.05 else ""
-        lines.append(
-            f"| {c.label} | {c.system:.2f} ({c.system_mean:.2f} ± {c.system_ci:.2f}) | "
-            f"{c.baseline:.2f} ({c.baseline_mean:.2f} ± {c.baseline_ci:.2f}) | "
-            f"{c.difference:+.2f} | [{c.difference_low:+.2f}, {c.difference_high:+.2f}] | "
-            f"{c.p_value:.4f}{mark} |"
-        )
-    return lines
-
-
-def _settings_markdown(report: EvaluationReport) -> list[str]:
-    lines = ["", "## Translation", ""]
-    if report.search is not None:
-        settings = ", ".join(f"{k} {v}" for k, v in report.search.items())
-        lines.append(f"Search: {settings}.")
-    if report.translation is not None:
-        t = report.translation
-        lines.append(
-            f"Lines {t['lines']:,} ({t['empty']:,} empty, {t['truncated']:,} truncated), "
-            f"{t['batches']:,} batches, {t['target_tokens']:,} target tokens."
-        )
-    if report.timing is not None:
-        timing = report.timing
-        lines.append(
-            f"Model loaded in {timing.load_seconds:.1f} s, search built in "
-            f"{timing.warmup_seconds:.1f} s; translated in "
-            f"{timing.translate_seconds:.1f} s ({timing.sentences_per_second:.1f} sentences/s, "
-            f"{timing.target_tokens_per_second:.0f} target tokens/s)."
-        )
-    return lines
-
-
-def _sentences_markdown(sentences: Sequence[SentenceScore]) -> list[str]:
-    if not sentences:
-        return ["(none)"]
-    body = []
-    for s in sentences:
-        body.append(f"line {s.line}, chrF {s.chrf:.1f}")
-        if s.source is not None:
-            body.append(f"  SRC  {s.source}")
-        body.append(f"  REF  {s.reference}")
-        body.append(f"  HYP  {s.hypothesis}")
-        body.append("")
-    text = "\n".join(body).rstrip("\n")
-    fence = "`" * max(3, _longest_run(text, "`") + 1)  # a fence no sentence can close
-    return [f"{fence}text", text, fence]
-
-
-def _fields(item: Any, drop: tuple[str, ...]) -> dict[str, Any]:
-    return {k: v for k, v in dataclasses.asdict(item).items() if k not in drop}
-
-
 def _bleu_detail(result) -> str:
     return (
         f"{result.prec_str} (BP = {result.bp:.3f} ratio = {result.ratio:.3f} "
@@ -722,31 +433,3 @@ def _spread(count: int, k: int) -> list[int]:
     if k == 1:
         return [0]
     return sorted({round(i * (count - 1) / (k - 1)) for i in range(k)})
-
-
-def _cell(text: str) -> str:
-    """Text safe inside a Markdown table cell (GFM allows an escaped pipe in code)."""
-    return text.replace("|", "\\|")
-
-
-def _longest_run(text: str, char: str) -> int:
-    longest = run = 0
-    for c in text:
-        run = run + 1 if c == char else 0
-        longest = max(longest, run)
-    return longest
-
-
-def _write_text(path: Path, text: str) -> None:
-    """Writes through a temporary sibling and a rename: never a half-written report."""
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    temporary.replace(path)
-
-
-def _versions() -> dict[str, str]:
-    import sacrebleu
-
-    import translator
-
-    return {"translator": translator.__version__, "sacrebleu": sacrebleu.__version__}

@@ -1,0 +1,135 @@
+"""Command-line options that several commands share, each declared once.
+
+`translate`, `evaluate` and `export` take the same model and search options; their
+defaults are read from `SearchConfig`, so the dataclass stays the one place a default is
+written, and `search_config` turns the parsed options back into one.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from translator.errors import ConfigError
+from translator.search.config import SearchConfig
+
+_DEFAULT = SearchConfig()
+
+TOP_BEAM_STOP_HELP = (
+    "end a sentence's search as soon as its best candidate of a step ends (the rule of "
+    "OpenNMT-py and CTranslate2): fewer decoder steps, but it can return a shorter "
+    "translation where a longer one would score higher under the length penalty. Default: "
+    "the exact stop, which searches until no unfinished hypothesis can still win"
+)
+
+
+def add_model_option(parser: argparse.ArgumentParser) -> None:
+    """--model: a model directory or a training run directory."""
+    parser.add_argument(
+        "--model",
+        required=True,
+        metavar="DIR",
+        help="model directory (model.keras + vocab/), or a training run directory (uses its "
+        "final model/)",
+    )
+
+
+def add_search_options(parser: argparse.ArgumentParser, title: str = "search") -> None:
+    """The `SearchConfig` options (but n-best, whose meaning differs per command)."""
+    search = parser.add_argument_group(title)
+    search.add_argument(
+        "--beam-size",
+        type=int,
+        default=_DEFAULT.beam_size,
+        metavar="K",
+        help=f"hypotheses kept per sentence; 1 = greedy search (default: {_DEFAULT.beam_size})",
+    )
+    search.add_argument(
+        "--length-penalty",
+        type=float,
+        default=_DEFAULT.length_penalty,
+        metavar="ALPHA",
+        help="GNMT length penalty exponent: hypotheses are ranked by log P / ((5 + length) / 6) "
+        "** ALPHA; 0 ranks by log P alone, larger values favour longer outputs "
+        f"(default: {_DEFAULT.length_penalty})",
+    )
+    search.add_argument(
+        "--max-length-a",
+        type=float,
+        default=_DEFAULT.max_length_a,
+        metavar="A",
+        help="output length limit A * source_tokens + B, in tokens, EOS included "
+        f"(default A: {_DEFAULT.max_length_a})",
+    )
+    search.add_argument(
+        "--max-length-b",
+        type=int,
+        default=_DEFAULT.max_length_b,
+        metavar="B",
+        help=f"see --max-length-a (default B: {_DEFAULT.max_length_b})",
+    )
+    search.add_argument(
+        "--max-output-length",
+        type=int,
+        default=_DEFAULT.max_output_length,
+        metavar="N",
+        help="cap on output tokens, EOS included, whatever the source length "
+        f"(default: {_DEFAULT.max_output_length})",
+    )
+    search.add_argument(
+        "--min-length",
+        type=int,
+        default=_DEFAULT.min_length,
+        metavar="N",
+        help="tokens before EOS may end a translation; 1 rules out empty translations of "
+        f"non-empty lines, 0 lets the model choose (default: {_DEFAULT.min_length})",
+    )
+    search.add_argument("--top-beam-stop", action="store_true", help=TOP_BEAM_STOP_HELP)
+    search.add_argument(
+        "--max-source-length",
+        type=int,
+        metavar="N",
+        help="cut longer sources to N tokens, EOS included, and count them as truncated "
+        "(default: the position table size for learned positions, else 1024)",
+    )
+
+
+def add_batching_options(parser: argparse.ArgumentParser) -> None:
+    """How `translate` and `evaluate` batch and run the search (not part of the result)."""
+    batching = parser.add_argument_group("batching")
+    batching.add_argument(
+        "--batch-tokens",
+        type=int,
+        default=4096,
+        metavar="N",
+        help="source tokens per batch, padding included; lines are sorted by length into "
+        "batches and put back in input order (default: 4096)",
+    )
+    batching.add_argument(
+        "--xla",
+        action="store_true",
+        help="compile the search with XLA: one compile (seconds) per distinct batch shape, "
+        "and finished sentences stay in the batch (static shapes); whether its faster steps "
+        "pay for that depends on the model, the search and the machine",
+    )
+
+
+def search_config(args: argparse.Namespace, n_best: int = 1) -> SearchConfig:
+    """The `SearchConfig` of the parsed options.
+
+    Raises:
+        ConfigError: naming the invalid option.
+    """
+    if getattr(args, "batch_tokens", 1) < 1:
+        raise ConfigError(f"--batch-tokens must be >= 1, got {args.batch_tokens}")
+    if args.max_source_length is not None and args.max_source_length < 2:
+        raise ConfigError(f"--max-source-length must be >= 2, got {args.max_source_length}")
+    return SearchConfig(
+        beam_size=args.beam_size,
+        length_penalty=args.length_penalty,
+        max_length_a=args.max_length_a,
+        max_length_b=args.max_length_b,
+        max_output_length=args.max_output_length,
+        min_length=args.min_length,
+        exact_stop=not args.top_beam_stop,
+        n_best=n_best,
+    )

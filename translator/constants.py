@@ -1,0 +1,23 @@
+"""Special ids and pieces: the vocabulary convention of every model `translator` trains.
+
+A leaf module (it imports nothing), so the layers, the search, the pipelines and the
+export all read these facts from one place.
+
+    PAD_ID = 0   padding; the model masks it out and the loss ignores it
+    UNK_ID = 1   unknown piece (rare: byte fallback spells unseen characters as bytes)
+    BOS_ID = 2   begins the decoder input
+    EOS_ID = 3   ends source sequences, labels and every generated hypothesis
+"""
+
+PAD_ID = 0
+UNK_ID = 1
+BOS_ID = 2
+EOS_ID = 3
+
+PAD_PIECE = "<pad>"
+UNK_PIECE = "<unk>"
+BOS_PIECE = "<s>"
+EOS_PIECE = "</s>"
+
+# (pad, unk, bos, eos): the order SentencePiece reports them in.
+SPECIAL_IDS = (PAD_ID, UNK_ID, BOS_ID, EOS_ID)

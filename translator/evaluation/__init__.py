@@ -1,0 +1,85 @@
+"""Scoring translations with sacreBLEU, and evaluation reports.
+
+    from translator.evaluation import evaluate
+    from translator.io import read_lines
+
+    result = evaluate(read_lines("hyp.de"), read_lines("ref.de"))
+    result.metric("bleu").score, result.metric("bleu").signature
+
+Metrics are sacreBLEU's own, with its defaults and signatures (`scoring` lists them);
+`compare_systems` adds sacreBLEU's paired bootstrap test against a baseline.
+
+`EvaluationReport` adds what a report must say about how the scores were obtained
+(model, data files with sha256, search settings, timing); `write_report` writes it as
+`report.json` (for programs) and `report.md` (for people). Nothing here imports
+TensorFlow.
+
+Modules: `scoring` (metrics, sentence scores, the paired test), `report` (the report's
+records), `render` (JSON, Markdown and terminal text, written atomically).
+"""
+
+from translator.evaluation.render import (
+    REPORT_JSON,
+    REPORT_MD,
+    format_scores,
+    render_markdown,
+    write_report,
+)
+from translator.evaluation.report import (
+    REPORT_FORMAT,
+    EvaluationReport,
+    FileIdentity,
+    ModelIdentity,
+    Timing,
+    file_identity,
+)
+from translator.evaluation.scoring import (
+    COMPARED,
+    DEFAULT_BOOTSTRAP_SAMPLES,
+    DEFAULT_SAMPLES,
+    DEFAULT_WORST,
+    METRICS,
+    Comparison,
+    Evaluation,
+    EvaluationError,
+    LengthStats,
+    MetricScore,
+    SentenceScore,
+    check_same_length,
+    compare_systems,
+    corpus_metrics,
+    evaluate,
+    score_corpus,
+    sentence_chrf,
+)
+
+__all__ = [
+    "COMPARED",
+    "DEFAULT_BOOTSTRAP_SAMPLES",
+    "DEFAULT_SAMPLES",
+    "DEFAULT_WORST",
+    "METRICS",
+    "REPORT_FORMAT",
+    "REPORT_JSON",
+    "REPORT_MD",
+    "Comparison",
+    "Evaluation",
+    "EvaluationError",
+    "EvaluationReport",
+    "FileIdentity",
+    "LengthStats",
+    "MetricScore",
+    "ModelIdentity",
+    "SentenceScore",
+    "Timing",
+    "check_same_length",
+    "compare_systems",
+    "corpus_metrics",
+    "evaluate",
+    "file_identity",
+    "format_scores",
+    "render_markdown",
+    "score_corpus",
+    "sentence_chrf",
+    "write_report",
+]
