@@ -180,7 +180,7 @@ def make_batches(sources: list[list[int]], count: int | None):
     """Length-sorted batches of 32, padded to a multiple of 8; `count` of them, spread."""
     import numpy as np
 
-    from translator.inference import padded_length
+    from translator.text import padded_length
 
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
     batches = []
@@ -218,10 +218,10 @@ class NaiveGreedy:
     def __init__(self, model, config, compiled: bool):
         import tensorflow as tf
 
-        from translator.search.common import model_position_limit
+        from translator.search.decoder import model_position_limit
 
         self.config = config
-        self.position_limit = model_position_limit(model)
+        self.position_limit = model_position_limit(model.config)
 
         def last_logits(source_ids, target_ids):  # [b, s], [b, t] -> [b, vocab]
             with warnings.catch_warnings():  # Keras warns about the 1-key softmax of step 0
@@ -488,8 +488,8 @@ def count_steps(model, configs: dict[str, object], batches) -> dict[str, StepCou
     import numpy as np
     import tensorflow as tf
 
+    from bench.counting import CountingModel
     from translator.search import search
-    from translator.search.counting import CountingModel
 
     counting = CountingModel(model)
     counts = {}
@@ -688,7 +688,7 @@ def section_markdown(
     args, results: dict, best, agreement: tuple[int, int], steps: dict[str, StepCount], model: str
 ) -> str:
     """The RESULTS.md section, but for the command, date and machine lines."""
-    from translator.inference import LENGTH_MULTIPLE
+    from translator.text import LENGTH_MULTIPLE
 
     measurement = results[best]
     label = label_of(measurement)

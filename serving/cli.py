@@ -16,6 +16,7 @@ DEFAULTS = {
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Adds the `serve` subcommand."""
+    # Long but flat: one declaration per option, in the order `--help` lists them.
     parser = subparsers.add_parser(
         "serve",
         help="serve an exported model over HTTP with TF Serving's REST API",

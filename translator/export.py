@@ -41,13 +41,12 @@ from typing import Any
 
 import tensorflow as tf
 
-from translator.constants import EOS_ID, PAD_ID
 from translator.errors import TranslatorError
-
-# The padding rule of `Translator`: sharing it makes the exported batches identical.
-from translator.inference import padded_length
 from translator.io import atomic_directory
 from translator.search import SearchConfig, search
+
+# The padding rule of `Translator`: sharing it makes the exported batches identical.
+from translator.text import default_max_source_length, finish, prepare
 
 SERVING_SIGNATURE = "serving_default"
 N_BEST_SIGNATURE = "n_best"
@@ -55,8 +54,6 @@ INPUT_KEY = "inputs"
 OUTPUT_TRANSLATIONS = "translations"
 OUTPUT_SCORES = "scores"
 METADATA_FILE = "translator.json"
-# Zero or more characters for which Python's str.isspace is true, as an RE2 pattern.
-_WHITESPACE = r"[\t\n\x0b\x0c\r\x1c-\x1f\x85\p{Z}]*"
 EXPORT_FORMAT = 1
 
 
@@ -74,12 +71,6 @@ class ExportConfig:
     # Longer sources are cut to this many tokens, EOS included; None: as `Translator`
     # (the position table size for learned positions, else 1024).
     max_source_length: int | None = None
-
-
-def default_max_source_length(model: Any) -> int:
-    """`Translator`'s default cut: the learned position table size, else 1024."""
-    config = model.config
-    return config.max_length if config.position_encoding == "learned" else 1024
 
 
 class TranslationModule(tf.Module):
@@ -100,7 +91,7 @@ class TranslationModule(tf.Module):
         self.source_tokenizer = vocabulary.source
         self.target_tokenizer = vocabulary.target
         self.max_source_length = (
-            default_max_source_length(model)
+            default_max_source_length(model.config)
             if config.max_source_length is None
             else config.max_source_length
         )
@@ -150,49 +141,18 @@ class TranslationModule(tf.Module):
             empty slots (fewer hypotheses than n_best) are "" with score -inf, and an empty
             sentence has the empty translation with score 0.0.
         """
+        prepared = prepare(inputs, self.source_tokenizer, self.max_source_length)
         n_best = config.n_best
-        batch = tf.shape(inputs)[0]
-        # Translator strips trailing newlines (`line.rstrip("\n")`) before encoding.
-        inputs = tf.strings.regex_replace(inputs, "\n+$", "")  # [batch]
-        pieces = self.source_tokenizer.tokenize(inputs)  # [batch, (pieces)]
-        pieces = pieces[:, : self.max_source_length - 1]  # room for EOS
-        lengths = pieces.row_lengths()  # [batch]
-        # Translator sets aside lines without pieces and whitespace-only lines (`not
-        # line.strip()`; SentencePiece turns some, e.g. a tab, into pieces): the class
-        # below is Python's str.isspace set.
-        blank = tf.strings.regex_full_match(inputs, _WHITESPACE)  # [batch]
-        # Non-empty rows, sorted by length (stable), as Translator orders its batches.
-        kept = tf.where((lengths > 0) & ~blank)[:, 0]  # [kept]
-        kept = tf.gather(kept, tf.argsort(tf.gather(lengths, kept), stable=True))  # [kept]
-        sources = tf.gather(pieces, kept)  # [kept, (pieces)]
-        count = tf.shape(kept)[0]
-        eos = tf.RaggedTensor.from_tensor(tf.fill([count, 1], EOS_ID))  # [kept, 1]
-        sources = tf.concat([sources, eos], axis=1)  # [kept, (pieces + 1)]
-        width = tf.reduce_max(tf.concat([[0], sources.row_lengths()], 0))  # 0 if none kept
-        width = padded_length(width)  # as `Translator` pads, so both run the same shapes
-        shape = tf.stack([tf.cast(count, tf.int64), width])
-        source_ids = sources.to_tensor(default_value=PAD_ID, shape=shape)  # [kept, width]
 
         def decode() -> tuple[tf.Tensor, tf.Tensor]:
-            result = search(self.model, source_ids, config)  # ids [kept, n, len]
-            flat = tf.reshape(result.ids, [count * n_best, -1])  # [kept * n, len]
-            texts = self.target_tokenizer.detokenize(flat)  # [kept * n]
-            return tf.reshape(texts, [count, n_best]), result.scores  # [kept, n] x2
+            result = search(self.model, prepared.source_ids, config)
+            return result.ids, result.scores  # [searched, n, len], [searched, n]
 
         def nothing() -> tuple[tf.Tensor, tf.Tensor]:
-            return tf.zeros([0, n_best], tf.string), tf.zeros([0, n_best], tf.float32)
+            return tf.zeros([0, n_best, 1], tf.int32), tf.zeros([0, n_best], tf.float32)
 
-        texts, scores = tf.cond(count > 0, decode, nothing)  # [kept, n_best] x2
-        # Empty slots of the search have no ids: their text is already "".
-        # One extra row for empty sentences: "" with score 0 (log P of nothing), then -inf.
-        empty_scores = tf.concat([[0.0], tf.fill([n_best - 1], float("-inf"))], 0)  # [n]
-        texts = tf.concat([texts, tf.fill([1, n_best], "")], 0)  # [kept + 1, n]
-        scores = tf.concat([scores, empty_scores[None, :]], 0)  # [kept + 1, n]
-        # Row of each input in the decoded batch (the extra row for empty sentences).
-        where = tf.tensor_scatter_nd_update(
-            tf.fill([batch], count), tf.cast(kept[:, None], tf.int32), tf.range(count)
-        )  # [batch]
-        return tf.gather(texts, where), tf.gather(scores, where)  # [batch, n] x2
+        ids, scores = tf.cond(tf.size(prepared.rows) > 0, decode, nothing)
+        return finish(ids, scores, prepared.rows, tf.shape(inputs)[0], self.target_tokenizer)
 
 
 def next_version(export_base: str | os.PathLike[str]) -> int:

@@ -1,9 +1,11 @@
 """`Translator`: text in, text out, through the one compiled search.
 
-Lines are tokenized, sorted by length and cut into token-budgeted batches (little
-padding, few distinct shapes), decoded by `translator.search.Decoder`, detokenized and
-put back in input order. Training validation, `translator translate` and `evaluate` all
-use this class, so they decode alike.
+Lines go through `translator.text.prepare` (tokenized, blank lines set aside, cut to the
+length limit, sorted by length, padded), are cut into token-budgeted batches, decoded by
+`translator.search.Decoder` and come back through `translator.text.finish`
+(detokenized, in input order): the same ops as the exported SavedModel. Training
+validation, `translator translate` and `evaluate` all use this class, so they decode
+alike.
 """
 
 from __future__ import annotations
@@ -13,13 +15,11 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
+import tensorflow as tf
 
 from translator.constants import EOS_ID, PAD_ID
 from translator.search import Decoder, SearchConfig
-
-# Batches are padded to a multiple of this length: fewer distinct shapes, little padding.
-# The exported SavedModel pads the same way, so both run the same shapes and agree.
-LENGTH_MULTIPLE = 8
+from translator.text import default_max_source_length, finish, padded_length, prepare
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,11 +78,24 @@ class Translator:
         self.config = config or SearchConfig()
         self.batch_tokens = batch_tokens
         if max_source_length is None:
-            learned = model.config.position_encoding == "learned"
-            max_source_length = model.config.max_length if learned else 1024
+            max_source_length = default_max_source_length(model.config)
         self.max_source_length = max_source_length
         self.decoder = Decoder(model, self.config, jit_compile=jit_compile)
         self.stats = TranslationStats()
+        lines = tf.TensorSpec([None], tf.string)
+        self._prepare = tf.function(
+            lambda texts: prepare(texts, vocabulary.source, self.max_source_length),
+            input_signature=[lines],
+        )
+        self._finish = tf.function(
+            lambda ids, scores, rows, batch: finish(ids, scores, rows, batch, vocabulary.target),
+            input_signature=[
+                tf.TensorSpec([None, None, None], tf.int32),
+                tf.TensorSpec([None, None], tf.float32),
+                tf.TensorSpec([None], tf.int32),
+                tf.TensorSpec([], tf.int32),
+            ],
+        )
 
     def translate(
         self, lines: Sequence[str], progress: Callable[[int], None] | None = None
@@ -106,74 +119,66 @@ class Translator:
             Per line, its hypotheses; an empty list for an empty line.
         """
         stats = TranslationStats(lines=len(lines))
-        sources = self._encode(lines, stats)
-        results: list[list[Hypothesis]] = [[] for _ in lines]
-        for indices, batch in self._batches(sources):
-            result = self.decoder(batch)
-            ids, scores, lengths = (np.asarray(x) for x in result)  # [b, n, len], [b, n], [b, n]
-            for row, index in enumerate(indices):
-                results[index] = self._hypotheses(ids[row], scores[row], lengths[row])
-                stats.target_tokens += int(lengths[row, 0])
+        results: list[list[Hypothesis]] = [[] for _ in lines]  # [] for an empty line
+        if not lines:
+            self.stats = stats
+            return results
+        prepared = self._prepare(tf.constant(list(lines), tf.string))
+        rows, lengths = prepared.rows.numpy(), prepared.lengths.numpy()  # [searched] x2
+        stats.empty = int(np.sum(prepared.empty.numpy()))
+        stats.truncated = int(np.sum(prepared.truncated.numpy()))
+        ids, scores, sizes = [], [], []  # per batch: [b, n, len], [b, n], [b, n]
+        for start, end in self._batches(lengths):
+            width = padded_length(int(lengths[end - 1]))  # the longest: sorted ascending
+            result = self.decoder(prepared.source_ids[start:end, :width])
+            ids.append(np.asarray(result.ids))
+            scores.append(np.asarray(result.scores))
+            sizes.append(np.asarray(result.lengths))
             stats.batches += 1
             if progress is not None:
-                progress(len(indices))
+                progress(end - start)
+        if ids:
+            ids_all, scores_all = _stack(ids), np.concatenate(scores)  # [searched, n, L], [.., n]
+            sizes_all = np.concatenate(sizes)  # [searched, n]
+            texts, _ = self._finish(ids_all, scores_all, prepared.rows, len(lines))
+            texts = texts.numpy()  # [batch, n]
+            for position, row in enumerate(rows):
+                results[row] = _hypotheses(
+                    texts[row], ids_all[position], scores_all[position], sizes_all[position]
+                )
+                stats.target_tokens += int(sizes_all[position, 0])
         if progress is not None and stats.empty:
             progress(stats.empty)
         self.stats = stats
         return results
 
-    def _encode(self, lines: Sequence[str], stats: TranslationStats) -> list[list[int] | None]:
-        # SentencePiece encodes some whitespace-only lines (a tab) to [▁, <unk>]: such a
-        # line is empty, as the stats say, and is not decoded.
-        pieces = self.vocabulary.source.encode([line.rstrip("\n") for line in lines])
-        sources: list[list[int] | None] = []
-        for line, ids in zip(lines, pieces, strict=True):
-            if not ids or not line.strip():
-                stats.empty += 1
-                sources.append(None)
-                continue
-            if len(ids) + 1 > self.max_source_length:
-                stats.truncated += 1
-                ids = ids[: self.max_source_length - 1]
-            sources.append([*ids, EOS_ID])  # the pipeline's source format: pieces + EOS
-        return sources
-
-    def _batches(self, sources: list[list[int] | None]) -> Iterator[tuple[list[int], np.ndarray]]:
-        """Length-sorted batches of at most `batch_tokens` padded source tokens."""
-        order = sorted(
-            (i for i, s in enumerate(sources) if s is not None), key=lambda i: len(sources[i])
-        )
-        batch: list[int] = []
-        for index in order:
-            width = padded_length(len(sources[index]))
-            if batch and (len(batch) + 1) * width > self.batch_tokens:
-                yield batch, _pad([sources[i] for i in batch])
-                batch = []
-            batch.append(index)
-        if batch:
-            yield batch, _pad([sources[i] for i in batch])
-
-    def _hypotheses(
-        self, ids: np.ndarray, scores: np.ndarray, lengths: np.ndarray
-    ) -> list[Hypothesis]:
-        hypotheses = []
-        for k in range(ids.shape[0]):
-            if lengths[k] == 0 or not math.isfinite(float(scores[k])):
-                continue  # an empty n-best slot
-            tokens = [int(t) for t in ids[k, : lengths[k]] if t not in (EOS_ID, PAD_ID)]
-            text = self.vocabulary.target.decode([tokens])[0]
-            hypotheses.append(Hypothesis(text=text, score=float(scores[k]), ids=tuple(tokens)))
-        return hypotheses
+    def _batches(self, lengths: np.ndarray) -> Iterator[tuple[int, int]]:
+        """`[start, end)` ranges of the sorted sources, of <= `batch_tokens` padded tokens."""
+        start = 0
+        for end in range(1, len(lengths) + 1):
+            width = padded_length(int(lengths[end - 1]))
+            if end - 1 > start and (end - start) * width > self.batch_tokens:
+                yield start, end - 1
+                start = end - 1
+        if start < len(lengths):
+            yield start, len(lengths)
 
 
-def padded_length(length):
-    """`length` rounded up to a multiple of `LENGTH_MULTIPLE` (ints or int tensors)."""
-    return (length + LENGTH_MULTIPLE - 1) // LENGTH_MULTIPLE * LENGTH_MULTIPLE
+def _hypotheses(
+    texts: np.ndarray, ids: np.ndarray, scores: np.ndarray, lengths: np.ndarray
+) -> list[Hypothesis]:
+    """The filled n-best slots of one sentence as `Hypothesis` objects, best first."""
+    hypotheses = []
+    for k in range(ids.shape[0]):
+        if lengths[k] == 0 or not math.isfinite(float(scores[k])):
+            continue  # an empty n-best slot
+        tokens = tuple(int(t) for t in ids[k, : lengths[k]] if t not in (EOS_ID, PAD_ID))
+        hypotheses.append(Hypothesis(texts[k].decode("utf-8"), float(scores[k]), tokens))
+    return hypotheses
 
 
-def _pad(rows: list[list[int]]) -> np.ndarray:
-    width = padded_length(max(len(r) for r in rows))
-    batch = np.full((len(rows), width), PAD_ID, np.int32)  # [batch, padded source length]
-    for i, row in enumerate(rows):
-        batch[i, : len(row)] = row
-    return batch
+def _stack(batches: list[np.ndarray]) -> np.ndarray:
+    """Concatenates `[b, n, len]` id arrays of different lengths, padding with PAD."""
+    width = max(batch.shape[2] for batch in batches)
+    padded = [np.pad(b, [(0, 0), (0, 0), (0, width - b.shape[2])]) for b in batches]
+    return np.concatenate(padded).astype(np.int32)  # [searched, n, width]

@@ -16,6 +16,7 @@ import tensorflow as tf
 from translator import Transformer, TransformerConfig
 from translator.constants import BOS_ID, EOS_ID, PAD_ID
 from translator.model import DecodingCache
+from translator.search.decoder import prepare
 
 FORBIDDEN = (PAD_ID, BOS_ID)  # never generated
 
@@ -58,10 +59,10 @@ def random_sources(rng: np.random.Generator, lengths, vocab: int) -> np.ndarray:
     return source
 
 
-def compiled(strategy, model, config):
-    """`strategy(model, source_ids, config)` as a shape-polymorphic tf.function."""
+def compiled(strategy, model, config, compact: bool = True):
+    """`strategy` (greedy_search or beam_search) over `model` as a tf.function."""
     return tf.function(
-        lambda source_ids: strategy(model, source_ids, config),
+        lambda source_ids: strategy(prepare(model, source_ids, config), config, compact),
         input_signature=[tf.TensorSpec([None, None], tf.int32)],
     )
 

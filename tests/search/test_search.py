@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bench.counting import CountingModel
 from tests.search.helpers import compiled, hypotheses_of, random_sources, tiny_model
 from translator.constants import BOS_ID, EOS_ID, PAD_ID
 from translator.search import (
@@ -16,7 +17,6 @@ from translator.search import (
     output_length_limits,
 )
 from translator.search.common import top_k
-from translator.search.counting import CountingModel
 
 VOCAB = 16
 LENGTHS = [5, 2, 7, 4, 3, 6]
@@ -143,13 +143,7 @@ def test_compaction_drops_finished_sentences_and_changes_nothing(model, strategy
     counted, results = {}, {}
     for compact in (True, False):
         counting = CountingModel(model)
-        search = tf.function(
-            lambda ids, counting=counting, compact=compact: strategy(
-                counting, ids, config, compact=compact
-            ),
-            input_signature=[tf.TensorSpec([None, None], tf.int32)],
-        )
-        results[compact] = search(source)
+        results[compact] = compiled(strategy, counting, config, compact)(source)
         counted[compact] = (int(counting.steps.numpy()), int(counting.rows.numpy()))
     np.testing.assert_array_equal(results[True].ids, results[False].ids)
     np.testing.assert_array_equal(results[True].lengths, results[False].lengths)

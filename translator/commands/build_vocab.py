@@ -7,6 +7,7 @@ import argparse
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Adds the `build-vocab` subcommand."""
+    # Long but flat: one declaration per option, in the order `--help` lists them.
     from translator.pipelines.vocab import (
         DEFAULT_CHARACTER_COVERAGE,
         DEFAULT_MAX_SENTENCES,

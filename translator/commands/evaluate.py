@@ -118,12 +118,7 @@ def evaluate_model(
         TranslatorError: naming the file or setting at fault (before the model loads).
     """
     from translator.commands.score import check_aligned, emit, read_text
-    from translator.commands.translate import (
-        blank_to_empty,
-        load_translator,
-        one_line,
-        progress_bar,
-    )
+    from translator.commands.translate import load_translator, one_line, progress_bar
     from translator.evaluation import EvaluationReport, evaluate, file_identity
     from translator.io import write_atomic
 
@@ -136,17 +131,16 @@ def evaluate_model(
     translator = loaded.translator
     started = time.monotonic()
     with progress_bar(len(sources), "translating") as progress:
-        hypotheses = [one_line(h) for h in translator.translate(blank_to_empty(sources), progress)]
+        hypotheses = [one_line(h) for h in translator.translate(sources, progress)]
     seconds = time.monotonic() - started
-    data = {
-        "source": file_identity(source, len(sources)),
-        "reference": file_identity(reference, len(references)),
-    }
     if hypotheses_out:
         write_atomic(hypotheses_out, "".join(h + "\n" for h in hypotheses))
-        data["hypotheses"] = file_identity(hypotheses_out, len(hypotheses))
-    if others is not None:
-        data["baseline"] = file_identity(baseline, len(others))
+    files = {"source": source, "reference": reference, "hypotheses": hypotheses_out}
+    data = {
+        role: file_identity(path, len(sources))  # every file has a line per source line
+        for role, path in {**files, "baseline": baseline}.items()
+        if path is not None
+    }
     evaluation = evaluate(
         hypotheses,
         references,

@@ -12,7 +12,7 @@ import dataclasses
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -81,11 +81,6 @@ def load_translator(
     return LoadedTranslator(
         trained, translator, loaded - started, warmup_seconds=time.monotonic() - loaded
     )
-
-
-def blank_to_empty(lines: Sequence[str]) -> list[str]:
-    """Lines with only whitespace become "", so they are counted and output as empty."""
-    return [line if line.strip() else "" for line in lines]
 
 
 def one_line(text: str) -> str:
@@ -214,13 +209,12 @@ def _translate_chunk(
     progress: Callable[[int], None],
 ) -> None:
     first = totals.lines  # 0-based index of the chunk's first line in the whole input
-    lines = blank_to_empty(chunk)
     if n_best == 1:
-        texts = translator.translate(lines, progress)
+        texts = translator.translate(chunk, progress)
         sink.write("".join(one_line(text) + "\n" for text in texts).encode("utf-8"))
     else:
         rows = []
-        for offset, hypotheses in enumerate(translator.translate_n_best(lines, progress)):
+        for offset, hypotheses in enumerate(translator.translate_n_best(chunk, progress)):
             for k in range(n_best):
                 text, score = "", "-inf"
                 if k < len(hypotheses):

@@ -218,10 +218,6 @@ def make_dataset(
             f"{'train' if training else 'validate'} on; {stats.counts()}"
         )
 
-    buckets = config.buckets()
-    batch_sizes = tf.constant([b.batch_size for b in buckets], tf.int64)  # [buckets]
-    lengths = tf.constant([b.length for b in buckets], tf.int64)  # [buckets]
-
     dataset = ParallelCorpus(source_path, target_path).text_dataset()  # (str, str) scalars
     if num_shards > 1:
         dataset = dataset.shard(num_shards, shard)
@@ -236,6 +232,18 @@ def make_dataset(
         dataset = dataset.shuffle(
             config.shuffle_buffer_size, seed=config.seed, reshuffle_each_iteration=True
         )
+    return _batch_by_bucket(dataset, config).prefetch(tf.data.AUTOTUNE)
+
+
+def _batch_by_bucket(dataset: tf.data.Dataset, config: PipelineConfig) -> tf.data.Dataset:
+    """Pairs `([s], [t], [t], bucket)` -> padded batches of one length bucket each.
+
+    Returns:
+        `(features, labels)` batches, as `make_dataset` describes them.
+    """
+    buckets = config.buckets()
+    batch_sizes = tf.constant([b.batch_size for b in buckets], tf.int64)  # [buckets]
+    lengths = tf.constant([b.length for b in buckets], tf.int64)  # [buckets]
 
     def batch_bucket(bucket: tf.Tensor, window: tf.data.Dataset) -> tf.data.Dataset:
         # Unbatched ragged rows keep a RaggedTensorSpec, so batch() makes ragged batches
@@ -265,8 +273,7 @@ def make_dataset(
         reduce_func=batch_bucket,
         window_size_func=lambda bucket: tf.gather(batch_sizes, bucket),
     )  # ([b, (s)], [b, (t)], [b, (t)], [b]) one bucket's pairs
-    dataset = dataset.map(to_features, num_parallel_calls=tf.data.AUTOTUNE)
-    return dataset.prefetch(tf.data.AUTOTUNE)
+    return dataset.map(to_features, num_parallel_calls=tf.data.AUTOTUNE)
 
 
 def scan_corpus(

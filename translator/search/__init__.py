@@ -1,8 +1,10 @@
 """Decoding strategies over the model's incremental step function.
 
-The model exposes `encode`, `init_cache` and `decode_step` (`translator.model`); the
-strategies here consume them, OpenNMT-tf style, as TensorFlow loops (`tf.while_loop`, no
-Python loop per token, no custom ops) that fit in a SavedModel:
+The model exposes `encode`, `init_cache` and `decode_step` (`translator.model`);
+`prepare` encodes a batch once and hands the strategies only the step function, the
+cache and the length limits (`SearchInputs`). One loop (`driver.decode`, a
+`tf.while_loop` with no Python loop per token and no custom ops, so it fits in a
+SavedModel) runs either strategy, OpenNMT-tf style:
 
 - `greedy_search`: the most probable token at each step.
 - `beam_search`: beam search with the GNMT length penalty and n-best output.
@@ -18,9 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from translator.search.beam import BeamState, beam_search
-    from translator.search.common import SearchResult, length_penalty, output_length_limits
+    from translator.search.common import (
+        SearchResult,
+        SpecialIds,
+        length_penalty,
+        output_length_limits,
+    )
     from translator.search.config import SearchConfig
-    from translator.search.decoder import Decoder, search
+    from translator.search.decoder import Decoder, prepare, search
+    from translator.search.driver import SearchInputs
     from translator.search.greedy import GreedyState, greedy_search
 
 # Imported on first use, so that reading `SearchConfig` (the command-line defaults, for
@@ -33,7 +41,10 @@ _LAZY = {
     "output_length_limits": "common",
     "SearchConfig": "config",
     "Decoder": "decoder",
+    "prepare": "decoder",
     "search": "decoder",
+    "SearchInputs": "driver",
+    "SpecialIds": "common",
     "GreedyState": "greedy",
     "greedy_search": "greedy",
 }
@@ -43,11 +54,14 @@ __all__ = [
     "Decoder",
     "GreedyState",
     "SearchConfig",
+    "SearchInputs",
     "SearchResult",
+    "SpecialIds",
     "beam_search",
     "greedy_search",
     "length_penalty",
     "output_length_limits",
+    "prepare",
     "search",
 ]
 

@@ -23,17 +23,14 @@ The algorithm, per sentence, at step t (every candidate then has t + 1 tokens):
    `n_best` hypotheses are finished: the rule of OpenNMT-py and CTranslate2. It saves
    the steps the bound needs to prove the finished hypothesis best, but returns a
    shorter hypothesis where a longer one would have scored higher under the length
-   penalty (bench/RESULTS.md, "Decoding, trained model", measures both).
+   penalty (the decoding benchmark measures both).
 4. The `tf.while_loop` ends when every sentence is done; at the latest at the longest
    length limit, where only EOS is allowed.
-5. Compaction (`compact=True`, the default): a done sentence leaves the loop. Its rows
-   are dropped from the alive state and the cache by the same gather that reorders the
-   cache, so each step costs what the sentences still searching cost, not what the
-   whole batch costs until its longest sentence ends (a decoding step's time grows
-   almost linearly with its rows beyond a few sentences). The active batch then has a
-   dynamic size, which XLA cannot compile: `compact=False` keeps every row to the end
-   (done sentences' beams are emptied and ignored) and is what `Decoder` uses with
-   `jit_compile=True`. Both return the same hypotheses: rows never interact.
+5. Compaction (`translator.search.driver.decode`): a done sentence leaves the loop. Its
+   rows are dropped from the cache by the same gather that reorders it, so each step
+   costs what the sentences still searching cost (a decoding step's time grows almost
+   linearly with its rows beyond a few sentences). Without compaction (XLA) done
+   sentences' beams are emptied and ignored. Both return the same hypotheses.
 
 Layout: the `active * beam` decoder rows are sentence-major (row i * beam + k), so the
 per-sentence `[active, beam]` tensors reshape to and from it without copies. Finished
@@ -47,21 +44,18 @@ from typing import Any, NamedTuple
 
 import tensorflow as tf
 
-from translator.constants import BOS_ID, EOS_ID, PAD_ID
-from translator.model import DecodingCache
 from translator.search.common import (
+    DEFAULT_IDS,
     NEG_INF,
     SearchResult,
+    SpecialIds,
     length_penalty,
-    model_position_limit,
     next_token_candidates,
-    output_length_limits,
-    shrinking_invariants,
-    staying,
     trim,
     write_at,
 )
 from translator.search.config import SearchConfig
+from translator.search.driver import SearchInputs, decode, gather_rows
 
 
 class BeamState(NamedTuple):
@@ -79,6 +73,9 @@ class BeamState(NamedTuple):
     alive_ids: Any
     # log P of the alive hypotheses; -inf = empty slot: float32 [active, beam].
     alive_log_probs: Any
+    # The beam each alive hypothesis extends (set by a step, read by its `select`):
+    # int32 [active, beam].
+    origins: Any
     # Finished hypotheses, EOS included, then PAD: int32 [batch, n_best, cache_length].
     finished_ids: Any
     # Their scores log P / lp, descending; -inf = empty slot: float32 [batch, n_best].
@@ -89,67 +86,90 @@ class BeamState(NamedTuple):
     # sentence leaves at the end of the step, so this is all False between steps.
     done: Any
     # Decoder keys/values for the alive hypotheses: `DecodingCache` with active * beam rows.
-    cache: DecodingCache
+    cache: Any
 
 
-def beam_search(model, source_ids, config: SearchConfig, compact: bool = True) -> SearchResult:
-    """Translates a batch with beam search (see the module docstring for the algorithm).
+class Candidates(NamedTuple):
+    """The `beam` best extensions of each active sentence at one step."""
+
+    # log P of each extension: float32 [active, beam].
+    log_probs: Any
+    # Its beam of origin: int32 [active, beam].
+    origins: Any
+    # Its tokens so far, the new one at `step` included: int32 [active, beam, cache_length].
+    sequences: Any
+    # Whether it ends with EOS (and is a real candidate, not -inf): bool [active, beam].
+    ends: Any
+
+
+class Beam:
+    """The beam strategy of `translator.search.driver.decode` (module docstring).
 
     Args:
-        model: A built `translator.model.Transformer`.
-        source_ids: int32 `[batch, source_length]`, 0 = padding.
-        config: A `SearchConfig` (beam_size, n_best, length_penalty, length limits).
-        compact: Drop done sentences from the loop (module docstring, 5.); False for XLA.
-
-    Returns:
-        A `SearchResult` with `config.n_best` hypotheses per sentence.
+        config: beam_size, n_best, length_penalty, min_length, exact_stop.
+        max_lengths: int32 `[batch]`, each sentence's length limit.
+        special_ids: The special ids.
     """
-    beam, n_best, alpha = config.beam_size, config.n_best, config.length_penalty
-    source_ids = tf.convert_to_tensor(source_ids, tf.int32)
-    batch = tf.shape(source_ids)[0]
-    max_lengths, cache_length = output_length_limits(
-        source_ids, config, model_position_limit(model)
-    )  # [batch], scalar
-    best_possible_penalty = length_penalty(max_lengths, alpha)  # [batch]
 
-    # The encoder and the cross-attention keys/values run once per sentence, then are
-    # repeated for its beams. They are never reordered: a reorder only permutes rows
-    # within a sentence, and those rows are identical.
-    encoder_output = model.encode(source_ids, training=False)  # [batch, src, d_model]
-    cache = model.init_cache(encoder_output, source_ids, cache_length)
-    cache = tf.nest.map_structure(lambda x: tf.repeat(x, beam, axis=0), cache)  # batch*beam rows
+    fixed = ("step", "finished_ids", "finished_scores", "finished_lengths")
 
-    # Only beam 0 starts alive, so the first step does not yield `beam` copies of each
-    # candidate.
-    first_alive = tf.concat([[0.0], tf.fill([beam - 1], NEG_INF)], axis=0)  # [beam]
-    initial = BeamState(
-        step=tf.constant(0, tf.int32),
-        sentence=tf.range(batch),
-        alive_ids=tf.zeros([batch, beam, cache_length], tf.int32),
-        alive_log_probs=tf.tile(first_alive[None, :], [batch, 1]),
-        finished_ids=tf.zeros([batch, n_best, cache_length], tf.int32),
-        finished_scores=tf.fill([batch, n_best], NEG_INF),
-        finished_lengths=tf.zeros([batch, n_best], tf.int32),
-        done=tf.zeros([batch], tf.bool),
-        cache=cache,
-    )
+    def __init__(self, config: SearchConfig, max_lengths, special_ids: SpecialIds):
+        self.config = config
+        self.beam = config.beam_size
+        self.max_lengths = max_lengths  # [batch]
+        self.best_possible_penalty = length_penalty(max_lengths, config.length_penalty)
+        self.special_ids = special_ids
 
-    def keep_going(state: BeamState):
-        return tf.logical_and(state.step < cache_length, tf.logical_not(tf.reduce_all(state.done)))
+    def initial_state(self, inputs: SearchInputs) -> BeamState:
+        beam, n_best = self.beam, self.config.n_best
+        batch, length = tf.shape(inputs.max_lengths)[0], inputs.cache_length
+        # The cross-attention keys/values are repeated for the beams once and never
+        # reordered: a reorder only permutes rows within a sentence, which are identical.
+        cache = tf.nest.map_structure(lambda x: tf.repeat(x, beam, axis=0), inputs.cache)
+        # Only beam 0 starts alive, so the first step does not yield `beam` copies of
+        # each candidate.
+        first_alive = tf.concat([[0.0], tf.fill([beam - 1], NEG_INF)], axis=0)  # [beam]
+        return BeamState(
+            step=tf.constant(0, tf.int32),
+            sentence=tf.range(batch),
+            alive_ids=tf.zeros([batch, beam, length], tf.int32),
+            alive_log_probs=tf.tile(first_alive[None, :], [batch, 1]),
+            origins=tf.zeros([batch, beam], tf.int32),
+            finished_ids=tf.zeros([batch, n_best, length], tf.int32),
+            finished_scores=tf.fill([batch, n_best], NEG_INF),
+            finished_lengths=tf.zeros([batch, n_best], tf.int32),
+            done=tf.zeros([batch], tf.bool),
+            cache=cache,
+        )
 
-    def step(state: BeamState) -> tuple[BeamState]:
+    def step_inputs(self, state: BeamState):
         t = state.step
-        sentence = state.sentence  # [active]
-        active = tf.shape(sentence)[0]
         previous = tf.gather(state.alive_ids, tf.maximum(t - 1, 0), axis=2)  # [active, beam]
-        tokens_in = tf.where(t > 0, previous, BOS_ID)
-        logits, cache = model.decode_step(tf.reshape(tokens_in, [-1]), state.cache, t)
+        return tf.reshape(tf.where(t > 0, previous, self.special_ids.bos), [-1])  # [rows]
+
+    def update(self, state: BeamState, logits, cache) -> BeamState:
+        found = self.top_candidates(state, logits)
+        finished = self.merge_finished(state, found)
+        done = self.early_stop(state, found, finished.finished_scores)
+        alive = tf.where(tf.logical_or(found.ends, done[:, None]), NEG_INF, found.log_probs)
+        return finished._replace(
+            step=state.step + 1,
+            alive_ids=found.sequences,
+            alive_log_probs=alive,  # [active, beam]
+            origins=found.origins,
+            done=done,
+            cache=cache,
+        )
+
+    def top_candidates(self, state: BeamState, logits) -> Candidates:
+        """Step 1: the `beam` best extensions of each sentence's alive hypotheses."""
+        t, beam, active = state.step, self.beam, tf.shape(state.sentence)[0]
         # The best `beam` extensions of a sentence are among the best `beam` of each of
         # its hypotheses: k = min(beam, vocab) candidates per row.
-        row_max_lengths = tf.repeat(tf.gather(max_lengths, sentence), beam)  # [active * beam]
+        row_limits = tf.repeat(tf.gather(self.max_lengths, state.sentence), beam)  # [rows]
         log_probs, ids = next_token_candidates(
-            logits, t, row_max_lengths, beam, config.min_length
-        )  # [active * beam, k]
+            logits, t, row_limits, beam, self.config.min_length, self.special_ids
+        )  # [rows, k]
         k = log_probs.shape[-1]
         candidates = state.alive_log_probs[:, :, None] + tf.reshape(
             log_probs, [active, beam, k]
@@ -157,97 +177,106 @@ def beam_search(model, source_ids, config: SearchConfig, compact: bool = True) -
         top_log_probs, top_indices = tf.math.top_k(
             tf.reshape(candidates, [active, beam * k]), k=beam
         )  # [active, beam]
-        origins = top_indices // k  # [active, beam]: the beam each candidate extends
+        origins = top_indices // k  # [active, beam]
         tokens = tf.gather(tf.reshape(ids, [active, beam * k]), top_indices, batch_dims=1)
-        sequences = write_at(
-            tf.gather(state.alive_ids, origins, batch_dims=1), t, tokens
-        )  # [active, beam, cache_length]
+        sequences = write_at(tf.gather(state.alive_ids, origins, batch_dims=1), t, tokens)
         # -inf candidates (fewer allowed extensions than beams) are neither alive nor finished.
-        ends = tf.logical_and(tf.equal(tokens, EOS_ID), top_log_probs > NEG_INF)  # [a, beam]
+        ends = tf.logical_and(tf.equal(tokens, self.special_ids.eos), top_log_probs > NEG_INF)
+        return Candidates(top_log_probs, origins, sequences, ends)
 
-        # Merge the new finished hypotheses into the n_best kept so far.
-        new_scores = tf.where(ends, top_log_probs / length_penalty(t + 1, alpha), NEG_INF)
-        pooled_scores = tf.concat(
-            [tf.gather(state.finished_scores, sentence), new_scores], axis=1
-        )  # [active, n_best + beam]
-        finished_scores, kept = tf.math.top_k(pooled_scores, k=n_best)  # [active, n_best]
+    def merge_finished(self, state: BeamState, found: Candidates) -> BeamState:
+        """Step 2: candidates ending in EOS join the `n_best` finished hypotheses kept."""
+        t, n_best, sentence = state.step, self.config.n_best, state.sentence
+        active = tf.shape(sentence)[0]
+        scores = tf.where(
+            found.ends, found.log_probs / length_penalty(t + 1, self.config.length_penalty), NEG_INF
+        )  # [active, beam]
+        pooled_scores = tf.concat([tf.gather(state.finished_scores, sentence), scores], axis=1)
+        best, kept = tf.math.top_k(pooled_scores, k=n_best)  # [active, n_best]
         pooled_ids = tf.concat(
-            [tf.gather(state.finished_ids, sentence), sequences], axis=1
+            [tf.gather(state.finished_ids, sentence), found.sequences], axis=1
         )  # [active, n_best + beam, cache_length]
         pooled_lengths = tf.concat(
-            [tf.gather(state.finished_lengths, sentence), tf.fill([active, beam], t + 1)], axis=1
+            [tf.gather(state.finished_lengths, sentence), tf.fill([active, self.beam], t + 1)],
+            axis=1,
         )  # [active, n_best + beam]
-        at = sentence[:, None]  # [active, 1]: scatter indices into the [batch, ...] sets
+        at = sentence[:, None]  # [active, 1]: rows of the whole-batch sets
+        return state._replace(
+            finished_ids=tf.tensor_scatter_nd_update(
+                state.finished_ids, at, tf.gather(pooled_ids, kept, batch_dims=1)
+            ),
+            finished_scores=tf.tensor_scatter_nd_update(state.finished_scores, at, best),
+            finished_lengths=tf.tensor_scatter_nd_update(
+                state.finished_lengths, at, tf.gather(pooled_lengths, kept, batch_dims=1)
+            ),
+        )
 
-        # Early stop (module docstring, 3.): the best any alive hypothesis can still reach
-        # is its log P over the largest penalty it can get. With nothing alive the bound is
-        # -inf, so that sentence is done too. A done sentence's beams are emptied, so its
-        # finished set no longer changes.
-        alive_log_probs = tf.where(ends, NEG_INF, top_log_probs)  # [active, beam]
-        bound = tf.reduce_max(alive_log_probs, axis=1) / tf.gather(
-            best_possible_penalty, sentence
-        )  # [active]
-        done = tf.logical_or(state.done, finished_scores[:, n_best - 1] >= bound)  # [active]
-        if not config.exact_stop:  # or (3.): the top candidate ended, n_best are finished
-            top_ended = tf.logical_and(ends[:, 0], finished_scores[:, n_best - 1] > NEG_INF)
-            done = tf.logical_or(done, top_ended)  # [active]
-        alive_log_probs = tf.where(done[:, None], NEG_INF, alive_log_probs)
+    def early_stop(self, state: BeamState, found: Candidates, finished_scores):
+        """Step 3: sentences no alive hypothesis can still improve: bool [active].
 
-        # The sentences that stay (module docstring, 5.): positions in the active batch.
-        stay = staying(done, compact)  # [stay]
-        # One gather reorders the self-attention cache to follow each candidate's origin
-        # beam and drops the rows of the sentences that leave.
-        rows = tf.reshape(tf.gather(origins, stay) + stay[:, None] * beam, [-1])  # [stay*beam]
+        `finished_scores` is the merged `[batch, n_best]` set. The best any alive
+        hypothesis can reach is its log P over the largest penalty it can get; with
+        nothing alive the bound is -inf, so that sentence is done too.
+        """
+        n_best, sentence = self.config.n_best, state.sentence
+        worst_kept = tf.gather(finished_scores, sentence)[:, n_best - 1]  # [active]
+        alive = tf.where(found.ends, NEG_INF, found.log_probs)  # [active, beam]
+        bound = tf.reduce_max(alive, axis=1) / tf.gather(self.best_possible_penalty, sentence)
+        done = tf.logical_or(state.done, worst_kept >= bound)  # [active]
+        if not self.config.exact_stop:  # or: the top candidate ended, n_best are finished
+            top_ended = tf.logical_and(found.ends[:, 0], worst_kept > NEG_INF)
+            done = tf.logical_or(done, top_ended)
+        return done
+
+    def select(self, state: BeamState, stay, compact: bool) -> BeamState:
+        """Step 5: one gather reorders the self-attention cache and drops left sentences.
+
+        The self-attention rows follow each candidate's origin beam; the rows of the
+        sentences that leave are dropped by the same gather.
+        """
+        beam, active = self.beam, tf.shape(state.sentence)[0]
+        rows = tf.reshape(tf.gather(state.origins, stay) + stay[:, None] * beam, [-1])
+        cache = state.cache
         cache = cache._replace(
             self_attention=tf.nest.map_structure(lambda x: tf.gather(x, rows), cache.self_attention)
         )
         if compact:  # the per-sentence parts only change when a sentence leaves
-            cache = _drop_sentences(cache, stay, active, beam)
-        new = BeamState(
-            step=t + 1,
-            sentence=tf.gather(sentence, stay),
-            alive_ids=tf.gather(sequences, stay),
-            alive_log_probs=tf.gather(alive_log_probs, stay),
-            finished_ids=tf.tensor_scatter_nd_update(
-                state.finished_ids, at, tf.gather(pooled_ids, kept, batch_dims=1)
-            ),
-            finished_scores=tf.tensor_scatter_nd_update(state.finished_scores, at, finished_scores),
-            finished_lengths=tf.tensor_scatter_nd_update(
-                state.finished_lengths, at, tf.gather(pooled_lengths, kept, batch_dims=1)
-            ),
-            done=tf.gather(done, stay),
+            kept_rows = tf.reshape(stay[:, None] * beam + tf.range(beam), [-1])  # [stay*beam]
+            per_sentence = gather_rows(
+                (cache.cross_attention, cache.source_mask), kept_rows, active * beam
+            )
+            cache = cache._replace(cross_attention=per_sentence[0], source_mask=per_sentence[1])
+        return state._replace(
+            sentence=tf.gather(state.sentence, stay),
+            alive_ids=tf.gather(state.alive_ids, stay),
+            alive_log_probs=tf.gather(state.alive_log_probs, stay),
+            origins=tf.gather(state.origins, stay),
+            done=tf.gather(state.done, stay),
             cache=cache,
         )
-        return (new,)
 
-    # Per-sentence results stay whole-batch; the rest shrinks with compaction.
-    fixed = ("step", "finished_ids", "finished_scores", "finished_lengths")
-    invariants = (shrinking_invariants(initial, fixed),) if compact else None
-    (final,) = tf.while_loop(keep_going, step, (initial,), shape_invariants=invariants)
-    filled = final.finished_scores > NEG_INF  # [batch, n_best]
-    lengths = tf.where(filled, final.finished_lengths, 0)  # [batch, n_best]
-    ids = tf.where(filled[:, :, None], final.finished_ids, PAD_ID)  # [batch, n_best, T]
-    return SearchResult(ids=trim(ids, lengths), scores=final.finished_scores, lengths=lengths)
+    def finalize(self, state: BeamState) -> SearchResult:
+        filled = state.finished_scores > NEG_INF  # [batch, n_best]
+        lengths = tf.where(filled, state.finished_lengths, 0)  # [batch, n_best]
+        ids = tf.where(filled[:, :, None], state.finished_ids, self.special_ids.pad)
+        return SearchResult(ids=trim(ids, lengths), scores=state.finished_scores, lengths=lengths)
 
 
-def _drop_sentences(cache: DecodingCache, stay, active, beam: int) -> DecodingCache:
-    """The cross-attention keys/values and source mask of the staying sentences only.
+def beam_search(
+    inputs: SearchInputs,
+    config: SearchConfig,
+    compact: bool = True,
+    special_ids: SpecialIds = DEFAULT_IDS,
+) -> SearchResult:
+    """Translates a batch with beam search (see the module docstring for the algorithm).
 
     Args:
-        cache: A `DecodingCache` with `active * beam` rows.
-        stay: int32 `[stay]`, positions of the staying sentences among the active ones.
-        active: int32 scalar, the number of active sentences.
-        beam: Rows per sentence.
+        inputs: The step function, cache and length limits (`search.prepare`).
+        config: A `SearchConfig` (beam_size, n_best, length_penalty, length limits).
+        compact: Drop done sentences from the loop (`driver.decode`); False for XLA.
+        special_ids: The special ids.
 
     Returns:
-        The cache with `stay * beam` rows in its per-sentence parts (the self-attention
-        part is left as it is).
+        A `SearchResult` with `config.n_best` hypotheses per sentence.
     """
-    per_sentence = (cache.cross_attention, cache.source_mask)
-    rows = tf.reshape(stay[:, None] * beam + tf.range(beam), [-1])  # [stay * beam]
-    cross_attention, source_mask = tf.cond(
-        tf.size(stay) < active,  # a gather copies the whole tensor: only when one left
-        lambda: tf.nest.map_structure(lambda x: tf.gather(x, rows), per_sentence),
-        lambda: per_sentence,
-    )
-    return cache._replace(cross_attention=cross_attention, source_mask=source_mask)
+    return decode(Beam(config, inputs.max_lengths, special_ids), inputs, compact)

@@ -24,6 +24,17 @@ from translator.search.config import SearchConfig
 NEG_INF = float("-inf")
 
 
+class SpecialIds(NamedTuple):
+    """The ids a search treats specially (`translator.constants` by default)."""
+
+    # Never generated; fills the ids after a hypothesis' end.
+    pad: int = PAD_ID
+    # Fed at position 0; never generated.
+    bos: int = BOS_ID
+    # Ends a hypothesis (forced at the length limit).
+    eos: int = EOS_ID
+
+
 class SearchResult(NamedTuple):
     """Best hypotheses per sentence, best first."""
 
@@ -35,6 +46,10 @@ class SearchResult(NamedTuple):
     scores: Any
     # |Y|: tokens of each hypothesis, EOS included; 0 for empty slots: int32 [batch, n_best].
     lengths: Any
+
+
+# The ids of every model trained here (`translator.constants`).
+DEFAULT_IDS = SpecialIds()
 
 
 def length_penalty(lengths, alpha: float):
@@ -78,7 +93,9 @@ def output_length_limits(source_ids, config: SearchConfig, model_max_length: int
     return limit(source_lengths), limit(padded_width)  # [batch], scalar
 
 
-def next_token_candidates(logits, step, max_lengths, k: int, min_length: int = 0):
+def next_token_candidates(
+    logits, step, max_lengths, k: int, min_length: int = 0, ids: SpecialIds = DEFAULT_IDS
+):
     """The `k` most probable allowed next tokens of each row and their log-probabilities.
 
     Log-probabilities are the model's own log-softmax over the full vocabulary, not
@@ -95,6 +112,7 @@ def next_token_candidates(logits, step, max_lengths, k: int, min_length: int = 0
         max_lengths: int32 `[rows]`, the length limit of each row's sentence.
         k: Candidates per row; at most the vocabulary size are returned.
         min_length: Static; EOS is no candidate while `step < min_length`.
+        ids: The special ids.
 
     Returns:
         `(log_probs, ids)`: float32 `[rows, k']`, descending, -inf for a slot with no
@@ -106,20 +124,20 @@ def next_token_candidates(logits, step, max_lengths, k: int, min_length: int = 0
     k = k if vocab is None else min(k, vocab)
     normalizer = tf.reduce_logsumexp(logits, axis=-1, keepdims=True)  # [rows, 1]
     vocab_ids = tf.range(tf.shape(logits)[-1])  # [vocab]
-    never = tf.logical_or(tf.equal(vocab_ids, PAD_ID), tf.equal(vocab_ids, BOS_ID))
+    never = tf.logical_or(tf.equal(vocab_ids, ids.pad), tf.equal(vocab_ids, ids.bos))
     if min_length > 0:
-        too_short = tf.logical_and(tf.equal(vocab_ids, EOS_ID), step < min_length)
+        too_short = tf.logical_and(tf.equal(vocab_ids, ids.eos), step < min_length)
         never = tf.logical_or(never, too_short)  # [vocab]
     allowed = logits + tf.where(never, NEG_INF, 0.0)[None, :]  # [rows, vocab]
-    best_logits, ids = top_k(allowed, k)  # [rows, k]
+    best_logits, best_ids = top_k(allowed, k)  # [rows, k]
 
     # At the limit: EOS in the first slot, nothing in the others.
     at_limit = tf.greater_equal(step + 1, max_lengths)[:, None]  # [rows, 1]
     first_slot = tf.equal(tf.range(k), 0)[None, :]  # [1, k]
-    eos_logit = logits[:, EOS_ID : EOS_ID + 1]  # [rows, 1]
+    eos_logit = logits[:, ids.eos : ids.eos + 1]  # [rows, 1]
     best_logits = tf.where(at_limit, tf.where(first_slot, eos_logit, NEG_INF), best_logits)
-    ids = tf.where(at_limit, EOS_ID, ids)
-    return best_logits - normalizer, ids
+    best_ids = tf.where(at_limit, ids.eos, best_ids)
+    return best_logits - normalizer, best_ids
 
 
 # Chunk width of `top_k`'s first pass, and the narrowest last axis it is used for.
@@ -179,22 +197,6 @@ def write_at(ids, step, values):
     return tf.where(tf.equal(positions, step), values[..., None], ids)
 
 
-def staying(finished, compact: bool):
-    """Positions of the sentences that stay in the loop after this step.
-
-    Args:
-        finished: bool `[active]`, sentences that can no longer change.
-        compact: Whether finished sentences leave (else every sentence stays, as XLA's
-            static shapes require).
-
-    Returns:
-        int32 `[stay]`, increasing.
-    """
-    if not compact:
-        return tf.range(tf.size(finished))
-    return tf.cast(tf.reshape(tf.where(tf.logical_not(finished)), [-1]), tf.int32)
-
-
 def shrinking_invariants(state: NamedTuple, fixed: tuple[str, ...]) -> NamedTuple:
     """`tf.while_loop` shape invariants of a compacting search's state.
 
@@ -227,9 +229,3 @@ def trim(ids, lengths):
         int32 `[batch, n, max(lengths)]`.
     """
     return ids[:, :, : tf.maximum(tf.reduce_max(lengths), 0)]  # 0 for an empty batch
-
-
-def model_position_limit(model) -> int | None:
-    """The longest target a model can embed: the learned table size, else unbounded."""
-    config = model.config
-    return config.max_length if config.position_encoding == "learned" else None

@@ -5,9 +5,36 @@ from __future__ import annotations
 import tensorflow as tf
 
 from translator.search.beam import beam_search
-from translator.search.common import SearchResult
+from translator.search.common import SearchResult, output_length_limits
 from translator.search.config import SearchConfig
+from translator.search.driver import SearchInputs
 from translator.search.greedy import greedy_search
+
+
+def prepare(model, source_ids, config: SearchConfig) -> SearchInputs:
+    """Encodes a batch once and gives the search its step function, cache and limits.
+
+    Args:
+        model: A built `translator.model.Transformer` (`encode`, `init_cache`,
+            `decode_step`, `config`).
+        source_ids: int32 `[batch, source_length]`, 0 = padding.
+        config: The `SearchConfig` (its length limits).
+
+    Returns:
+        The `SearchInputs` of the batch.
+    """
+    source_ids = tf.convert_to_tensor(source_ids, tf.int32)
+    max_lengths, cache_length = output_length_limits(
+        source_ids, config, model_position_limit(model.config)
+    )  # [batch], scalar
+    encoder_output = model.encode(source_ids, training=False)  # [batch, src, d_model]
+    cache = model.init_cache(encoder_output, source_ids, cache_length)
+    return SearchInputs(model.decode_step, cache, max_lengths, cache_length)
+
+
+def model_position_limit(config) -> int | None:
+    """The longest target a model can embed: the learned table size, else unbounded."""
+    return config.max_length if config.position_encoding == "learned" else None
 
 
 def search(model, source_ids, config: SearchConfig, compact: bool = True) -> SearchResult:
@@ -27,9 +54,8 @@ def search(model, source_ids, config: SearchConfig, compact: bool = True) -> Sea
     Returns:
         A `SearchResult`: ids `[batch, n_best, length]`, scores and lengths `[batch, n_best]`.
     """
-    if config.beam_size == 1:
-        return greedy_search(model, source_ids, config, compact)
-    return beam_search(model, source_ids, config, compact)
+    strategy = greedy_search if config.beam_size == 1 else beam_search
+    return strategy(prepare(model, source_ids, config), config, compact)
 
 
 class Decoder(tf.Module):
@@ -75,8 +101,3 @@ class Decoder(tf.Module):
     def __call__(self, source_ids) -> SearchResult:
         """Translates a batch; see `search` for shapes."""
         return self.translate(tf.convert_to_tensor(source_ids, tf.int32))
-
-    @property
-    def tracing_count(self) -> int:
-        """How many times `translate` was traced (1 after any number of batches)."""
-        return self.translate.experimental_get_tracing_count()

@@ -1,7 +1,7 @@
 """`CountingModel`: counts the decoder steps a search runs, to measure what a search costs.
 
 A search's time is, to first order, its decoder rows times the cost of a row: with
-compaction (`beam_search(..., compact=True)`) a sentence's rows run until its own search
+compaction (`translator.search.driver.decode`) a sentence's rows run until its own search
 is done; without it (XLA) every row runs until the batch's last sentence is done. The
 counts tell how many rows a search ran per token it returned, the figure that separates
 "the steps are slow" from "the search runs steps that return nothing" (bench/decoding.py).

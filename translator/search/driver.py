@@ -1,0 +1,130 @@
+"""The one decoding loop, shared by greedy and beam search.
+
+A search is a `Strategy` (OpenNMT-tf's decoding strategies, Flax wmt's `beam_search`
+helpers) run by `decode` over a step function: the strategy says which tokens go in, how
+the logits update its state and which sentences are done; the loop feeds the decoder,
+drops done sentences (compaction) and stops when all are done. Strategies never see a
+model: only
+
+    step_fn(token_ids [rows], cache, index) -> (logits float32 [rows, vocab], cache)
+
+(`Transformer.decode_step`), its `DecodingCache`, the special ids and the length limits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
+
+import tensorflow as tf
+
+from translator.search.common import SearchResult, shrinking_invariants
+
+# (token_ids int32 [rows], cache, index int32 scalar) -> (logits float32 [rows, vocab], cache)
+StepFn = Callable[[Any, Any, Any], tuple[Any, Any]]
+
+
+class SearchInputs(NamedTuple):
+    """What a strategy searches over, for a batch of `batch` sentences."""
+
+    # The decoder step (`Transformer.decode_step`).
+    step_fn: StepFn
+    # The decoding cache of the batch (`Transformer.init_cache`), one row per sentence.
+    cache: Any
+    # The most tokens sentence i may produce, EOS included: int32 [batch].
+    max_lengths: Any
+    # Static length of the cache (>= every limit): int32 scalar.
+    cache_length: Any
+
+
+class Strategy(Protocol):
+    """How one search moves its state through the loop of `decode`.
+
+    The state is a NamedTuple with at least `step` (int32 scalar), `done` (bool
+    [active]) and `cache`; the fields named in `fixed` are whole-batch results, every
+    other field is indexed by the active sentences (or their rows) along axis 0.
+    """
+
+    fixed: tuple[str, ...]
+
+    def initial_state(self, inputs: SearchInputs) -> NamedTuple:
+        """The state before the first step."""
+
+    def step_inputs(self, state: NamedTuple) -> Any:
+        """The tokens fed at `state.step`: int32 [rows]."""
+
+    def update(self, state: NamedTuple, logits: Any, cache: Any) -> NamedTuple:
+        """The state after a step's logits (`done` set; nothing dropped yet)."""
+
+    def select(self, state: NamedTuple, stay: Any, compact: bool) -> NamedTuple:
+        """Keeps the active sentences at positions `stay` (all of them without compaction)."""
+
+    def finalize(self, state: NamedTuple) -> SearchResult:
+        """The result of the final state."""
+
+
+def decode(strategy: Strategy, inputs: SearchInputs, compact: bool = True) -> SearchResult:
+    """Runs `strategy` as one `tf.while_loop` over positions.
+
+    The loop ends when every sentence is done, at the latest at `cache_length`. With
+    `compact` a done sentence leaves the loop at the end of its step, so each step costs
+    what the sentences still searching cost; the active batch then has a dynamic size,
+    which XLA cannot compile (`compact=False` keeps every row; done rows are ignored).
+    Both give the same result: rows never interact.
+
+    Args:
+        strategy: Greedy or beam search.
+        inputs: The step function, cache and limits.
+        compact: Drop done sentences from the loop.
+
+    Returns:
+        The strategy's `SearchResult`.
+    """
+    initial = strategy.initial_state(inputs)
+
+    def keep_going(state) -> Any:
+        not_all_done = tf.logical_not(tf.reduce_all(state.done))
+        return tf.logical_and(state.step < inputs.cache_length, not_all_done)
+
+    def body(state) -> tuple[Any]:
+        logits, cache = inputs.step_fn(strategy.step_inputs(state), state.cache, state.step)
+        state = strategy.update(state, logits, cache)
+        return (strategy.select(state, staying(state.done, compact), compact),)
+
+    invariants = (shrinking_invariants(initial, strategy.fixed),) if compact else None
+    (final,) = tf.while_loop(keep_going, body, (initial,), shape_invariants=invariants)
+    return strategy.finalize(final)
+
+
+def staying(done, compact: bool):
+    """Positions of the sentences that stay in the loop after this step.
+
+    Args:
+        done: bool `[active]`, sentences that can no longer change.
+        compact: Whether done sentences leave (else every sentence stays, as XLA's
+            static shapes require).
+
+    Returns:
+        int32 `[stay]`, increasing.
+    """
+    if not compact:
+        return tf.range(tf.size(done))
+    return tf.cast(tf.reshape(tf.where(tf.logical_not(done)), [-1]), tf.int32)
+
+
+def gather_rows(nest: Any, rows, count) -> Any:
+    """`tf.gather(x, rows)` over a nest, skipped when `rows` keeps all `count` rows.
+
+    A gather copies the whole tensor (the decoding cache is the largest state of a
+    search), so it runs only when a sentence left.
+
+    Args:
+        nest: Tensors indexed by row along axis 0.
+        rows: int32 `[kept]`, increasing.
+        count: int32 scalar, rows now.
+    """
+    return tf.cond(
+        tf.size(rows) < count,
+        lambda: tf.nest.map_structure(lambda x: tf.gather(x, rows), nest),
+        lambda: nest,
+    )

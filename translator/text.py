@@ -1,0 +1,115 @@
+"""The text -> ids -> text path, in the graph: written once for `Translator` and export.
+
+`prepare` turns a batch of lines into the sources a search runs on; `finish` turns the
+search's ids back into one row of texts per input line, in input order. `Translator`
+(`translate`, `evaluate`, training validation) and the exported SavedModel (`export`,
+`serve`, TF Serving) both call them, so every path treats blank lines, truncation, EOS,
+length order, padding and detokenization with the same ops.
+
+Rules, per line:
+
+- A line that is empty or whitespace only (Python's `str.isspace`; SentencePiece turns
+  some, e.g. a tab, into pieces) or that has no pieces is *empty*: not searched, its
+  translation is "" with score 0 (log P of nothing) and -inf in the other n-best slots.
+- A trailing newline is dropped. Longer sources are cut to `max_source_length - 1`
+  pieces and counted as truncated; every source ends with EOS.
+- The searched sentences are sorted by length (stable) and padded to a multiple of
+  `LENGTH_MULTIPLE`, so batches have few distinct shapes and little padding.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import tensorflow as tf
+
+from translator.constants import EOS_ID, PAD_ID
+
+# Sources are padded to a multiple of this length: fewer distinct shapes, little padding.
+LENGTH_MULTIPLE = 8
+# Zero or more characters for which Python's str.isspace is true, as an RE2 pattern.
+_WHITESPACE = r"[\t\n\x0b\x0c\r\x1c-\x1f\x85\p{Z}]*"
+
+
+class Prepared(NamedTuple):
+    """A batch of lines made ready for the search."""
+
+    # Pieces + EOS of the searched lines, shortest first, then PAD:
+    # int32 [searched, padded width].
+    source_ids: Any
+    # The input line of each searched row: int32 [searched].
+    rows: Any
+    # Source tokens (EOS included) of each searched row: int32 [searched].
+    lengths: Any
+    # Per input line: empty (not searched): bool [batch].
+    empty: Any
+    # Per input line: cut to the length limit: bool [batch].
+    truncated: Any
+
+
+def default_max_source_length(config) -> int:
+    """A model's source cut (`TransformerConfig`): the learned position table, else 1024."""
+    return config.max_length if config.position_encoding == "learned" else 1024
+
+
+def padded_length(length):
+    """`length` rounded up to a multiple of `LENGTH_MULTIPLE` (ints or int tensors)."""
+    return (length + LENGTH_MULTIPLE - 1) // LENGTH_MULTIPLE * LENGTH_MULTIPLE
+
+
+def prepare(lines, tokenizer, max_source_length: int) -> Prepared:
+    """Lines -> the sorted, padded sources of the lines that are searched.
+
+    Args:
+        lines: tf.string `[batch]`.
+        tokenizer: The source `SentencePieceTokenizer`.
+        max_source_length: Most source tokens, EOS included (>= 2).
+
+    Returns:
+        The `Prepared` batch.
+    """
+    lines = tf.strings.regex_replace(lines, "\n+$", "")  # [batch]
+    pieces = tokenizer.tokenize(lines)  # [batch, (pieces)]
+    truncated = pieces.row_lengths() > max_source_length - 1  # [batch]
+    pieces = pieces[:, : max_source_length - 1]  # room for EOS
+    counts = tf.cast(pieces.row_lengths(), tf.int32)  # [batch]
+    empty = tf.logical_or(counts == 0, tf.strings.regex_full_match(lines, _WHITESPACE))
+    searched = tf.cast(tf.where(tf.logical_not(empty))[:, 0], tf.int32)  # [searched]
+    order = tf.argsort(tf.gather(counts, searched), stable=True)
+    rows = tf.gather(searched, order)  # [searched], shortest first
+    sources = tf.gather(pieces, rows)  # [searched, (pieces)]
+    count = tf.shape(rows)[0]
+    eos = tf.RaggedTensor.from_tensor(tf.fill([count, 1], EOS_ID))  # [searched, 1]
+    sources = tf.concat([sources, eos], axis=1)  # [searched, (pieces + 1)]
+    lengths = tf.cast(sources.row_lengths(), tf.int32)  # [searched]
+    width = padded_length(tf.reduce_max(tf.concat([[0], lengths], 0)))  # 0 if none
+    shape = tf.stack([tf.cast(count, tf.int64), tf.cast(width, tf.int64)])
+    source_ids = sources.to_tensor(default_value=PAD_ID, shape=shape)  # [searched, width]
+    return Prepared(source_ids, rows, lengths, empty, tf.logical_and(truncated, ~empty))
+
+
+def finish(ids, scores, rows, batch, tokenizer) -> tuple[Any, Any]:
+    """The search's hypotheses -> texts and scores per input line, in input order.
+
+    Args:
+        ids: int32 `[searched, n_best, length]` (EOS, then PAD), rows as in `Prepared`.
+        scores: float32 `[searched, n_best]`; -inf marks an empty slot.
+        rows: int32 `[searched]`, `Prepared.rows`.
+        batch: int32 scalar, the number of input lines.
+        tokenizer: The target `SentencePieceTokenizer`.
+
+    Returns:
+        `(texts, scores)`: tf.string and float32 `[batch, n_best]`, best first; an empty
+        line's first slot is "" with score 0, its others "" with -inf.
+    """
+    count, dynamic_n_best, length = tf.unstack(tf.shape(ids))
+    n_best = ids.shape[1] or dynamic_n_best  # static where the search's result has it
+    flat = tf.reshape(ids, [count * n_best, length])  # [searched * n, length]
+    texts = tf.reshape(tokenizer.detokenize(flat), [count, n_best])  # [searched, n]
+    # One extra row for the empty lines: "" with score 0 (log P of nothing), then -inf.
+    empty_scores = tf.concat([[0.0], tf.fill([n_best - 1], float("-inf"))], 0)  # [n]
+    texts = tf.concat([texts, tf.fill([1, n_best], "")], 0)  # [searched + 1, n]
+    scores = tf.concat([scores, empty_scores[None, :]], 0)  # [searched + 1, n]
+    # Row of each input line among the searched ones (the extra row if it is empty).
+    where = tf.tensor_scatter_nd_update(tf.fill([batch], count), rows[:, None], tf.range(count))
+    return tf.gather(texts, where), tf.gather(scores, where)  # [batch, n] x2
