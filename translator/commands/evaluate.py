@@ -55,12 +55,10 @@ def run(args: argparse.Namespace) -> int:
     from translator.artifacts import resolve_model_dir
     from translator.cli import CommandError
     from translator.commands.options import search_config
-    from translator.commands.score import read_baseline, read_text
 
-    # Everything the user can get wrong is checked before the model is loaded.
+    # Everything the user can get wrong is checked before the model is loaded (the files
+    # by `evaluate_model`, which reads them first).
     resolve_model_dir(args.model)  # a wrong --model fails before TensorFlow starts
-    references = read_text(args.ref)
-    read_baseline(args, references)
     if args.hyp_out is not None and not Path(args.hyp_out).resolve().parent.is_dir():
         raise CommandError(f"{args.hyp_out}: cannot write: its directory does not exist")
     evaluate_model(
@@ -119,13 +117,17 @@ def evaluate_model(
     """
     from translator.commands.score import check_aligned, emit, read_text
     from translator.commands.translate import load_translator, one_line, progress_bar
+    from translator.errors import ConfigError
     from translator.evaluation import EvaluationReport, evaluate, file_identity
     from translator.io import write_atomic
 
     sources, references = read_text(source), read_text(reference)
     check_aligned(sources, source, references, reference)
-    others = None if baseline is None else read_text(baseline)
-    if others is not None:
+    others = None
+    if baseline is not None:
+        if bootstrap_samples < 1:
+            raise ConfigError(f"--bootstrap-samples must be >= 1, got {bootstrap_samples}")
+        others = read_text(baseline)
         check_aligned(others, baseline, references, reference)
     loaded = load_translator(model, search, batch_tokens, max_source_length, xla)
     translator = loaded.translator
