@@ -1,3 +1,4 @@
+import keras
 import numpy as np
 import pytest
 
@@ -154,3 +155,23 @@ def test_rotary_scores_depend_only_on_relative_position():
     # check that the rotation is position dependent at all.
     _, moved = layer(x[:, ::-1], attention_mask=causal, return_attention_scores=True)
     assert not np.allclose(moved, at_zero)
+
+
+@pytest.mark.parametrize("seeded", [False, True])
+def test_projections_start_different(seeded):
+    """Query, key and value kernels of one layer are separate random draws.
+
+    (Keras 3 repeats an unseeded initializer's values for every weight it fills, so one
+    shared instance would start the three equal: attention symmetric at step 0.)
+    """
+    initializer = keras.initializers.GlorotUniform(seed=3 if seeded else None)
+    layer = MultiHeadAttention(HEADS, D_MODEL // HEADS, kernel_initializer=initializer)
+    layer.build((None, None, D_MODEL))
+    kernels = [layer.query_dense.kernel, layer.key_dense.kernel, layer.value_dense.kernel]
+    kernels = [np.asarray(k) for k in kernels]
+    if seeded:  # a seed asks for repeatable draws: each weight repeats it
+        assert all(np.array_equal(kernels[0], k) for k in kernels[1:])
+    else:
+        assert not np.allclose(kernels[0], kernels[1])
+        assert not np.allclose(kernels[0], kernels[2])
+        assert not np.allclose(kernels[1], kernels[2])

@@ -39,3 +39,10 @@ def test_swiglu_has_a_gate_and_relu_has_none():
 def test_unknown_activation_is_rejected():
     with pytest.raises(ValueError, match="activation must be one of"):
         FeedForward(8, activation="tanh")
+
+
+def test_swiglu_gate_and_inner_projection_start_different():
+    layer = FeedForward(8, activation="swiglu")
+    layer.build((None, None, 4))
+    gate, inner = np.asarray(layer.gate_dense.kernel), np.asarray(layer.inner_dense.kernel)
+    assert not np.allclose(gate, inner)

@@ -25,7 +25,7 @@ LENGTHS = [5, 2, 7, 4, 3, 6]
 @pytest.fixture(scope="module")
 def model():
     # Peaked distributions and an EOS that is sometimes, not always, the best token.
-    return tiny_model(VOCAB, seed=1, logit_scale=2.0, eos_bias=2.0, constant_eos=True)
+    return tiny_model(VOCAB, seed=1, logit_scale=2.0, eos_bias=3.0, constant_eos=True)
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ import keras
 from keras import ops
 
 from translator.layers.dropout import FastDropout
+from translator.layers.initializers import clone_initializer
 from translator.layers.rotary_embedding import RotaryEmbedding
 
 # Added to masked scores before the softmax, which always runs in float32. Finite (not
@@ -92,7 +93,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 "btd,dnh->btnh",
                 output_shape=(None, self.num_heads, self.head_dim),
                 bias_axes=heads_bias,
-                kernel_initializer=self.kernel_initializer,
+                kernel_initializer=clone_initializer(self.kernel_initializer),
                 dtype=self.dtype_policy,
                 name=name,
             )
@@ -106,7 +107,7 @@ class MultiHeadAttention(keras.layers.Layer):
             "btnh,nhd->btd",
             output_shape=(None, output_dim),
             bias_axes="d" if self.use_bias else None,
-            kernel_initializer=self.kernel_initializer,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
             dtype=self.dtype_policy,
             name="output",
         )

@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from translator.layers.dropout import FastDropout
+from translator.layers.initializers import clone_initializer
 
 ACTIVATIONS = ("relu", "gelu", "swiglu")
 
@@ -54,7 +55,7 @@ class FeedForward(keras.layers.Layer):
             layer = keras.layers.Dense(
                 units,
                 use_bias=self.use_bias,
-                kernel_initializer=self.kernel_initializer,
+                kernel_initializer=clone_initializer(self.kernel_initializer),
                 dtype=self.dtype_policy,
                 name=name,
             )
