@@ -8,7 +8,8 @@
 The full run trains OpenNMT-tf beside `translator train` (`bench.peers`, the peer in its
 own virtual environment), trains the recipe for 5, 15 and 60 minutes (`bench.quality`, the
 60-minute one in `--workdir`, default runs/bench-recipe, the others beside it; a finished
-run is reported on, not trained again), then measures decoding and serving on the
+run is reported on, not trained again), then measures decoding (ours, then ours against
+CTranslate2 on the same model: `bench.engines`) and serving on the
 60-minute model: the published figures are those of the model a user gets. Decoding is
 also measured on random weights of the same shape before that (the shape the peers were
 measured on). Short mode uses tiny random models throughout.
@@ -45,7 +46,7 @@ from bench.results import (
     update_section,
 )
 
-BENCHMARKS = ("pipeline", "training", "peers", "decoding", "serving", "quality")
+BENCHMARKS = ("pipeline", "training", "peers", "decoding", "serving", "quality", "engines")
 # In the order they run: the cheap ones first, then the hour of training, then what
 # needs its model. (benchmark, whether it runs on the recipe's trained model in full mode)
 STAGES = (
@@ -55,6 +56,7 @@ STAGES = (
     ("decoding", False),
     ("quality", False),
     ("decoding", True),
+    ("engines", True),
     ("serving", True),
 )
 DEFAULT_WORKDIR = Path("runs/bench-recipe")
@@ -111,15 +113,27 @@ def summary_table(outcomes: list[Outcome]) -> str:
     return "\n".join(rows)
 
 
-def kept_rows(previous: str | None, ran: set[str]) -> tuple[list[str], str]:
-    """The rows of the previous summary for benchmarks this run did not run, and its start.
+# The summary records, per benchmark row label, the run its rows come from, so that a
+# partial run (`--only`) keeps each kept row's own origin, not the previous run's.
+PROVENANCE = re.compile(r"^<!-- provenance: (.*) -->$", re.MULTILINE)
+
+
+def kept_rows(previous: str | None, ran: set[str]) -> tuple[list[str], dict[str, str]]:
+    """The rows of the previous summary for benchmarks this run did not run, and their origins.
 
     `python -m bench --only NAMES` measures some benchmarks: the others' rows stay in the
     summary (the summary then says which rows come from which run) instead of vanishing.
+
+    Returns:
+        `(rows, origins)`: the kept table rows, and {row label: the run it comes from},
+        read from the previous summary's provenance record (a summary without one: its
+        start line, for every row).
     """
     if not previous:
-        return [], ""
+        return [], {}
     started = re.search(r"^- Started: (.+)$", previous, re.MULTILINE)
+    record = PROVENANCE.search(previous)
+    recorded = json.loads(record.group(1)) if record else {}
     rows = [
         line
         for line in previous.splitlines()
@@ -127,7 +141,21 @@ def kept_rows(previous: str | None, ran: set[str]) -> tuple[list[str], str]:
         and not line.startswith("| benchmark |")
         and line.split("|")[1].strip().split(" (")[0] not in ran
     ]
-    return rows, started.group(1) if started else "an earlier run"
+    labels = dict.fromkeys(row.split("|")[1].strip() for row in rows)
+    fallback = started.group(1) if started else "an earlier run"
+    return rows, {label: recorded.get(label, fallback) for label in labels}
+
+
+def kept_note(origins: dict[str, str]) -> str:
+    """The summary's line naming, per origin, the rows kept from it ('' if none)."""
+    by_origin: dict[str, list[str]] = {}
+    for label, origin in origins.items():
+        by_origin.setdefault(origin, []).append(label)
+    parts = [
+        f"the {', '.join(sorted(labels))} rows from the run started {origin}"
+        for origin, labels in by_origin.items()
+    ]
+    return f"\n- Kept, not run this time: {'; '.join(parts)}." if parts else ""
 
 
 def _figure(value: float) -> str:
@@ -212,17 +240,14 @@ def main(argv: list[str] | None = None) -> int:
     table = summary_table(outcomes)
     print(f"\n{table}")
     if not args.short:
-        kept, earlier = kept_rows(
+        kept, origins = kept_rows(
             read_section("summary"), {o.name.split(" (")[0] for o in outcomes}
         )
         if kept:
             table += "\n" + "\n".join(kept)
-        kept_note = (
-            f"\n- The rows of {', '.join(sorted({r.split('|')[1].strip() for r in kept}))} "
-            f"are kept from the run started {earlier} (not run this time)."
-            if kept
-            else ""
-        )
+        this_run = f"{started} (`{command_line()}`)"
+        provenance = {**origins, **{o.name: this_run for o in outcomes}}
+        note = kept_note(origins)
         timings = ", ".join(f"{o.name} {o.seconds / 60:.1f} min" for o in outcomes)
         update_section(
             "summary",
@@ -233,9 +258,10 @@ def main(argv: list[str] | None = None) -> int:
 Each row is measured by the benchmark named in it (its section below has the details and,
 for a missed target, the gap and what the profile shows).
 
-- Command: `{command_line()}` ({timings}){reuse_note(args.workdir) if reused else ""}{kept_note}
+- Command: `{command_line()}` ({timings}){reuse_note(args.workdir) if reused else ""}{note}
 - Started: {started}
 - Machine: {machine_summary()}
+<!-- provenance: {json.dumps(provenance)} -->
 """,
         )
     failed = [o.name for o in outcomes if o.returncode != 0]

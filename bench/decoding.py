@@ -4,9 +4,12 @@
     python -m bench.decoding --short          # ~1 minute smoke run, prints only
     python -m bench.decoding --model RUN_DIR  # a trained model and its tokenizer
 
-The 1,000 English sentences of Multi30k test_2016_flickr are translated in batches of 32
-(sorted by length, padded to a multiple of 8 as `translator.inference` does), side by
-side in one process by:
+The 1,000 English sentences of Multi30k test_2016_flickr are cut into batches as
+`translator translate` cuts them, by the library's text path: `translator.text.prepare`
+(pieces + EOS, sorted by length, padded to a multiple of 8) and `batch_ranges` (at most
+`--batch-tokens` padded source tokens a batch; default 640, about 32 sentences a batch as
+in the runs before, where the library's default makes up to 256). They are translated
+side by side in one process by:
 
 - naive: the reference decoder of the tutorial kind (the TensorFlow Transformer
   tutorial's `Translator`): greedy, no cache, every step runs the whole model (encoder
@@ -47,7 +50,8 @@ only on the batch shape and the number of steps. But a random model never ranks 
 first, so its translations would all run to the length limit (about 1.8x the real
 length). Lengths are therefore set per sentence to the source's: sources are random
 ids, round(1.23 x words) pieces + EOS (the 8,000-piece joint vocabulary of the Multi30k
-recipe averages 1.23 pieces per English word), and the output limit is a = 1, b = 0
+recipe averages 1.23 pieces per English word; `RandomPieces`, a stand-in tokenizer, so
+they take the same text path), and the output limit is a = 1, b = 0
 (German references average 1.03 pieces per English source piece there: 16.1 vs 15.7 per
 sentence, EOS included). Every sentence then stops at exactly its limit, which the
 search forces with EOS; a trained model's beams also stop early, but beam search may
@@ -56,6 +60,9 @@ the proxy slightly favours beam search; `--model` measures that too.
 
 Data: --data, else $TRANSLATOR_DATA_MIRROR (or its multi30k/ subdirectory), else
 <repo>/../shared/data/multi30k.
+
+The section's words are in bench/templates/decoding.md; this module measures the figures
+and fills them in.
 """
 
 from __future__ import annotations
@@ -67,7 +74,6 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as `python bench/decoding.py`
@@ -76,27 +82,37 @@ if __package__ in (None, ""):  # run as `python bench/decoding.py`
 from bench.pipeline import find_data
 from bench.results import (
     RESULTS_PATH,
+    TEMPLATES,
     command_line,
     machine_summary,
     report_target,
     today,
     update_section,
 )
+from bench.results import (
+    render as render_template,
+)
+from bench.results import (
+    template_parts as results_template_parts,
+)
 
 TEST_FILE = "test_2016_flickr.en.gz"
-BATCH_SIZE = 32
+# Padded source tokens per batch: on this test set, batches of 14 to 40 sentences (31
+# batches), about the 32 sentences a batch of the runs before the bench cut batches by
+# tokens; the library's default (`library_batch_tokens`) makes batches of up to 256 here.
+BATCH_TOKENS = 640
+# The words of the section, filled in by `render`.
+TEMPLATE = TEMPLATES / "decoding.md"
 VOCAB_SIZE = 8000
 PIECES_PER_WORD = 1.23  # English, 8k joint unigram vocabulary of the Multi30k recipe
 BEAM_GOAL = 750  # target tokens/s with beam 4, this model shape, this 2-core CPU
 REQUIRED_RATIO = 20  # beam 4 over the naive decoder, in target tokens/s
 # The peers, measured on a model of the same shape on this machine class (issue 5).
-PEERS = (
-    ("OpenNMT-tf 2.32, beam 4", "~120"),
-    ("CTranslate2 4.8 (C++, float32, 2 threads), beam 4", "~800 to 1,100"),
-)
+PEERS = (("OpenNMT-tf 2.32, beam 4", "~120"),)
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def make_parser() -> argparse.ArgumentParser:
+    """The command line's options (defaults that depend on --short: `parse_args`)."""
     parser = argparse.ArgumentParser(prog="bench.decoding", description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", help=f"directory with Multi30k {TEST_FILE}")
     parser.add_argument(
@@ -111,9 +127,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "prints only unless --write",
     )
     parser.add_argument(
+        "--batch-tokens",
+        type=int,
+        default=BATCH_TOKENS,
+        help=f"padded source tokens per batch, as `translator translate --batch-tokens` "
+        f"(default: {BATCH_TOKENS}, about 32 sentences a batch)",
+    )
+    parser.add_argument(
         "--batches",
         type=int,
-        help="batches of 32 to decode, spread over all lengths (default: all)",
+        help="batches to decode, spread over all lengths (default: all)",
     )
     parser.add_argument(
         "--naive-batches",
@@ -139,6 +162,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--results", default=str(RESULTS_PATH), help="results file (default: bench/RESULTS.md)"
     )
+    return parser
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The options, with the defaults of a full or a --short run filled in."""
+    parser = make_parser()
     args = parser.parse_args(argv)
     if args.short:
         args.batches = args.batches or 2
@@ -146,7 +175,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.repeats = args.repeats or (1 if args.short else 2)
     args.xla = not args.short if args.xla is None else args.xla
     args.write = not args.short if args.write is None else args.write
-    for name in ("batches", "naive_batches", "repeats"):
+    for name in ("batch_tokens", "batches", "naive_batches", "repeats"):
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
@@ -156,41 +185,61 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 # ---- Inputs -------------------------------------------------------------------------------
 
 
-def read_sources(data: Path, tokenize: Callable[[list[str]], list[list[int]]] | None):
-    """Source ids of every test sentence, EOS appended; random pieces without a tokenizer."""
-    import numpy as np
-
-    from translator.constants import EOS_ID
-
+def read_lines(data: Path) -> list[str]:
+    """The English test sentences."""
     with gzip.open(data / TEST_FILE, "rt", encoding="utf-8") as lines:
-        text = [line.rstrip("\n") for line in lines]
-    if tokenize is not None:
-        return [[*ids, EOS_ID] for ids in tokenize(text)]
-    rng = np.random.default_rng(0)
-    sources = []
-    for line in text:
-        pieces = rng.integers(
-            4, VOCAB_SIZE, size=max(1, round(PIECES_PER_WORD * len(line.split())))
-        )
-        sources.append([*pieces.tolist(), EOS_ID])
-    return sources
+        return [line.rstrip("\n") for line in lines]
 
 
-def make_batches(sources: list[list[int]], count: int | None):
-    """Length-sorted batches of 32, padded to a multiple of 8; `count` of them, spread."""
-    import numpy as np
+class RandomPieces:
+    """The random model's tokenizer: per line, random ids as many as real pieces would be.
 
-    from translator.text import padded_length
+    A line of n words gets round(1.23 n) ids (at least one) drawn from the non-special
+    ids with a fixed seed, so every run translates the same sources. It has the
+    `tokenize` of `SentencePieceTokenizer` (eager only), so these sources go through the
+    same `translator.text.prepare` as a trained model's.
+    """
 
-    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-    batches = []
-    for start in range(0, len(order), BATCH_SIZE):
-        rows = [sources[i] for i in order[start : start + BATCH_SIZE]]
-        width = padded_length(max(map(len, rows)))  # as `translator translate` pads
-        batch = np.zeros((len(rows), width), np.int32)  # [batch, padded source length]
-        for row, ids in enumerate(rows):
-            batch[row, : len(ids)] = ids
-        batches.append(batch)
+    def tokenize(self, lines):
+        """tf.string `[batch]` -> int32 RaggedTensor `[batch, (pieces)]`."""
+        import numpy as np
+        import tensorflow as tf
+
+        rng = np.random.default_rng(0)
+        counts = [
+            max(1, round(PIECES_PER_WORD * len(line.decode("utf-8").split())))
+            for line in lines.numpy()
+        ]
+        ids = [rng.integers(4, VOCAB_SIZE, size=count) for count in counts]
+        flat = np.concatenate([np.zeros(0, np.int64), *ids]).astype(np.int32)
+        return tf.RaggedTensor.from_row_lengths(flat, np.asarray(counts, np.int64))
+
+
+def make_batches(
+    lines: list[str], tokenizer, max_source_length: int, batch_tokens: int, count: int | None
+) -> list:
+    """The batches `translator translate` would search; `count` of them, spread.
+
+    Args:
+        lines: The source sentences.
+        tokenizer: The source tokenizer (`SentencePieceTokenizer` or `RandomPieces`).
+        max_source_length: Most source tokens, EOS included.
+        batch_tokens: Most padded source tokens per batch.
+        count: Batches to keep, spread over the lengths (None: all).
+
+    Returns:
+        int32 numpy `[batch, padded width]` source ids, shortest sentences first.
+    """
+    import tensorflow as tf
+
+    from translator.text import batch_ranges, prepare
+
+    prepared = prepare(tf.constant(lines, tf.string), tokenizer, max_source_length)
+    source_ids = prepared.source_ids.numpy()  # [searched, width], sorted by length
+    batches = [
+        source_ids[start:end, :width]
+        for start, end, width in batch_ranges(prepared.lengths.numpy(), batch_tokens)
+    ]
     return spread(batches, count)
 
 
@@ -410,7 +459,11 @@ def label_of(measurement: Measurement) -> str:
 
 
 def load_model(args):
-    """(model, tokenize or None, SearchConfig fields, description)."""
+    """(model, source tokenizer, SearchConfig fields, description).
+
+    The tokenizer is the trained model's `SentencePieceTokenizer`, or for the random model
+    `RandomPieces`.
+    """
     if args.model:
         from translator.artifacts import load_model_dir, resolve_model_dir
 
@@ -421,7 +474,7 @@ def load_model(args):
             f"{config.num_decoder_layers} layers, d_model {config.d_model}, FFN "
             f"{config.ffn_dim}, {config.target_vocab_size:,} target ids), real tokenizer"
         )
-        return trained.model, trained.vocabulary.source.encode, {}, description
+        return trained.model, trained.vocabulary.source, {}, description
 
     import keras
 
@@ -434,7 +487,7 @@ def load_model(args):
         'random weights, `TransformerConfig.preset("small", vocab_size=8000)` (3+3 layers, '
         "d_model 256, FFN 1024), output length = source length (see the docstring)"
     )
-    return model, None, dict(max_length_a=1.0, max_length_b=0), description
+    return model, RandomPieces(), dict(max_length_a=1.0, max_length_b=0), description
 
 
 NAIVE = ("naive", False)
@@ -536,36 +589,45 @@ def agreement(results: dict) -> tuple[int, int]:
 
 
 def results_table(results: dict) -> str:
-    rows = [
-        "| decoder | XLA | batches | target tokens | steady s | **target tok/s** | vs naive "
-        "| vs naive, compiled step | tok per CPU-s | CPU/wall | first call s "
-        "| trace/compile overhead s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    """The table of every decoder's figures, one row each."""
+    rows = []
     for key, m in results.items():
-        name, xla = key
-        overhead = f"{m.compile_overhead:.2f}" + (f" ({m.shapes} shapes)" if xla else "")
         rows.append(
-            f"| {name} | {'yes' if xla else 'no'} | {m.batches} | {m.tokens:,} | {m.steady:.2f} "
-            f"| **{m.rate:,.0f}** | {speedup(results, key):.1f}x "
-            f"| {speedup(results, key, NAIVE_COMPILED):.1f}x | {m.cpu_rate:,.0f} "
-            f"| {m.cpu_per_wall:.2f} | {m.first_call:.2f} | {overhead} |"
+            render(
+                "results-row-xla" if m.xla else "results-row",
+                name=m.name,
+                batches=m.batches,
+                tokens=m.tokens,
+                steady=m.steady,
+                rate=m.rate,
+                vs_naive=speedup(results, key),
+                vs_compiled=speedup(results, key, NAIVE_COMPILED),
+                cpu_rate=m.cpu_rate,
+                cpu_per_wall=m.cpu_per_wall,
+                first_call=m.first_call,
+                overhead=m.compile_overhead,
+                shapes=m.shapes,
+            )
         )
-    return "\n".join(rows)
+    return render("results-table", rows="\n".join(rows))
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from translator.search import SearchConfig
+    from translator.text import default_max_source_length
 
     load = "/".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
     data = find_data(args.data, files=(TEST_FILE,))
     print(f"data: {data / TEST_FILE}")
     print(f"machine: {machine_summary()}; load average {load}")
 
-    model, tokenize, limits, model_description = load_model(args)
-    batches = make_batches(read_sources(data, tokenize), args.batches)
+    model, tokenizer, limits, model_description = load_model(args)
+    max_source_length = default_max_source_length(model.config)
+    batches = make_batches(
+        read_lines(data), tokenizer, max_source_length, args.batch_tokens, args.batches
+    )
     print(f"model: {model_description}")
     print(f"{sum(len(b) for b in batches)} sentences in {len(batches)} batches")
     configs = {
@@ -589,15 +651,8 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     if args.write:
         markdown = section_markdown(
-            args, results, best, (agree, compared), steps, model_description
+            args, results, best, (agree, compared), steps, model_description, load
         )
-        markdown += f"""
-- Command: `{command_line()}`
-- Date: {today()}
-- Machine: {machine_summary()}; load average {load} at the start. The machine was shared
-  (a training run and other jobs), so absolute figures are low and noisy; ratios come
-  from one process, side by side, and "tok per CPU-s" discounts the other load.
-"""
         section = "decoding-trained" if args.model else "decoding"
         path = update_section(section, markdown, args.results)
         print(f"wrote the {section} section of {path}")
@@ -605,17 +660,18 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def steps_table(steps: dict[str, StepCount]) -> str:
+    """The table of each search's steps per returned token."""
     rows = [
-        "| search | returned tokens | steps per returned token, with compaction "
-        "| without compaction (XLA) |",
-        "|---|---|---|---|",
-    ]
-    for name, count in steps.items():
-        rows.append(
-            f"| {name} | {count.tokens:,} | {count.compact / count.tokens:.2f} "
-            f"| {count.static / count.tokens:.2f} |"
+        render(
+            "steps-row",
+            name=name,
+            tokens=count.tokens,
+            compact=count.compact / count.tokens,
+            static=count.static / count.tokens,
         )
-    return "\n".join(rows)
+        for name, count in steps.items()
+    ]
+    return render("steps-table", rows="\n".join(rows))
 
 
 def changed_translations(results: dict, key, reference=BEAM) -> tuple[int, int]:
@@ -635,10 +691,7 @@ def top_beam_row(results: dict) -> str:
         return ""
     differ, total = changed_translations(results, TOP_BEAM)
     ratio = results[TOP_BEAM].rate / results[BEAM].rate
-    return (
-        f"| beam 4, top-beam stop over beam 4 (exact stop), no XLA | {ratio:.2f}x tokens/s; "
-        f"changes {differ}/{total} translations |\n"
-    )
+    return render("top-beam-row", ratio=ratio, differ=differ, total=total) + "\n"
 
 
 def why_beam_misses(results: dict, best, steps: dict[str, StepCount]) -> str:
@@ -649,119 +702,123 @@ def why_beam_misses(results: dict, best, steps: dict[str, StepCount]) -> str:
     xla = best[1]
     per_token = (count.static if xla else count.compact) / count.tokens
     gap = BEAM_GOAL - measurement.rate
-    where = (
-        "with XLA, whose shapes are static, every sentence stays in the loop until its "
-        "batch's last search ends"
-        if xla
-        else "with compaction a sentence leaves the loop when its search ends, but its beams "
-        "run on after its best hypothesis ended, until the exact stop proves that nothing "
-        "still alive can beat it"
-    )
-    step_rate = measurement.rate * per_token  # sentence-steps per second
-    head = f"- **Why it misses by {gap:,.0f} tok/s ({gap / BEAM_GOAL:.0%}).**"
+    figures = dict(gap=gap, share=gap / BEAM_GOAL, per_token=per_token)
     if per_token < 1.05:
-        return (
-            f"{head} The search returns a token for nearly every step it runs "
-            f"({per_token:.2f} steps per returned token, table below), so the gap is the "
-            "cost of a step; compare the tokens per CPU-second, which discount other load.\n"
-        )
-    text = (
-        f"{head} The steps are not slow: {label_of(measurement)} ran {step_rate:,.0f} "
-        "sentence-steps per second (a step: one sentence's 4 beam rows) but returned a "
-        f"token for only one in {per_token:.2f} of them ({where}). At one step per returned "
-        "token, which the random-weights run has by construction (every sentence ends at "
-        f"its length limit), that step rate is {step_rate:,.0f} tok/s"
-        f" ({'meets' if step_rate >= BEAM_GOAL else 'still misses'} {BEAM_GOAL})."
+        return render("why-misses-step-cost", **figures) + "\n"
+    step_rate = measurement.rate * per_token  # sentence-steps per second
+    text = render(
+        "why-misses-wasted-steps",
+        **figures,
+        label=label_of(measurement),
+        step_rate=step_rate,
+        where=render("where-static" if xla else "where-compaction"),
+        step_verdict="meets" if step_rate >= BEAM_GOAL else "still misses",
+        beam_goal=BEAM_GOAL,
     )
     if TOP_BEAM in results:
         top_steps = steps[TOP_BEAM[0]]
-        text += (
-            " The top-beam stop (`--top-beam-stop`, the rule of OpenNMT-py and CTranslate2) "
-            f"cuts that to {top_steps.compact / top_steps.tokens:.2f} steps per returned token "
-            f"with compaction ({top_steps.static / top_steps.tokens:.2f} without); it is not "
-            "the default because it can return a worse translation (its row above)."
+        text += "\n" + render(
+            "why-misses-top-beam",
+            compact=top_steps.compact / top_steps.tokens,
+            static=top_steps.static / top_steps.tokens,
         )
     return text + "\n"
 
 
+def library_batch_tokens() -> int:
+    """The token budget `Translator` (`translator translate`) batches by default."""
+    import inspect
+
+    from translator.inference import Translator
+
+    return inspect.signature(Translator).parameters["batch_tokens"].default
+
+
+def ratios(results: dict) -> dict[str, str]:
+    """The section's greedy-over-beam and XLA-over-no-XLA figures, as written."""
+    greedy_over_beam = [
+        render(
+            "greedy-over-beam-xla" if xla else "greedy-over-beam",
+            ratio=results[("greedy", xla)].rate / results[("beam 4", xla)].rate,
+        )
+        for (name, xla) in results
+        if name == "beam 4"
+    ]
+    xla_gain = [
+        render(
+            "xla-gain", name=name, ratio=results[(name, True)].rate / results[(name, False)].rate
+        )
+        for name in ("greedy", "beam 4")
+        if (name, True) in results
+    ]
+    return dict(
+        greedy_over_beam=", ".join(greedy_over_beam),
+        xla_gain=", ".join(xla_gain) or render("xla-not-measured"),
+    )
+
+
 def section_markdown(
-    args, results: dict, best, agreement: tuple[int, int], steps: dict[str, StepCount], model: str
+    args,
+    results: dict,
+    best,
+    agreement: tuple[int, int],
+    steps: dict[str, StepCount],
+    model: str,
+    load: str,
 ) -> str:
-    """The RESULTS.md section, but for the command, date and machine lines."""
+    """The RESULTS.md section: the template filled with this run's figures."""
     from translator.text import LENGTH_MULTIPLE
 
     measurement = results[best]
-    label = label_of(measurement)
     rate, ratio = measurement.rate, speedup(results, best)
-    cpu_ratio = speedup(results, best, cpu=True)
-    compiled_ratio = speedup(results, best, NAIVE_COMPILED)
-    compiled_cpu_ratio = speedup(results, best, NAIVE_COMPILED, cpu=True)
-    greedy_over_beam = ", ".join(
-        f"{results[('greedy', xla)].rate / results[('beam 4', xla)].rate:.1f}x"
-        + (" with XLA" if xla else " without XLA")
-        for (name, xla) in results
-        if name == "beam 4"
+    sizes = [len(batch) for batch in measurement.outputs]  # sentences per batch
+    return render(
+        "section",
+        title=render("title-trained" if args.model else "title"),
+        sentences=sum(sizes),
+        batches=len(sizes),
+        batch_tokens=args.batch_tokens,
+        largest=max(sizes),
+        length_multiple=LENGTH_MULTIPLE,
+        model=model,
+        beam_goal=BEAM_GOAL,
+        required_ratio=REQUIRED_RATIO,
+        label=label_of(measurement),
+        rate=rate,
+        rate_verdict="meets" if rate >= BEAM_GOAL else "MISSES",
+        cpu_rate=measurement.cpu_rate,
+        ratio=ratio,
+        ratio_verdict="meets" if ratio >= REQUIRED_RATIO else "MISSES",
+        cpu_ratio=speedup(results, best, cpu=True),
+        compiled_ratio=speedup(results, best, NAIVE_COMPILED),
+        compiled_cpu_ratio=speedup(results, best, NAIVE_COMPILED, cpu=True),
+        **ratios(results),
+        agree=agreement[0],
+        compared=agreement[1],
+        top_beam_row=top_beam_row(results),
+        results_table=results_table(results),
+        why_beam_misses=why_beam_misses(results, best, steps),
+        default_batch_tokens=BATCH_TOKENS,
+        library_batch_tokens=library_batch_tokens(),
+        naive_batches=args.naive_batches,
+        repeats=args.repeats,
+        steps_table=steps_table(steps),
+        peers="\n".join(render("peer-row", peer=peer, figure=figure) for peer, figure in PEERS),
+        command=command_line(),
+        date=today(),
+        machine=machine_summary(),
+        load=load,
     )
-    xla_gain = ", ".join(
-        f"{name} {results[(name, True)].rate / results[(name, False)].rate:.2f}x"
-        for name in ("greedy", "beam 4")
-        if (name, True) in results
-    )
-    peers = "\n".join(f"| {peer} | {figure} |" for peer, figure in PEERS)
-    sentences = sum(len(b) for b in measurement.outputs)
-    indices = measurement.indices
-    return f"""
-## {"Decoding, trained model" if args.model else "Decoding"} (`bench/decoding.py`)
 
-Target tokens per second translating Multi30k test_2016_flickr (English; this run:
-{sentences} sentences in {len(indices)} length-sorted batches of up to {BATCH_SIZE}, padded to a
-multiple of {LENGTH_MULTIPLE}), every decoder side by side in one process. Model: {model}.
-Goals: beam 4 at least {BEAM_GOAL} target tok/s and at least {REQUIRED_RATIO}x the naive
-decoder of the tutorial kind.
 
-| figure | value |
-|---|---|
-| **{label}, target tokens/s** | **{rate:,.0f}** ({"meets" if rate >= BEAM_GOAL else "MISSES"} \
-{BEAM_GOAL}); {measurement.cpu_rate:,.0f} per CPU-second |
-| {label} over the naive decoder (tutorial: eager) | **{ratio:.1f}x** \
-({"meets" if ratio >= REQUIRED_RATIO else "MISSES"} {REQUIRED_RATIO}x); \
-{cpu_ratio:.1f}x per CPU-second |
-| {label} over the naive decoder with a compiled step | {compiled_ratio:.1f}x; \
-{compiled_cpu_ratio:.1f}x per CPU-second |
-| greedy over beam 4, tokens/s | {greedy_over_beam} |
-| XLA over no XLA, tokens/s | {xla_gain or "not measured (--no-xla)"} |
-| greedy search = naive decoders (same ids) | {agreement[0]}/{agreement[1]} sentences |
-{top_beam_row(results)}
-{results_table(results)}
+def template_parts() -> dict[str, str]:
+    """{name: text} of this benchmark's template parts."""
+    return results_template_parts(TEMPLATE)
 
-{why_beam_misses(results, best, steps)}\
-- naive: the tutorial's decoder: greedy, no cache, the whole model (encoder included)
-  on the whole prefix every step, one eager Keras call per token from a Python loop, up
-  to the batch's longest length limit, stopping once every sentence has ended; "naive,
-  compiled step" is the same loop around one `tf.function` forward pass. Both have the
-  search's per-sentence length limits. "vs": tokens/s over that decoder's, on the
-  batches both ran (the eager one runs {args.naive_batches} spread over the lengths).
-- Without XLA, finished sentences leave the search loop (compaction, see
-  `translator.search.beam`), so a step costs what the unfinished sentences cost; XLA
-  needs static shapes, so there every row runs until the batch's last sentence is done.
-- Steady state: per batch, the best of {args.repeats} pass(es), the decoders taking turns on
-  each batch (so a change in the machine's load hits them alike), after a warm-up call on
-  the first batch (with XLA, on one batch of every distinct shape); "trace/compile
-  overhead" is the warm-up time over the same batches' steady time (a `tf.function`
-  traces once per decoder whatever the shape; XLA compiles once per shape). "tok per
-  CPU-s": target tokens per CPU-second of the benchmark process.
-- Steps, counted in one more pass (`translator.search.counting`): a step is one
-  sentence's decoder step (its beam rows); a search that returned a token for each step
-  it ran would have 1.00 per returned token.
 
-{steps_table(steps)}
-
-- Peers, on a model of the same shape on this machine class (issue 5):
-
-| peer | target tok/s |
-|---|---|
-{peers}
-"""
+def render(part: str, **figures) -> str:
+    """This benchmark's template `part`, filled from `figures`."""
+    return render_template(TEMPLATE, part, **figures)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ section; text outside the markers (and other benchmarks' sections) is left alone
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import os
 import platform
@@ -19,6 +20,10 @@ import sys
 from pathlib import Path
 
 RESULTS_PATH = Path(__file__).resolve().with_name("RESULTS.md")
+# The words of the sections, one Markdown template per benchmark: found beside this file.
+TEMPLATES = Path(__file__).resolve().with_name("templates")
+# A part of a template starts at a line holding only this comment.
+PART_MARKER = re.compile(r"^<!-- part: ([\w-]+) -->\n", re.MULTILINE)
 HEADER = (
     "# Benchmark results\n\n"
     "Each section is written by the benchmark named in it (`python -m bench.<name>`), which\n"
@@ -143,3 +148,19 @@ def parse_targets(output: str) -> list[dict]:
         for line in output.splitlines()
         if line.startswith(TARGET_MARKER)
     ]
+
+
+@functools.cache
+def template_parts(path: str | os.PathLike[str]) -> dict[str, str]:
+    """{name: text} of a template's parts, each without the blank lines that end it.
+
+    A template (bench/templates/<benchmark>.md) holds the words of a section; the
+    benchmark computes figures and fills a part with `render`.
+    """
+    pieces = PART_MARKER.split(Path(path).read_text("utf-8"))  # [header, name, text, ...]
+    return {name: text.rstrip("\n") for name, text in zip(pieces[1::2], pieces[2::2], strict=True)}
+
+
+def render(path: str | os.PathLike[str], part: str, **figures) -> str:
+    """The template's `part` with its fields filled from `figures` (str.format_map)."""
+    return template_parts(path)[part].format_map(figures)

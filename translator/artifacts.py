@@ -44,6 +44,11 @@ class TrainedModel:
     # The model directory itself.
     directory: Path
 
+    @property
+    def model_file(self) -> Path:
+        """The weights file (for a report's checksum)."""
+        return self.directory / MODEL_FILE
+
 
 def save_model_dir(
     directory: str | Path, model: Any, vocabulary_dir: str | Path, metadata: dict[str, Any]

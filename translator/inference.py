@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
 from translator.constants import EOS_ID, PAD_ID
 from translator.search import Decoder, SearchConfig
-from translator.text import default_max_source_length, finish, padded_length, prepare
+from translator.search.common import SearchResult
+from translator.text import batch_ranges, default_max_source_length, finish, prepare
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +56,7 @@ class Translator:
     """Translates sentences with a trained model.
 
     Args:
-        model: A `translator.model.Transformer`.
+        model: A `translator.model.Transformer`; None when `decoder` is given.
         vocabulary: Its `translator.pipelines.Vocabulary`.
         config: The search settings (beam size, length penalty, n-best, length limits).
         batch_tokens: Source tokens per batch, padding included.
@@ -62,6 +64,10 @@ class Translator:
             counted in `stats.truncated`; default: the model's position limit for learned
             positions, else 1024.
         jit_compile: Compile the search with XLA (one compile per batch shape).
+        decoder: What searches a batch: a callable from int32 source ids `[batch, width]`
+            (0 = padding, EOS ended) to a `translator.search.SearchResult`. Default:
+            `translator.search.Decoder` over `model`; another engine (e.g.
+            `translator.ctranslate2.CTranslate2Decoder`) goes through the same text path.
     """
 
     def __init__(
@@ -72,6 +78,7 @@ class Translator:
         batch_tokens: int = 4096,
         max_source_length: int | None = None,
         jit_compile: bool = False,
+        decoder: Callable[[Any], SearchResult] | None = None,
     ):
         self.model = model
         self.vocabulary = vocabulary
@@ -80,7 +87,9 @@ class Translator:
         if max_source_length is None:
             max_source_length = default_max_source_length(model.config)
         self.max_source_length = max_source_length
-        self.decoder = Decoder(model, self.config, jit_compile=jit_compile)
+        self.decoder = decoder or Decoder(model, self.config, jit_compile=jit_compile)
+        # What runs the search (reports say it): "tensorflow", or the decoder's own name.
+        self.engine = getattr(decoder, "engine", "tensorflow")
         self.stats = TranslationStats()
         lines = tf.TensorSpec([None], tf.string)
         self._prepare = tf.function(
@@ -128,8 +137,7 @@ class Translator:
         stats.empty = int(np.sum(prepared.empty.numpy()))
         stats.truncated = int(np.sum(prepared.truncated.numpy()))
         ids, scores, sizes = [], [], []  # per batch: [b, n, len], [b, n], [b, n]
-        for start, end in self._batches(lengths):
-            width = padded_length(int(lengths[end - 1]))  # the longest: sorted ascending
+        for start, end, width in batch_ranges(lengths, self.batch_tokens):
             result = self.decoder(prepared.source_ids[start:end, :width])
             ids.append(np.asarray(result.ids))
             scores.append(np.asarray(result.scores))
@@ -151,17 +159,6 @@ class Translator:
             progress(stats.empty)
         self.stats = stats
         return results
-
-    def _batches(self, lengths: np.ndarray) -> Iterator[tuple[int, int]]:
-        """`[start, end)` ranges of the sorted sources, of <= `batch_tokens` padded tokens."""
-        start = 0
-        for end in range(1, len(lengths) + 1):
-            width = padded_length(int(lengths[end - 1]))
-            if end - 1 > start and (end - start) * width > self.batch_tokens:
-                yield start, end - 1
-                start = end - 1
-        if start < len(lengths):
-            yield start, len(lengths)
 
 
 def _hypotheses(

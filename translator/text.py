@@ -57,6 +57,27 @@ def padded_length(length):
     return (length + LENGTH_MULTIPLE - 1) // LENGTH_MULTIPLE * LENGTH_MULTIPLE
 
 
+def batch_ranges(lengths, batch_tokens: int):
+    """Cuts length-sorted sources into batches of at most `batch_tokens` padded tokens.
+
+    Args:
+        lengths: Source lengths, ascending (`Prepared.lengths`).
+        batch_tokens: Most padded source tokens per batch; a longer single source still
+            gets a batch of its own.
+
+    Yields:
+        `(start, end, width)`: the batch's rows `[start, end)` and its padded width.
+    """
+    start = 0
+    for end in range(1, len(lengths) + 1):
+        width = padded_length(int(lengths[end - 1]))  # the longest so far: ascending
+        if end - 1 > start and (end - start) * width > batch_tokens:
+            yield start, end - 1, padded_length(int(lengths[end - 2]))
+            start = end - 1
+    if start < len(lengths):
+        yield start, len(lengths), padded_length(int(lengths[-1]))
+
+
 def prepare(lines, tokenizer, max_source_length: int) -> Prepared:
     """Lines -> the sorted, padded sources of the lines that are searched.
 

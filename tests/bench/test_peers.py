@@ -1,3 +1,5 @@
+import json
+
 from bench.peers import peer_rates, peers_markdown
 
 # Lines as OpenNMT-tf 2.32 logs them (from a run of bench.peers), with other lines around.
@@ -30,7 +32,7 @@ def test_the_section_shows_each_round_and_the_ratio_of_the_means():
 
 
 def test_a_partial_bench_run_keeps_the_other_benchmarks_rows():
-    from bench.__main__ import kept_rows
+    from bench.__main__ import kept_note, kept_rows
 
     previous = """## Summary: the targets
 
@@ -42,11 +44,25 @@ def test_a_partial_bench_run_keeps_the_other_benchmarks_rows():
 
 - Started: 2026-11-22 00:58 UTC
 """
-    rows, started = kept_rows(previous, {"quality", "peers"})
-    assert started == "2026-11-22 00:58 UTC"
+    rows, origins = kept_rows(previous, {"quality", "peers"})
     assert [row.split("|")[1].strip() for row in rows] == ["pipeline", "decoding (trained model)"]
-    assert kept_rows(previous, {"pipeline", "quality", "decoding"}) == ([], started)
-    assert kept_rows(None, {"quality"}) == ([], "")
+    start = "2026-11-22 00:58 UTC"
+    assert origins == dict.fromkeys(["pipeline", "decoding (trained model)"], start)
+    assert kept_rows(previous, {"pipeline", "quality", "decoding"}) == ([], {})
+    assert kept_rows(None, {"quality"}) == ([], {})
+
+    # A row kept once keeps its own origin when kept again, not the previous run's.
+    recorded = {"pipeline": "2026-11-20 10:00 UTC (`python -m bench`)"}
+    later = previous.replace("- Started: 2026-11-22 00:58 UTC", "- Started: 2026-11-23 09:00 UTC")
+    later += f"<!-- provenance: {json.dumps(recorded)} -->\n"
+    _, origins = kept_rows(later, {"quality"})
+    assert origins == {
+        "pipeline": "2026-11-20 10:00 UTC (`python -m bench`)",
+        "decoding (trained model)": "2026-11-23 09:00 UTC",
+    }
+    note = kept_note(origins)
+    assert "the pipeline rows from the run started 2026-11-20 10:00 UTC" in note
+    assert "the decoding (trained model) rows from the run started 2026-11-23 09:00 UTC" in note
 
 
 def test_our_rates_are_the_progress_lines_without_the_first():

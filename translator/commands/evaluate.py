@@ -52,13 +52,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Runs the subcommand."""
-    from translator.artifacts import resolve_model_dir
     from translator.cli import CommandError
     from translator.commands.options import search_config
+    from translator.commands.translate import check_model
 
     # Everything the user can get wrong is checked before the model is loaded (the files
     # by `evaluate_model`, which reads them first).
-    resolve_model_dir(args.model)  # a wrong --model fails before TensorFlow starts
+    check_model(args.model, args.engine)  # a wrong --model fails before TensorFlow starts
     if args.hyp_out is not None and not Path(args.hyp_out).resolve().parent.is_dir():
         raise CommandError(f"{args.hyp_out}: cannot write: its directory does not exist")
     evaluate_model(
@@ -69,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
         batch_tokens=args.batch_tokens,
         max_source_length=args.max_source_length,
         xla=args.xla,
+        engine=args.engine,
         hypotheses_out=args.hyp_out,
         report_dir=args.report,
         baseline=args.compare,
@@ -86,6 +87,7 @@ def evaluate_model(
     batch_tokens: int = 4096,
     max_source_length: int | None = None,
     xla: bool = False,
+    engine: str = "auto",
     hypotheses_out: str | Path | None = None,
     report_dir: str | Path | None = None,
     baseline: str | Path | None = None,
@@ -104,6 +106,7 @@ def evaluate_model(
         batch_tokens: Source tokens per batch.
         max_source_length: Cut longer sources (default: the model's limit).
         xla: Compile the search with XLA.
+        engine: "auto", "tensorflow" or "ctranslate2" (`translator.commands.options.ENGINES`).
         hypotheses_out: Also write the translations there.
         report_dir: Also write report.json and report.md there.
         baseline: Another system's hypotheses of the same sources, for the paired test.
@@ -129,7 +132,7 @@ def evaluate_model(
             raise ConfigError(f"--bootstrap-samples must be >= 1, got {bootstrap_samples}")
         others = read_text(baseline)
         check_aligned(others, baseline, references, reference)
-    loaded = load_translator(model, search, batch_tokens, max_source_length, xla)
+    loaded = load_translator(model, search, batch_tokens, max_source_length, xla, engine)
     translator = loaded.translator
     started = time.monotonic()
     with progress_bar(len(sources), "translating") as progress:
@@ -154,7 +157,7 @@ def evaluate_model(
         evaluation=evaluation,
         data=data,
         model=_model_identity(loaded.trained),
-        search=_search_record(search, translator),
+        search=_search_record(translator),
         translation=dataclasses.asdict(translator.stats),
         timing=_timing(loaded, translator.stats, len(sources), seconds),
     )
@@ -167,10 +170,11 @@ def evaluate_model(
     return report
 
 
-def _search_record(search: Any, translator: Any) -> dict[str, Any]:
+def _search_record(translator: Any) -> dict[str, Any]:
     """The search settings of a report: the `SearchConfig` and how batches ran."""
     return {
-        **search.to_dict(),
+        **translator.config.to_dict(),  # what ran: an engine may run other rules
+        "engine": translator.engine,
         "batch_tokens": translator.batch_tokens,
         "max_source_length": translator.max_source_length,
         "xla": translator.decoder.jit_compile,
@@ -190,13 +194,12 @@ def _timing(loaded: Any, stats: Any, sentences: int, seconds: float) -> Any:
 
 
 def _model_identity(trained: Any) -> Any:
-    from translator.artifacts import MODEL_FILE
     from translator.evaluation import ModelIdentity
     from translator.io import sha256_file
 
     return ModelIdentity(
         directory=str(trained.directory.resolve()),
-        model_sha256=sha256_file(trained.directory / MODEL_FILE),
+        model_sha256=sha256_file(trained.model_file),
         source_vocab_sha256=trained.vocabulary.source.sha256,
         target_vocab_sha256=trained.vocabulary.target.sha256,
         metadata=trained.metadata,

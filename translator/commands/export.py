@@ -1,10 +1,11 @@
-"""`translator export`: a trained model as a text-in, text-out SavedModel for serving."""
+"""`translator export`: a trained model as a SavedModel for serving, or for CTranslate2."""
 
 from __future__ import annotations
 
 import argparse
 
 from translator.commands.options import add_model_option, add_search_options, search_config
+from translator.ctranslate2 import QUANTIZATIONS
 from translator.search.config import SearchConfig
 
 
@@ -12,7 +13,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Adds the `export` subcommand."""
     parser = subparsers.add_parser(
         "export",
-        help="export a trained model as a SavedModel (text in, text out) for serving",
+        help="export a trained model as a SavedModel (text in, text out) for serving, or "
+        "as a CTranslate2 model",
         description=(
             "Writes EXPORT_BASE/<version>/, a SavedModel with in-graph SentencePiece\n"
             "tokenization, the beam search of `translator translate` and detokenization.\n"
@@ -22,11 +24,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "  n_best           inputs: string [batch] -> translations: string [batch, N],\n"
             "                   scores: float [batch, N]\n"
             "It loads with TensorFlow and `import tensorflow_text` alone, and serves with\n"
-            "`translator serve` or TF Serving (model base path EXPORT_BASE)."
+            "`translator serve` or TF Serving (model base path EXPORT_BASE).\n\n"
+            "With --format ctranslate2, writes OUT/ as a CTranslate2 model directory\n"
+            "(CTranslate2's converter API; weights as --quantization says) with the\n"
+            "vocabulary beside it: `translator translate` and `evaluate` take it as\n"
+            "--model (the search options are then given there, not here). Needs\n"
+            '`pip install -e ".[ctranslate2]"`.'
         ),
         epilog=(
-            "Example: translator export --model runs/m30k --out exports/m30k\n"
-            "  saved_model_cli show --all --dir exports/m30k/1"
+            "Examples:\n"
+            "  translator export --model runs/m30k --out exports/m30k\n"
+            "  saved_model_cli show --all --dir exports/m30k/1\n"
+            "  translator export --format ctranslate2 --quantization int8 --model runs/m30k "
+            "--out exports/m30k-ct2"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -35,7 +45,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--out",
         required=True,
         metavar="EXPORT_BASE",
-        help="directory of numbered versions (TF Serving's model base path)",
+        help="directory of numbered versions (TF Serving's model base path); with --format "
+        "ctranslate2, the model directory itself",
+    )
+    parser.add_argument(
+        "--format",
+        choices=("savedmodel", "ctranslate2"),
+        default="savedmodel",
+        help="savedmodel: TF Serving's layout, the search in the graph; ctranslate2: a "
+        "CTranslate2 model directory (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--quantization",
+        choices=QUANTIZATIONS,
+        default="float32",
+        help="--format ctranslate2: weight type; int8 is the usual CPU choice "
+        "(default: %(default)s)",
     )
     parser.add_argument(
         "--version",
@@ -43,7 +68,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="N",
         help="version number (default: one more than the highest in EXPORT_BASE, or 1)",
     )
-    parser.add_argument("--overwrite", action="store_true", help="replace the version if it exists")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the version (with --format ctranslate2: OUT) if it exists",
+    )
     add_search_options(parser, "search (fixed in the exported graph)")
     parser.add_argument(
         "--n-best",
@@ -69,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
     import time
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if args.format == "ctranslate2":
+        return _run_ctranslate2(args)
 
     search = export_search_config(args)
     from translator.export import ExportConfig, export_model
@@ -91,4 +122,27 @@ def run(args: argparse.Namespace) -> int:
         f"{search.n_best}]"
     )
     print(f"  serve it: translator serve --model {args.out}")
+    return 0
+
+
+def _run_ctranslate2(args: argparse.Namespace) -> int:
+    """`export --format ctranslate2`: the model directory for CTranslate2."""
+    import time
+    from pathlib import Path
+
+    from translator.artifacts import load_model_dir, resolve_model_dir
+    from translator.cli import CommandError
+    from translator.ctranslate2 import export_ctranslate2
+
+    resolve_model_dir(args.model)  # a wrong --model fails before TensorFlow starts
+    out = Path(args.out)
+    if out.exists() and any(out.iterdir()) and not args.overwrite:
+        raise CommandError(f"{out}: exists and is not empty; pass --overwrite to replace it")
+    start = time.monotonic()
+    path = export_ctranslate2(load_model_dir(args.model), out, args.quantization)
+    print(
+        f"exported {args.model} to {path} for CTranslate2 ({args.quantization} weights) in "
+        f"{time.monotonic() - start:.1f} s\n"
+        f"  translate with it: translator translate --model {path}"
+    )
     return 0

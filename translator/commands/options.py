@@ -10,9 +10,11 @@ from __future__ import annotations
 import argparse
 
 from translator.errors import ConfigError
-from translator.search.config import SearchConfig
+from translator.search.config import LENGTH_PENALTY_FORMS, SearchConfig
 
 _DEFAULT = SearchConfig()
+# What can run the search of `translate` and `evaluate` (--engine).
+ENGINES = ("auto", "tensorflow", "ctranslate2")
 
 TOP_BEAM_STOP_HELP = (
     "end a sentence's search as soon as its best candidate of a step ends (the rule of "
@@ -48,9 +50,17 @@ def add_search_options(parser: argparse.ArgumentParser, title: str = "search") -
         type=float,
         default=_DEFAULT.length_penalty,
         metavar="ALPHA",
-        help="GNMT length penalty exponent: hypotheses are ranked by log P / ((5 + length) / 6) "
-        "** ALPHA; 0 ranks by log P alone, larger values favour longer outputs "
+        help="length penalty exponent: hypotheses are ranked by log P / lp(length), with "
+        "lp = ((5 + length) / 6) ** ALPHA (GNMT) or length ** ALPHA (see "
+        "--length-penalty-form); 0 ranks by log P alone, larger values favour longer outputs "
         f"(default: {_DEFAULT.length_penalty})",
+    )
+    search.add_argument(
+        "--length-penalty-form",
+        choices=LENGTH_PENALTY_FORMS,
+        default=_DEFAULT.length_penalty_form,
+        help="gnmt: ((5 + length) / 6) ** ALPHA (Wu et al. 2016); power: length ** ALPHA "
+        "(fairseq, CTranslate2) (default: %(default)s)",
     )
     search.add_argument(
         "--max-length-a",
@@ -105,6 +115,15 @@ def add_batching_options(parser: argparse.ArgumentParser) -> None:
         "batches and put back in input order (default: 4096)",
     )
     batching.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="auto",
+        help="what runs the search: tensorflow (our search), or ctranslate2 for a model "
+        "written by `translator export --format ctranslate2` (its own search, whose rules "
+        "are printed where they differ from these options); auto picks by --model "
+        "(default: %(default)s)",
+    )
+    batching.add_argument(
         "--xla",
         action="store_true",
         help="compile the search with XLA: one compile (seconds) per distinct batch shape, "
@@ -126,6 +145,7 @@ def search_config(args: argparse.Namespace, n_best: int = 1) -> SearchConfig:
     return SearchConfig(
         beam_size=args.beam_size,
         length_penalty=args.length_penalty,
+        length_penalty_form=args.length_penalty_form,
         max_length_a=args.max_length_a,
         max_length_b=args.max_length_b,
         max_output_length=args.max_output_length,

@@ -57,30 +57,96 @@ def load_translator(
     batch_tokens: int = 4096,
     max_source_length: int | None = None,
     xla: bool = False,
+    engine: str = "auto",
 ) -> LoadedTranslator:
     """Loads `model`, builds its `Translator` with the search `config` and warms it up.
 
+    Args:
+        model: A model or run directory, or a CTranslate2 export.
+        config: The `SearchConfig`.
+        batch_tokens: Source tokens per batch.
+        max_source_length: Cut longer sources (default: the model's limit).
+        xla: Compile our search with XLA.
+        engine: "auto", "tensorflow" or "ctranslate2" (`options.ENGINES`).
+
     Raises:
         ModelDirError, PipelineError: for a model directory that cannot be loaded.
+        ConfigError: for settings the engine cannot run.
     """
-    from translator.artifacts import load_model_dir
     from translator.inference import Translator
 
     started = time.monotonic()
-    trained = load_model_dir(model)
-    translator = Translator(
-        trained.model,
-        trained.vocabulary,
-        config,
-        batch_tokens=batch_tokens,
-        max_source_length=max_source_length,
-        jit_compile=xla,
-    )
+    if uses_ctranslate2(model, engine):
+        trained, translator = _ctranslate2_translator(
+            model, config, batch_tokens, max_source_length, xla
+        )
+    else:
+        from translator.artifacts import load_model_dir
+
+        trained = load_model_dir(model)
+        translator = Translator(
+            trained.model,
+            trained.vocabulary,
+            config,
+            batch_tokens=batch_tokens,
+            max_source_length=max_source_length,
+            jit_compile=xla,
+        )
     loaded = time.monotonic()
     translator.translate(["warm up"])  # traces the search once; later batches reuse it
     return LoadedTranslator(
         trained, translator, loaded - started, warmup_seconds=time.monotonic() - loaded
     )
+
+
+def uses_ctranslate2(model: str | Path, engine: str) -> bool:
+    """Whether `--engine` (and, for auto, what `--model` is) picks CTranslate2."""
+    from translator.ctranslate2 import is_ctranslate2_dir
+
+    return engine == "ctranslate2" or (engine == "auto" and is_ctranslate2_dir(model))
+
+
+def check_model(model: str | Path, engine: str) -> None:
+    """Fails fast, before TensorFlow starts, on a --model the engine cannot load."""
+    from translator.artifacts import resolve_model_dir
+    from translator.ctranslate2 import check_ctranslate2_dir
+
+    if uses_ctranslate2(model, engine):
+        check_ctranslate2_dir(model)
+    else:
+        resolve_model_dir(model)
+
+
+def _ctranslate2_translator(model, config, batch_tokens, max_source_length, xla):
+    """The loaded CTranslate2 export and a `Translator` searching with it."""
+    from translator.ctranslate2 import (
+        CTranslate2Decoder,
+        engine_config,
+        load_ctranslate2,
+        rule_changes,
+    )
+    from translator.errors import ConfigError
+    from translator.inference import Translator
+    from translator.text import default_max_source_length
+
+    if xla:
+        raise ConfigError("--xla compiles our TensorFlow search; CTranslate2 has its own")
+    loaded = load_ctranslate2(model)
+    changes = rule_changes(config)
+    if changes:
+        print(f"ctranslate2 runs {' and '.join(changes)}", file=sys.stderr)
+    if max_source_length is None:
+        max_source_length = default_max_source_length(loaded.model_config)
+    decoder = CTranslate2Decoder(loaded, config)
+    translator = Translator(
+        None,
+        loaded.vocabulary,
+        engine_config(config),
+        batch_tokens=batch_tokens,
+        max_source_length=max_source_length,
+        decoder=decoder,
+    )
+    return loaded, translator
 
 
 def one_line(text: str) -> str:
@@ -165,16 +231,15 @@ class _Totals:
 
 def run(args: argparse.Namespace) -> int:
     """Runs the subcommand."""
-    from translator.artifacts import resolve_model_dir
     from translator.cli import CommandError
 
-    resolve_model_dir(args.model)  # a wrong --model fails before TensorFlow starts
+    check_model(args.model, args.engine)  # a wrong --model fails before TensorFlow starts
     total = _count_input_lines(args.input)
     if args.output is not None and not Path(args.output).resolve().parent.is_dir():
         raise CommandError(f"{args.output}: cannot write: its directory does not exist")
     config = search_config(args, n_best=args.n_best)
     loaded = load_translator(
-        args.model, config, args.batch_tokens, args.max_source_length, args.xla
+        args.model, config, args.batch_tokens, args.max_source_length, args.xla, args.engine
     )
     totals = _Totals()
     # Someone typing at a terminal gets each line translated as soon as it is entered.

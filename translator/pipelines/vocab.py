@@ -110,6 +110,30 @@ def train_sentencepiece(
             vocabulary size on this data (the message says what to change).
         CorpusError: from `sentences`, when it reads a broken file.
     """
+    _check_settings(vocab_size, model_type, byte_fallback)
+    options = _trainer_options(
+        vocab_size=vocab_size,
+        model_type=model_type,
+        character_coverage=character_coverage,
+        byte_fallback=byte_fallback,
+        max_sentences=max_sentences,
+        num_threads=num_threads,
+    )
+    return _run_trainer(sentences, options, seed)
+
+
+def _check_settings(vocab_size: int, model_type: str, byte_fallback: bool) -> None:
+    """Rejects a model type or vocabulary size that SentencePiece cannot train.
+
+    Args:
+        vocab_size: Ids asked for, specials (and bytes) included.
+        model_type: The SentencePiece model type.
+        byte_fallback: Whether 256 ids go to the byte pieces.
+
+    Raises:
+        VocabularyError: for an unknown model type, or a size that the specials (and
+            the byte pieces) alone fill.
+    """
     if model_type not in MODEL_TYPES:
         raise VocabularyError(f"model type must be one of {MODEL_TYPES}, got {model_type!r}")
     minimum = 4 + (256 if byte_fallback else 0) + 1
@@ -118,6 +142,70 @@ def train_sentencepiece(
             f"vocab size {vocab_size} is too small: the specials"
             f"{' and the 256 byte pieces' if byte_fallback else ''} alone take {minimum - 1}"
         )
+
+
+def _trainer_options(
+    *,
+    vocab_size: int,
+    model_type: str,
+    character_coverage: float,
+    byte_fallback: bool,
+    max_sentences: int,
+    num_threads: int,
+) -> dict[str, Any]:
+    """The `SentencePieceTrainer.train` keywords: the settings and the fixed choices.
+
+    The fixed choices (special ids, identity normalization, sampling) are explained in
+    `train_sentencepiece`.
+
+    Args:
+        vocab_size: See `train_sentencepiece`.
+        model_type: See `train_sentencepiece`.
+        character_coverage: See `train_sentencepiece`.
+        byte_fallback: See `train_sentencepiece`.
+        max_sentences: See `train_sentencepiece`.
+        num_threads: See `train_sentencepiece`.
+
+    Returns:
+        The keywords, but for the sentence iterator and the model writer.
+    """
+    return dict(
+        model_type=model_type,
+        vocab_size=vocab_size,
+        character_coverage=character_coverage,
+        byte_fallback=byte_fallback,
+        normalization_rule_name="identity",
+        remove_extra_whitespaces=True,
+        pad_id=PAD_ID,
+        unk_id=UNK_ID,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
+        pad_piece=PAD_PIECE,
+        unk_piece=UNK_PIECE,
+        bos_piece=BOS_PIECE,
+        eos_piece=EOS_PIECE,
+        input_sentence_size=max_sentences,
+        shuffle_input_sentence=True,
+        num_threads=num_threads,
+        minloglevel=2,  # errors only; SentencePiece's INFO log is thousands of lines
+    )
+
+
+def _run_trainer(sentences: Iterable[str], options: dict[str, Any], seed: int) -> bytes:
+    """Runs SentencePiece's trainer on the streamed sentences, seeded.
+
+    Args:
+        sentences: Training text, one sentence per item.
+        options: `_trainer_options`.
+        seed: Seed of SentencePiece's random generator.
+
+    Returns:
+        The serialized model.
+
+    Raises:
+        VocabularyError: when SentencePiece fails (with a hint for a size too high).
+        CorpusError: (or any error) raised by `sentences` itself, as it was raised.
+    """
     import sentencepiece as spm
 
     # The iterator is consumed inside SentencePiece's C++ code; an exception raised there
@@ -135,26 +223,7 @@ def train_sentencepiece(
     model = io.BytesIO()
     try:
         spm.SentencePieceTrainer.train(
-            sentence_iterator=guarded(sentences),
-            model_writer=model,
-            model_type=model_type,
-            vocab_size=vocab_size,
-            character_coverage=character_coverage,
-            byte_fallback=byte_fallback,
-            normalization_rule_name="identity",
-            remove_extra_whitespaces=True,
-            pad_id=PAD_ID,
-            unk_id=UNK_ID,
-            bos_id=BOS_ID,
-            eos_id=EOS_ID,
-            pad_piece=PAD_PIECE,
-            unk_piece=UNK_PIECE,
-            bos_piece=BOS_PIECE,
-            eos_piece=EOS_PIECE,
-            input_sentence_size=max_sentences,
-            shuffle_input_sentence=True,
-            num_threads=num_threads,
-            minloglevel=2,  # errors only; SentencePiece's INFO log is thousands of lines
+            sentence_iterator=guarded(sentences), model_writer=model, **options
         )
     except Exception as error:
         if failure:
@@ -293,6 +362,42 @@ def build_vocabulary(
         CorpusError: an input file missing or not UTF-8 (naming file and line).
     """
     out = Path(out_dir)
+    _check_inputs(out, source_files, target_files, overwrite)
+    settings = dict(
+        vocab_size=vocab_size,
+        model_type=model_type,
+        character_coverage=character_coverage,
+        byte_fallback=byte_fallback,
+        max_sentences=max_sentences,
+        seed=seed,
+        num_threads=num_threads,
+    )
+    models = _train_models(source_files, target_files, joint, settings)
+    _write_models(out, models)
+    metadata = _metadata(models, source_files, target_files, settings)
+    write_atomic(out / METADATA_FILE, metadata.to_json())
+    return metadata
+
+
+def _check_inputs(
+    out: Path,
+    source_files: Sequence[str | os.PathLike[str]],
+    target_files: Sequence[str | os.PathLike[str]],
+    overwrite: bool,
+) -> None:
+    """Checks, before any training, that `build_vocabulary` can write what it is asked.
+
+    Args:
+        out: The vocabulary directory to write.
+        source_files: Source-language text files.
+        target_files: Target-language text files.
+        overwrite: Whether an existing vocabulary in `out` may be replaced.
+
+    Raises:
+        VocabularyError: an existing vocabulary without `overwrite`, or a side without
+            files.
+        CorpusError: an input file that does not exist.
+    """
     if (out / METADATA_FILE).exists() and not overwrite:
         raise VocabularyError(
             f"{out} already holds a vocabulary ({METADATA_FILE}); "
@@ -303,40 +408,79 @@ def build_vocabulary(
     for path in [*source_files, *target_files]:
         if not Path(path).is_file():
             raise CorpusError(f"{path}: no such file")
-    settings = dict(
-        vocab_size=vocab_size,
-        model_type=model_type,
-        character_coverage=character_coverage,
-        byte_fallback=byte_fallback,
-        max_sentences=max_sentences,
-        seed=seed,
-        num_threads=num_threads,
-    )
+
+
+def _train_models(
+    source_files: Sequence[str | os.PathLike[str]],
+    target_files: Sequence[str | os.PathLike[str]],
+    joint: bool,
+    settings: dict[str, Any],
+) -> dict[str, bytes]:
+    """Trains the joint model, or one model per side.
+
+    Args:
+        source_files: Source-language text files.
+        target_files: Target-language text files.
+        joint: One model on all source then all target lines, else one per side.
+        settings: Keywords of `train_sentencepiece`.
+
+    Returns:
+        `{"spm": model}` if joint, else `{"source": model, "target": model}`: file stems
+        and serialized models.
+    """
     if joint:
-        model = train_sentencepiece(_sentences([*source_files, *target_files]), **settings)
-        models = {"spm": model}
-        names = ("spm.model", "spm.model")
-    else:
-        source = train_sentencepiece(_sentences(source_files), **settings)
-        target = train_sentencepiece(_sentences(target_files), **settings)
-        models = {"source": source, "target": target}
-        names = ("source.model", "target.model")
+        return {"spm": train_sentencepiece(_sentences([*source_files, *target_files]), **settings)}
+    source = train_sentencepiece(_sentences(source_files), **settings)
+    target = train_sentencepiece(_sentences(target_files), **settings)
+    return {"source": source, "target": target}
+
+
+def _write_models(out: Path, models: dict[str, bytes]) -> None:
+    """Writes each model's `.model` and `.vocab` files, after removing `vocab.json`.
+
+    The directory is incomplete until the metadata is written again (last).
+
+    Args:
+        out: The vocabulary directory (created if needed).
+        models: File stem -> serialized model, as `_train_models` returns.
+    """
     out.mkdir(parents=True, exist_ok=True)
     stale = out / METADATA_FILE
     stale.unlink(missing_ok=True)  # the directory is incomplete until metadata is rewritten
     for stem, proto in models.items():
         write_atomic(out / f"{stem}.model", proto)
         write_atomic(out / f"{stem}.vocab", _vocab_listing(proto))
+
+
+def _metadata(
+    models: dict[str, bytes],
+    source_files: Sequence[str | os.PathLike[str]],
+    target_files: Sequence[str | os.PathLike[str]],
+    settings: dict[str, Any],
+) -> VocabularyMetadata:
+    """The `vocab.json` record of the models `_train_models` returned.
+
+    Args:
+        models: File stem -> serialized model (`"spm"` when joint).
+        source_files: Source-language text files (recorded).
+        target_files: Target-language text files (recorded).
+        settings: Keywords of `train_sentencepiece` (recorded).
+
+    Returns:
+        The metadata.
+    """
     import sentencepiece as spm
 
-    metadata = VocabularyMetadata(
-        model_type=model_type,
-        vocab_size=vocab_size,
+    joint = "spm" in models
+    source, target = ("spm", "spm") if joint else ("source", "target")
+    return VocabularyMetadata(
+        model_type=settings["model_type"],
+        vocab_size=settings["vocab_size"],
         joint=joint,
-        source_model=names[0],
-        target_model=names[1],
-        source_sha256=sha256_bytes(models["spm" if joint else "source"]),
-        target_sha256=sha256_bytes(models["spm" if joint else "target"]),
+        source_model=f"{source}.model",
+        target_model=f"{target}.model",
+        source_sha256=sha256_bytes(models[source]),
+        target_sha256=sha256_bytes(models[target]),
         training={
             **settings,
             "normalization_rule_name": "identity",
@@ -346,5 +490,3 @@ def build_vocabulary(
             "target_files": [str(p) for p in target_files],
         },
     )
-    write_atomic(out / METADATA_FILE, metadata.to_json())
-    return metadata

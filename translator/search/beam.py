@@ -117,8 +117,12 @@ class Beam:
         self.config = config
         self.beam = config.beam_size
         self.max_lengths = max_lengths  # [batch]
-        self.best_possible_penalty = length_penalty(max_lengths, config.length_penalty)
+        self.best_possible_penalty = self.penalty(max_lengths)  # [batch]
         self.special_ids = special_ids
+
+    def penalty(self, lengths):
+        """lp(|Y|) of the config's length penalty (float32, the shape of `lengths`)."""
+        return length_penalty(lengths, self.config.length_penalty, self.config.length_penalty_form)
 
     def initial_state(self, inputs: SearchInputs) -> BeamState:
         beam, n_best = self.beam, self.config.n_best
@@ -189,7 +193,7 @@ class Beam:
         t, n_best, sentence = state.step, self.config.n_best, state.sentence
         active = tf.shape(sentence)[0]
         scores = tf.where(
-            found.ends, found.log_probs / length_penalty(t + 1, self.config.length_penalty), NEG_INF
+            found.ends, found.log_probs / self.penalty(t + 1), NEG_INF
         )  # [active, beam]
         pooled_scores = tf.concat([tf.gather(state.finished_scores, sentence), scores], axis=1)
         best, kept = tf.math.top_k(pooled_scores, k=n_best)  # [active, n_best]

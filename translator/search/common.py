@@ -9,7 +9,8 @@ Definitions used throughout (and by the tests that check them):
   (EOS included; PAD and BOS are never generated, but their probability mass is not
   redistributed: scores are the model's own log-probabilities).
 - score(Y) = log P(Y) / lp(Y) with the GNMT length penalty lp(Y) = ((5 + |Y|) / 6) ** alpha
-  (Wu et al. 2016, eq. 14).
+  (Wu et al. 2016, eq. 14), or with `length_penalty_form="power"`, lp(Y) = |Y| ** alpha
+  (fairseq's and CTranslate2's form).
 """
 
 from __future__ import annotations
@@ -52,18 +53,22 @@ class SearchResult(NamedTuple):
 DEFAULT_IDS = SpecialIds()
 
 
-def length_penalty(lengths, alpha: float):
-    """GNMT length penalty ((5 + |Y|) / 6) ** alpha.
+def length_penalty(lengths, alpha: float, form: str = "gnmt"):
+    """The length penalty lp(Y): GNMT's ((5 + |Y|) / 6) ** alpha, or |Y| ** alpha.
+
+    Both grow with |Y| (for alpha >= 0), which the exact stop of beam search relies on.
 
     Args:
         lengths: int or float tensor of any shape, |Y| with EOS counted.
         alpha: The exponent; 0 gives 1 everywhere.
+        form: "gnmt" or "power" (`SearchConfig.length_penalty_form`).
 
     Returns:
         float32 tensor of the shape of `lengths`.
     """
     lengths = tf.cast(lengths, tf.float32)
-    return tf.pow((5.0 + lengths) / 6.0, alpha)
+    base = lengths if form == "power" else (5.0 + lengths) / 6.0
+    return tf.pow(base, alpha)
 
 
 def output_length_limits(source_ids, config: SearchConfig, model_max_length: int | None = None):

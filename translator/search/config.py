@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Literal
 
 from translator.config_base import DictConfig
 from translator.errors import ConfigError
+
+LengthPenaltyForm = Literal["gnmt", "power"]
+LENGTH_PENALTY_FORMS = ("gnmt", "power")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,6 +29,9 @@ class SearchConfig(DictConfig):
     # log P(Y) / lp(Y); 0 ranks by plain log-probability. Must be >= 0 (early stopping
     # relies on lp growing with length).
     length_penalty: float = 0.6
+    # How the length penalty grows: "gnmt" ((5 + |Y|) / 6) ** alpha (Wu et al. 2016), or
+    # "power" |Y| ** alpha (fairseq's and CTranslate2's normalization).
+    length_penalty_form: LengthPenaltyForm = "gnmt"
     # Output length limit per sentence: a in floor(a * source_length + b).
     max_length_a: float = 1.2
     # Output length limit per sentence: b in floor(a * source_length + b).
@@ -53,6 +60,11 @@ class SearchConfig(DictConfig):
             problems.append(f"n_best must be in [1, beam_size={self.beam_size}], got {self.n_best}")
         if self.length_penalty < 0:
             problems.append(f"length_penalty must be >= 0, got {self.length_penalty}")
+        if self.length_penalty_form not in LENGTH_PENALTY_FORMS:
+            problems.append(
+                f"length_penalty_form must be one of {LENGTH_PENALTY_FORMS}, "
+                f"got {self.length_penalty_form!r}"
+            )
         if self.max_length_a < 0:
             problems.append(f"max_length_a must be >= 0, got {self.max_length_a}")
         if self.min_length < 0:

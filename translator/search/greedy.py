@@ -110,7 +110,9 @@ class Greedy:
         lengths = tf.math.count_nonzero(
             tf.not_equal(state.ids, self.special_ids.pad), axis=1, dtype=tf.int32
         )  # [batch]
-        scores = state.log_probs / length_penalty(lengths, self.config.length_penalty)
+        scores = state.log_probs / length_penalty(
+            lengths, self.config.length_penalty, self.config.length_penalty_form
+        )
         return SearchResult(
             ids=trim(state.ids[:, None, :], lengths[:, None]),  # [batch, 1, length]
             scores=scores[:, None],  # [batch, 1]

@@ -1,0 +1,253 @@
+"""CTranslate2 export and decoding: equal to our model and our search, where the rules agree.
+
+A small model is trained here (the reversal task, ~20 s) so that searches end on their own
+and the equality checks compare real translations, not random ids at the length limit.
+The tests need the optional extra (`pip install -e ".[ctranslate2]"`, which .ci/run
+installs) and are skipped with that reason without it; the missing-package error is
+checked either way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import sys
+
+import numpy as np
+import pytest
+
+from tests.training.conftest import tiny_run_config, write_copy_corpus
+from translator.errors import ConfigError
+from translator.search import SearchConfig
+
+needs_ctranslate2 = pytest.mark.skipif(
+    importlib.util.find_spec("ctranslate2") is None,
+    reason='needs the ctranslate2 extra: pip install -e ".[ctranslate2]"',
+)
+# Our top-beam stop with CTranslate2's length penalty form: the search CTranslate2 runs.
+TOP_BEAM = SearchConfig(beam_size=4, exact_stop=False, length_penalty_form="power")
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny model trained 400 steps to reverse word sequences, and its exports."""
+    from training.run import train
+    from translator.artifacts import load_model_dir
+    from translator.ctranslate2 import export_ctranslate2
+    from translator.pipelines.vocab import build_vocabulary
+
+    root = tmp_path_factory.mktemp("ctranslate2")
+    task = {
+        "train": write_copy_corpus(root / "train", 3000, seed=1, reverse=True),
+        "valid": write_copy_corpus(root / "valid", 300, seed=2, reverse=True),
+        "vocab": root / "vocab",
+    }
+    build_vocabulary(
+        [task["train"][0]], [task["train"][1]], task["vocab"], vocab_size=39, byte_fallback=False
+    )
+    config = tiny_run_config(
+        task,
+        data={"pipeline": {"batch_tokens": 1024, "max_source_length": 32, "max_target_length": 32}},
+        train={"max_steps": 400},
+        checkpoint={"every_steps": 1000, "keep_last": 1},
+    )
+    train(config, root / "run", verbose=0)
+    model = load_model_dir(root / "run")
+    exports = {}
+    if importlib.util.find_spec("ctranslate2") is not None:
+        for quantization in ("float32", "int8"):
+            exports[quantization] = export_ctranslate2(model, root / quantization, quantization)
+    sources = task["valid"][0].read_text().splitlines()
+    references = task["valid"][1].read_text().splitlines()
+    return {"model": model, "exports": exports, "sources": sources, "references": references}
+
+
+def _ours(trained, config):
+    from translator.inference import Translator
+
+    model = trained["model"]
+    return Translator(model.model, model.vocabulary, config).translate_n_best(trained["sources"])
+
+
+def _theirs(trained, config, quantization="float32"):
+    from translator.ctranslate2 import CTranslate2Decoder, engine_config, load_ctranslate2
+    from translator.inference import Translator
+
+    loaded = load_ctranslate2(trained["exports"][quantization])
+    translator = Translator(
+        None,
+        loaded.vocabulary,
+        engine_config(config),
+        max_source_length=1024,
+        decoder=CTranslate2Decoder(loaded, config),
+    )
+    return translator.translate_n_best(trained["sources"])
+
+
+def _compare(ours, theirs):
+    """(sentences with equal 1-best ids, largest score difference among those)."""
+    same = [(a[0], b[0]) for a, b in zip(ours, theirs, strict=True) if a[0].ids == b[0].ids]
+    return len(same), max(abs(a.score - b.score) for a, b in same)
+
+
+@needs_ctranslate2
+@pytest.mark.parametrize("length_penalty", [0.0, 0.6])
+def test_greedy_gives_exactly_our_ids_and_scores(trained, length_penalty):
+    config = SearchConfig(beam_size=1, length_penalty=length_penalty, length_penalty_form="power")
+    ours, theirs = _ours(trained, config), _theirs(trained, config)
+    same, score_gap = _compare(ours, theirs)
+    assert len(ours) >= 200 and same == len(ours)
+    assert score_gap < 1e-3
+    # Real translations, not hypotheses cut at the length limit.
+    exact = sum(h[0].text == r for h, r in zip(ours, trained["references"], strict=True))
+    assert exact / len(ours) > 0.5
+
+
+@needs_ctranslate2
+@pytest.mark.parametrize("length_penalty", [0.0, 0.6])
+def test_beam_with_the_top_beam_stop_gives_our_ids_and_scores(trained, length_penalty):
+    config = dataclasses.replace(TOP_BEAM, length_penalty=length_penalty, n_best=2)
+    ours, theirs = _ours(trained, config), _theirs(trained, config)
+    same, score_gap = _compare(ours, theirs)
+    assert same >= 0.95 * len(ours)
+    assert score_gap < 1e-3
+    assert all(len(h) == 2 for h in theirs)  # n-best maps too
+
+
+@needs_ctranslate2
+def test_int8_translates_close_to_float32(trained):
+    config = SearchConfig(beam_size=1)
+    full, int8 = _theirs(trained, config), _theirs(trained, config, "int8")
+    references = trained["references"]
+    exact = [
+        sum(h[0].text == r for h, r in zip(hypotheses, references, strict=True))
+        for hypotheses in (full, int8)
+    ]
+    assert exact[1] >= exact[0] - 0.05 * len(references), exact
+    agree = sum(a[0].ids == b[0].ids for a, b in zip(full, int8, strict=True))
+    assert agree >= 0.8 * len(full)
+
+
+ARCHITECTURES = {
+    "pre-norm, shared and tied": {},
+    "post-norm": {"norm_first": False},
+    "learned positions, GELU": {"position_encoding": "learned", "activation": "gelu"},
+    "SwiGLU, untied, separate tables": {
+        "activation": "swiglu",
+        "tie_output_projection": False,
+        "share_embeddings": False,
+        "layer_norm_epsilon": 0.01,  # far from CTranslate2's default, so it must be set
+    },
+}
+
+
+@needs_ctranslate2
+@pytest.mark.parametrize("name", ARCHITECTURES)
+def test_converted_model_scores_like_ours(trained, tmp_path, name):
+    """Teacher-forced log-probs of CTranslate2's model equal ours, architecture by architecture."""
+    import ctranslate2
+    import keras
+
+    from translator.artifacts import TrainedModel
+    from translator.config import TransformerConfig
+    from translator.ctranslate2 import export_ctranslate2
+    from translator.model import Transformer
+
+    vocabulary = trained["model"].vocabulary
+    keras.utils.set_random_seed(4)
+    config = TransformerConfig.preset(
+        "tiny", vocab_size=vocabulary.source_vocab_size, dropout=0.0, **ARCHITECTURES[name]
+    )
+    model = Transformer(config)
+    model.build()
+    for weight in model.weights:  # sharper attention and logits than at initialization, so
+        weight.assign(weight * 2.0)  # that a wrong layout cannot hide in near-uniform weights
+    export = export_ctranslate2(TrainedModel(model, vocabulary, {}, tmp_path), tmp_path / "ct2")
+
+    rng = np.random.default_rng(0)
+    sources = [[*rng.integers(4, 39, n), 3] for n in (3, 9, 5)]  # pieces + EOS
+    targets = [list(rng.integers(4, 39, n)) for n in (4, 2, 7)]  # before EOS
+    source_ids = np.zeros((3, 10), np.int32)
+    target_in = np.zeros((3, 8), np.int32)
+    for row, (source, target) in enumerate(zip(sources, targets, strict=True)):
+        source_ids[row, : len(source)] = source
+        target_in[row, : len(target) + 1] = [2, *target]  # BOS + target
+    logits = model((source_ids, target_in), training=False)
+    log_probs = np.asarray(keras.ops.log_softmax(logits, axis=-1))  # [3, 8, vocab]
+
+    engine = ctranslate2.Translator(str(export), device="cpu")
+    piece = vocabulary.source.id_to_piece
+    scored = engine.score_batch(
+        [[piece(int(i)) for i in s] for s in sources], [[piece(int(i)) for i in t] for t in targets]
+    )
+    for row, (target, result) in enumerate(zip(targets, scored, strict=True)):
+        labels = [*target, 3]  # the target, then EOS
+        expected = [log_probs[row, t, label] for t, label in enumerate(labels)]
+        np.testing.assert_allclose(result.log_probs, expected, rtol=1e-4, atol=1e-4, err_msg=name)
+
+
+@needs_ctranslate2
+def test_rotary_positions_fail_before_anything_is_written(trained, tmp_path):
+    from translator.artifacts import TrainedModel
+    from translator.config import TransformerConfig
+    from translator.ctranslate2 import export_ctranslate2
+    from translator.model import Transformer
+
+    vocabulary = trained["model"].vocabulary
+    config = TransformerConfig.preset(
+        "tiny", vocab_size=vocabulary.source_vocab_size, position_encoding="rotary"
+    )
+    model = Transformer(config)
+    model.build()
+    with pytest.raises(ConfigError, match="position_encoding 'rotary'"):
+        export_ctranslate2(TrainedModel(model, vocabulary, {}, tmp_path), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+@needs_ctranslate2
+def test_cli_export_then_translate_and_evaluate(trained, tmp_path, capsys):
+    """The CLI path: the export, then translate and evaluate with it, blank lines kept."""
+    import json
+
+    from translator.cli import main
+
+    run_dir = trained["model"].directory
+    out = tmp_path / "ct2"
+    export = ["export", "--format", "ctranslate2", "--model", str(run_dir), "--out", str(out)]
+    assert main(export) == 0
+    assert main(export) == 2  # an existing export is not replaced without --overwrite
+    lines = [*trained["sources"][:20], "", "   ", "\t", *trained["sources"][20:40]]
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(lines) + "\n")
+    search = ["--top-beam-stop", "--length-penalty-form", "power"]
+    outputs = {}
+    for engine, model in (("tensorflow", run_dir), ("ctranslate2", out)):
+        target = tmp_path / f"{engine}.txt"
+        args = ["translate", "--model", str(model), "-i", str(source), "-o", str(target), *search]
+        assert main(args) == 0
+        outputs[engine] = target.read_text().splitlines()
+    assert len(outputs["ctranslate2"]) == len(lines)
+    assert outputs["ctranslate2"][20:23] == ["", "", ""]
+    same = sum(a == b for a, b in zip(*outputs.values(), strict=True))
+    assert same >= 0.95 * len(lines)
+
+    # Default settings: CTranslate2 runs its own rules, and says so; the report records them.
+    reference = tmp_path / "ref.txt"
+    reference.write_text("\n".join(trained["references"][:40]) + "\n")
+    source.write_text("\n".join(trained["sources"][:40]) + "\n")
+    capsys.readouterr()
+    args = ["evaluate", "--model", str(out), "--src", str(source), "--ref", str(reference)]
+    assert main([*args, "--report", str(tmp_path / "report")]) == 0
+    assert "ctranslate2 runs its own stop" in capsys.readouterr().err
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert report["search"]["engine"] == "ctranslate2"
+    assert report["search"]["exact_stop"] is False
+    assert report["search"]["length_penalty_form"] == "power"
+
+
+def test_missing_package_is_one_clear_error(monkeypatch, tmp_path):
+    from translator.ctranslate2 import CTranslate2NotInstalledError, import_ctranslate2
+
+    monkeypatch.setitem(sys.modules, "ctranslate2", None)  # import fails as if absent
+    with pytest.raises(CTranslate2NotInstalledError, match=r"pip install -e \".\[ctranslate2\]\""):
+        import_ctranslate2()
