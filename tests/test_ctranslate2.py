@@ -132,6 +132,7 @@ ARCHITECTURES = {
     "pre-norm, shared and tied": {},
     "post-norm": {"norm_first": False},
     "learned positions, GELU": {"position_encoding": "learned", "activation": "gelu"},
+    "rotary positions": {"position_encoding": "rotary"},
     "SwiGLU, untied, separate tables": {
         "activation": "swiglu",
         "tie_output_projection": False,
@@ -186,21 +187,40 @@ def test_converted_model_scores_like_ours(trained, tmp_path, name):
         np.testing.assert_allclose(result.log_probs, expected, rtol=1e-4, atol=1e-4, err_msg=name)
 
 
-@needs_ctranslate2
-def test_rotary_positions_fail_before_anything_is_written(trained, tmp_path):
-    from translator.artifacts import TrainedModel
-    from translator.config import TransformerConfig
-    from translator.ctranslate2 import export_ctranslate2
-    from translator.model import Transformer
+def test_every_configurable_value_converts_and_is_checked_equal():
+    """The converter knows every activation and position encoding the config accepts, and
+    the equality test above covers each of them."""
+    from translator import config
+    from translator import ctranslate2 as converter
 
-    vocabulary = trained["model"].vocabulary
-    config = TransformerConfig.preset(
-        "tiny", vocab_size=vocabulary.source_vocab_size, position_encoding="rotary"
-    )
-    model = Transformer(config)
-    model.build()
-    with pytest.raises(ConfigError, match="position_encoding 'rotary'"):
-        export_ctranslate2(TrainedModel(model, vocabulary, {}, tmp_path), tmp_path / "out")
+    assert set(config.ACTIVATIONS) == set(converter.ACTIVATIONS)
+    assert set(config.POSITION_ENCODINGS) == set(converter.POSITION_ENCODINGS)
+    fields = [_tiny_defaults() | fields for fields in ARCHITECTURES.values()]
+    assert {f["activation"] for f in fields} == set(config.ACTIVATIONS)
+    assert {f["position_encoding"] for f in fields} == set(config.POSITION_ENCODINGS)
+    assert {f["norm_first"] for f in fields} == {True, False}
+
+
+def _tiny_defaults() -> dict:
+    from translator.config import TransformerConfig
+
+    return TransformerConfig.preset("tiny", vocab_size=39).to_dict()
+
+
+@needs_ctranslate2
+def test_a_value_the_converter_lacks_fails_before_anything_is_written(trained, tmp_path):
+    from translator.ctranslate2 import export_ctranslate2
+
+    model = trained["model"]
+    config = model.model.config
+    unknown = dataclasses.replace(config)
+    object.__setattr__(unknown, "activation", "geglu")  # as if the config learned a new one
+    model.model.config = unknown
+    try:
+        with pytest.raises(ConfigError, match="activation 'geglu' has no CTranslate2"):
+            export_ctranslate2(model, tmp_path / "out")
+    finally:
+        model.model.config = config
     assert not (tmp_path / "out").exists()
 
 

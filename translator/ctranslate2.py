@@ -42,7 +42,7 @@ import numpy as np
 
 from translator.artifacts import VOCAB_DIR, ModelDirError
 from translator.config import TransformerConfig
-from translator.constants import BOS_PIECE, EOS_ID, EOS_PIECE, PAD_ID, PAD_PIECE, UNK_PIECE
+from translator.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from translator.errors import ConfigError, TranslatorError
 from translator.io import atomic_directory
 from translator.search.config import SearchConfig
@@ -77,18 +77,30 @@ def import_ctranslate2():
 # ---- Export ------------------------------------------------------------------------
 
 
-def check_convertible(config: TransformerConfig) -> None:
-    """Raises `ConfigError` naming the first field CTranslate2 cannot express.
+# Our feed-forward activations as CTranslate2's (`common_spec.Activation` names) and
+# whether the unit is gated. Keras' gelu is the tanh approximation.
+ACTIVATIONS = {"relu": ("RELU", False), "gelu": ("GELUTanh", False), "swiglu": ("SWISH", True)}
+# Position encodings the converter writes: a table for the absolute ones, CTranslate2's
+# rotary embeddings (non-interleaved halves, our layout) for RoPE.
+POSITION_ENCODINGS = ("sinusoidal", "learned", "rotary")
 
-    Everything else converts: pre/post-norm, shared and tied embeddings, ReLU, GELU
-    (tanh approximation, Keras' default) and SwiGLU, sinusoidal and learned positions,
-    the sqrt(d_model) embedding scale, the LayerNorm epsilon.
+
+def check_convertible(config: TransformerConfig) -> None:
+    """Raises `ConfigError` naming the first field the converter cannot express.
+
+    Every value `TransformerConfig` accepts today converts: pre/post-norm, shared and
+    tied embeddings, ReLU, GELU and SwiGLU, sinusoidal, learned and rotary positions, the
+    sqrt(d_model) embedding scale, the LayerNorm epsilon. A value added to the config
+    later fails here, before anything is written, until the converter learns it.
     """
-    if config.position_encoding == "rotary":
-        raise ConfigError(
-            "cannot export to CTranslate2: position_encoding 'rotary' (its encoder has no "
-            "rotary embeddings); sinusoidal and learned positions convert"
-        )
+    convertible = {"activation": tuple(ACTIVATIONS), "position_encoding": POSITION_ENCODINGS}
+    for field, values in convertible.items():
+        value = getattr(config, field)
+        if value not in values:
+            raise ConfigError(
+                f"cannot export to CTranslate2: {field} {value!r} has no CTranslate2 "
+                f"equivalent in this converter (it converts {', '.join(values)})"
+            )
 
 
 def export_ctranslate2(trained: Any, out: str | Path, quantization: str = "float32") -> Path:
@@ -152,12 +164,15 @@ def transformer_spec(model: Any, vocabulary: Any) -> Any:
     from ctranslate2.specs import transformer_spec as specs
 
     config = model.config
-    activation, glu = {
-        "relu": (common_spec.Activation.RELU, False),
-        "gelu": (common_spec.Activation.GELUTanh, False),  # keras.ops.gelu approximates
-        "swiglu": (common_spec.Activation.SWISH, True),
-    }[config.activation]
-    common = dict(pre_norm=config.norm_first, activation=activation, ffn_glu=glu)
+    activation, glu = ACTIVATIONS[config.activation]
+    common = dict(
+        pre_norm=config.norm_first,
+        activation=getattr(common_spec.Activation, activation),
+        ffn_glu=glu,
+    )
+    if config.position_encoding == "rotary":  # all of each head, halves rotated together
+        rotary = model.encoder_blocks[0].self_attention.rotary
+        common.update(rotary_dim=0, rotary_interleave=False, rotary_base=rotary.max_wavelength)
     encoder = specs.TransformerEncoderSpec(config.num_encoder_layers, config.num_heads, **common)
     decoder = specs.TransformerDecoderSpec(config.num_decoder_layers, config.num_heads, **common)
     spec = specs.TransformerSpec(encoder, decoder)
@@ -182,8 +197,10 @@ def transformer_spec(model: Any, vocabulary: Any) -> Any:
 
     spec.register_source_vocabulary(_pieces(vocabulary.source))
     spec.register_target_vocabulary(_pieces(vocabulary.target))
-    spec.config.unk_token, spec.config.bos_token = UNK_PIECE, BOS_PIECE
-    spec.config.eos_token, spec.config.decoder_start_token = EOS_PIECE, BOS_PIECE
+    # The special pieces by our special ids, as this vocabulary spells them.
+    unk, bos, eos = (vocabulary.target.id_to_piece(i) for i in (UNK_ID, BOS_ID, EOS_ID))
+    spec.config.unk_token, spec.config.bos_token = unk, bos
+    spec.config.eos_token, spec.config.decoder_start_token = eos, bos
     spec.config.add_source_eos = False  # our sources already end with EOS
     return spec
 
@@ -272,9 +289,7 @@ def _set_feed_forward(spec, feed_forward, norm) -> None:
 
 def _pieces(tokenizer) -> list[str]:
     """The pieces of a SentencePiece tokenizer, by id (CTranslate2 works on pieces)."""
-    pieces = [tokenizer.id_to_piece(i) for i in range(tokenizer.vocab_size)]
-    pieces[PAD_ID] = PAD_PIECE  # SentencePiece may call it otherwise; never generated
-    return pieces
+    return [tokenizer.id_to_piece(i) for i in range(tokenizer.vocab_size)]
 
 
 # ---- Decoding ----------------------------------------------------------------------
@@ -388,6 +403,7 @@ class CTranslate2Decoder:
         self._source_pieces = _pieces(model.vocabulary.source)
         target = _pieces(model.vocabulary.target)
         self._target_ids = {piece: i for i, piece in enumerate(target)}
+        self._pad, self._bos, self._eos = (target[i] for i in (PAD_ID, BOS_ID, EOS_ID))
 
     def __call__(self, source_ids) -> Any:
         """Translates int32 `[batch, width]` sources (EOS ended, 0 = padding).
@@ -435,7 +451,7 @@ class CTranslate2Decoder:
         if masked:
             masks = dict(
                 min_decoding_length=config.min_length,
-                suppress_sequences=[[PAD_PIECE], [BOS_PIECE]],
+                suppress_sequences=[[self._pad], [self._bos]],
             )
         return self.model.engine.translate_batch(
             sources,
@@ -453,9 +469,9 @@ class CTranslate2Decoder:
         """True if no hypothesis has PAD or BOS, or ends before `min_length` tokens."""
         shortest = self.config.min_length + 1  # tokens before EOS, then EOS
         return all(
-            PAD_PIECE not in pieces
-            and BOS_PIECE not in pieces
-            and (len(pieces) >= shortest or pieces[-1:] != [EOS_PIECE])
+            self._pad not in pieces
+            and self._bos not in pieces
+            and (len(pieces) >= shortest or pieces[-1:] != [self._eos])
             for pieces in hypotheses
         )
 
