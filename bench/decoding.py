@@ -83,17 +83,12 @@ from bench.pipeline import find_data
 from bench.results import (
     RESULTS_PATH,
     TEMPLATES,
+    bind_template,
     command_line,
     machine_summary,
     report_target,
     today,
     update_section,
-)
-from bench.results import (
-    render as render_template,
-)
-from bench.results import (
-    template_parts as results_template_parts,
 )
 
 TEST_FILE = "test_2016_flickr.en.gz"
@@ -103,6 +98,7 @@ TEST_FILE = "test_2016_flickr.en.gz"
 BATCH_TOKENS = 640
 # The words of the section, filled in by `render`.
 TEMPLATE = TEMPLATES / "decoding.md"
+template_parts, render = bind_template(TEMPLATE)
 VOCAB_SIZE = 8000
 PIECES_PER_WORD = 1.23  # English, 8k joint unigram vocabulary of the Multi30k recipe
 BEAM_GOAL = 750  # target tokens/s with beam 4, this model shape, this 2-core CPU
@@ -809,16 +805,6 @@ def section_markdown(
         machine=machine_summary(),
         load=load,
     )
-
-
-def template_parts() -> dict[str, str]:
-    """{name: text} of this benchmark's template parts."""
-    return results_template_parts(TEMPLATE)
-
-
-def render(part: str, **figures) -> str:
-    """This benchmark's template `part`, filled from `figures`."""
-    return render_template(TEMPLATE, part, **figures)
 
 
 if __name__ == "__main__":

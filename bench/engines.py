@@ -34,15 +34,16 @@ if __package__ in (None, ""):  # run as `python bench/engines.py`
 from bench.pipeline import find_data
 from bench.results import (
     TEMPLATES,
+    bind_template,
     command_line,
     machine_summary,
-    render,
     report_target,
     today,
     update_section,
 )
 
 TEMPLATE = TEMPLATES / "engines.md"
+template_parts, render = bind_template(TEMPLATE)
 SOURCE, REFERENCE = "test_2016_flickr.en.gz", "test_2016_flickr.de.gz"
 # Ours over CTranslate2 float32, beam 4, target tokens/s (issue 16).
 RATIO_GOAL = 0.7
@@ -212,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         if row.compared_with:
             pairs = zip(row.texts, by_name[row.compared_with].texts, strict=True)
             row.same = sum(a == b for a, b in pairs) / len(row.texts)
-    print(render(TEMPLATE, "table-head") + "\n" + "\n".join(table_row(r) for r in table))
+    print(render("table-head") + "\n" + "\n".join(table_row(r) for r in table))
 
     theirs = by_name["CTranslate2 float32, beam 4"]
     ours = max(
@@ -231,7 +232,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.write:
         section = render(
-            TEMPLATE,
             "section",
             sentences=len(sources),
             model=str(model_dir),
@@ -261,7 +261,7 @@ def table_row(row: Row) -> str:
     """The table row of one engine and search."""
     same = "" if row.same is None else f"{row.same:.1%} of `{row.compared_with}`"
     figures = dict(name=row.name, rate=row.rate, bleu=row.bleu, seconds=row.seconds, same=same)
-    return render(TEMPLATE, "table-row", **figures)
+    return render("table-row", **figures)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,9 @@ vocabulary file converted from the same model by its own `onmt-build-vocab`. Eac
 trains ours (`translator train`, the default precision `auto`) and then the peer for the
 same minutes; each side's target tokens/s is what its own training log reports, the first
 report of a run (graph tracing) left out. The ratio is over the rounds' means.
+
+The section's words are in bench/templates/peers.md; this module measures the figures and
+fills them in.
 """
 
 from __future__ import annotations
@@ -37,9 +40,20 @@ if __package__ in (None, ""):  # run as `python bench/peers.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.pipeline import find_data
-from bench.results import command_line, machine_summary, report_target, today, update_section
+from bench.results import (
+    TEMPLATES,
+    bind_template,
+    command_line,
+    machine_summary,
+    report_target,
+    today,
+    update_section,
+)
 
 TARGET_RATIO = 1.5
+# The words of the section, filled in by `render`.
+TEMPLATE = TEMPLATES / "peers.md"
+template_parts, render = bind_template(TEMPLATE)
 PEER_PACKAGES = ("OpenNMT-tf==2.32.0", "tensorflow-cpu==2.13.*")
 DEFAULT_WORKDIR = Path("runs/bench-peers")
 VOCAB_SIZE = 8000
@@ -351,35 +365,39 @@ def main(argv: list[str] | None = None) -> int:
 def peers_markdown(
     ours: list[dict], peer: list[dict], ratio: float, minutes: float, seconds: float
 ) -> str:
-    """The RESULTS.md section."""
-    ours_mean = statistics.mean(o["tokens_per_second"] for o in ours)
-    peer_mean = statistics.mean(p["tokens_per_second"] for p in peer)
-    verdict = "meets" if ratio >= TARGET_RATIO else f"misses ({ratio:.2f}x)"
+    """The RESULTS.md section: the template filled with this run's figures."""
     rows = [
-        f"| {index + 1} | {o['tokens_per_second']:,.0f} ({o['reports']} reports, "
-        f"{o['precision']}) | {p['tokens_per_second']:,.0f} ({p['reports']} reports) | "
-        f"{o['tokens_per_second'] / p['tokens_per_second']:.2f}x |"
+        render(
+            "round-row",
+            round=index + 1,
+            ours=o["tokens_per_second"],
+            ours_reports=o["reports"],
+            precision=o["precision"],
+            peer=p["tokens_per_second"],
+            peer_reports=p["reports"],
+            ratio=o["tokens_per_second"] / p["tokens_per_second"],
+        )
         for index, (o, p) in enumerate(zip(ours, peer, strict=True))
     ]
-    return f"""## Training speed against OpenNMT-tf (`bench/peers.py`)
-
-The comparison shape (3+3 layers, d_model 256, 4 heads, FFN 1024, joint 8,000-piece
-SentencePiece vocabulary, {BATCH_TOKENS:,}-token batches, at most {MAX_LENGTH} pieces) on
-Multi30k EN-DE; `translator train` (precision `auto`) and OpenNMT-tf 2.32 (TensorFlow 2.13,
-installed by the benchmark in its own environment, float32: it has no mixed precision on a
-CPU) alternate, {minutes:g} minutes each per round, on the same pieces. Target tokens/s as
-each side's own training log reports it (the first report left out). Goal: >=
-{TARGET_RATIO}x: **{verdict}**.
-
-| round | ours (target tok/s) | OpenNMT-tf (target tok/s) | ratio |
-|---|---|---|---|
-{chr(10).join(rows)}
-| **mean** | **{ours_mean:,.0f}** | **{peer_mean:,.0f}** | **{ratio:.2f}x** |
-
-- Command: `{command_line()}` ({seconds / 60:.0f} min)
-- Date: {today()}
-- Machine: {machine_summary()}
-"""
+    verdict = render("verdict-meets" if ratio >= TARGET_RATIO else "verdict-misses", ratio=ratio)
+    section = render(
+        "section",
+        vocab_size=VOCAB_SIZE,
+        batch_tokens=BATCH_TOKENS,
+        max_length=MAX_LENGTH,
+        minutes=minutes,
+        target_ratio=TARGET_RATIO,
+        verdict=verdict,
+        rows="\n".join(rows),
+        ours_mean=statistics.mean(o["tokens_per_second"] for o in ours),
+        peer_mean=statistics.mean(p["tokens_per_second"] for p in peer),
+        ratio=ratio,
+        command=command_line(),
+        wall_minutes=seconds / 60,
+        date=today(),
+        machine=machine_summary(),
+    )
+    return section + "\n"
 
 
 if __name__ == "__main__":

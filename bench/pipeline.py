@@ -15,6 +15,9 @@ is over the later epochs. The one-off validation and counting pass of `make_data
 Data: --data, else $TRANSLATOR_DATA_MIRROR (or its multi30k/ subdirectory), else
 <repo>/../shared/data/multi30k. Vocabulary: --vocab, else a joint 8,000-id unigram model
 is trained into a temporary directory first (timed as well).
+
+The section's words are in bench/templates/pipeline.md; this module measures the figures
+and fills them in.
 """
 
 from __future__ import annotations
@@ -29,9 +32,20 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as `python bench/pipeline.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.results import command_line, machine_summary, report_target, today, update_section
+from bench.results import (
+    TEMPLATES,
+    bind_template,
+    command_line,
+    machine_summary,
+    report_target,
+    today,
+    update_section,
+)
 
 REPO = Path(__file__).resolve().parents[1]
+# The words of the section, filled in by `render`.
+TEMPLATE = TEMPLATES / "pipeline.md"
+template_parts, render = bind_template(TEMPLATE)
 TRAINING_RATE = 5_400  # target tokens/s a training step was set to consume (issue 4's goal)
 REQUIRED_RATIO = 20
 
@@ -140,17 +154,12 @@ def main(argv: list[str] | None = None) -> int:
             )
             assert pairs == stats.kept and target_tokens == stats.target_tokens  # exactly once
 
-    steady = epochs[1:]
-    steady_seconds = sum(e[0] for e in steady)
-    rate = sum(e[1] for e in steady) / steady_seconds
-    source_rate = sum(e[2] for e in steady) / steady_seconds
-    first_rate = epochs[0][1] / epochs[0][0]
-    fill = epochs[0][1] / epochs[0][3]
-    ratio = rate / TRAINING_RATE
+    figures = steady_state(epochs)
+    rate, ratio = figures["rate"], figures["ratio"]
     verdict = "meets" if ratio >= REQUIRED_RATIO else "MISSES"
     print(
         f"steady state (epochs 2-{args.epochs}): {rate:,.0f} target tok/s "
-        f"({source_rate:,.0f} source tok/s) = {ratio:.1f}x the training rate of "
+        f"({figures['source_rate']:,.0f} source tok/s) = {ratio:.1f}x the training rate of "
         f"{TRAINING_RATE:,} target tok/s; {verdict} the {REQUIRED_RATIO}x target "
         f"({REQUIRED_RATIO * TRAINING_RATE:,} tok/s)"
     )
@@ -158,46 +167,85 @@ def main(argv: list[str] | None = None) -> int:
     report_target("pipeline target tokens/s over the training goal", ratio, REQUIRED_RATIO, "x")
 
     if args.write:
-        vocab_line = f"- Vocabulary: joint unigram, {vocabulary.target_vocab_size:,} ids" + (
-            f", trained in {vocab_seconds:.1f} s"
-            if vocab_seconds is not None
-            else f" ({args.vocab})"
+        markdown = section_markdown(
+            args, config, vocabulary.target_vocab_size, vocab_seconds, epochs, setup_seconds, load
         )
-        goal, goal_x = REQUIRED_RATIO * TRAINING_RATE, f"{REQUIRED_RATIO}x"
-        settings = (
-            f"PipelineConfig(batch_tokens={config.batch_tokens}, "
-            f"bucket_width={config.bucket_width}, max_source_length={config.max_source_length}, "
-            f"max_target_length={config.max_target_length}, "
-            f"shuffle_buffer_size={config.shuffle_buffer_size})"
-        )
-        markdown = f"""
-## Input pipeline (`bench/pipeline.py`)
-
-Target tokens per second delivered by `make_dataset(..., training=True)` on the Multi30k
-training set (29,000 pairs), read from gzip, tokenized in-graph, shuffled, bucketed and
-padded, counted in Python as the batches arrive. Goal: at least {REQUIRED_RATIO}x the
-training step's consumption of {TRAINING_RATE:,} target tok/s, i.e. {goal:,} target tok/s.
-
-| figure | value |
-|---|---|
-| **steady state, target tokens/s** (epochs 2-{args.epochs}) | **{rate:,.0f}** |
-| ratio to the training rate ({TRAINING_RATE:,} tok/s) | **{ratio:.1f}x** ({verdict} {goal_x}) |
-| steady state, source tokens/s | {source_rate:,.0f} |
-| epoch 1 (cold iterator), target tokens/s | {first_rate:,.0f} |
-| target tokens per epoch (labels, EOS included) | {epochs[0][1]:,} in {epochs[0][4]} batches |
-| real / padded target positions | {fill:.1%} |
-| `make_dataset` setup (validation + counting pass, once) | {setup_seconds:.2f} s |
-
-- Settings: `{settings}`
-{vocab_line}
-- Command: `{command_line()}`
-- Date: {today()}
-- Machine: {machine_summary()}; load average {load} at the start (other processes
-  sharing the cores lower the figure)
-"""
         path = update_section("pipeline", markdown)
         print(f"wrote the pipeline section of {path}")
     return 0
+
+
+def steady_state(epochs: list[tuple]) -> dict[str, float]:
+    """The run's figures from its epochs.
+
+    Args:
+        epochs: Per epoch (seconds, target tokens, source tokens, padded target positions,
+            batches, pairs); the first is the warm-up.
+
+    Returns:
+        Target and source tokens/s of the later epochs (`rate`, `source_rate`), the first
+        epoch's target tokens/s (`first_rate`), its share of real target positions
+        (`fill`) and `rate` over the training rate (`ratio`).
+    """
+    steady = epochs[1:]
+    steady_seconds = sum(e[0] for e in steady)
+    rate = sum(e[1] for e in steady) / steady_seconds
+    return {
+        "rate": rate,
+        "source_rate": sum(e[2] for e in steady) / steady_seconds,
+        "first_rate": epochs[0][1] / epochs[0][0],
+        "fill": epochs[0][1] / epochs[0][3],
+        "ratio": rate / TRAINING_RATE,
+    }
+
+
+def section_markdown(
+    args,
+    config,
+    vocab_size: int,
+    vocab_seconds: float | None,
+    epochs: list[tuple],
+    setup_seconds: float,
+    load: str,
+) -> str:
+    """The RESULTS.md section: the template filled with this run's figures.
+
+    Args:
+        args: The options (`epochs`, `vocab`).
+        config: The `PipelineConfig` measured.
+        vocab_size: Target ids of the vocabulary.
+        vocab_seconds: Seconds the vocabulary took to train, None if --vocab gave it.
+        epochs: Per epoch, as `steady_state` takes them.
+        setup_seconds: Seconds of `make_dataset`'s validation and counting pass.
+        load: The load average at the start.
+    """
+    figures = steady_state(epochs)
+    if vocab_seconds is not None:
+        vocabulary = render("vocabulary-trained", vocab_size=vocab_size, seconds=vocab_seconds)
+    else:
+        vocabulary = render("vocabulary-given", vocab_size=vocab_size, directory=args.vocab)
+    return render(
+        "section",
+        **figures,
+        required_ratio=REQUIRED_RATIO,
+        training_rate=TRAINING_RATE,
+        goal=REQUIRED_RATIO * TRAINING_RATE,
+        epochs=args.epochs,
+        verdict="meets" if figures["ratio"] >= REQUIRED_RATIO else "MISSES",
+        epoch_tokens=epochs[0][1],
+        epoch_batches=epochs[0][4],
+        setup_seconds=setup_seconds,
+        batch_tokens=config.batch_tokens,
+        bucket_width=config.bucket_width,
+        max_source_length=config.max_source_length,
+        max_target_length=config.max_target_length,
+        shuffle_buffer_size=config.shuffle_buffer_size,
+        vocabulary=vocabulary,
+        command=command_line(),
+        date=today(),
+        machine=machine_summary(),
+        load=load,
+    )
 
 
 if __name__ == "__main__":

@@ -14,6 +14,9 @@ curve of the 60-minute run. The 60-minute recipe works in `--workdir`, the other
 it (`WORKDIR-5min`, `WORKDIR-15min`); a work directory that already holds a finished
 run is reported on as it is (the recipe skips the stages already done), so the hours are
 not spent twice.
+
+The section's words are in bench/templates/quality.md; this module reads the runs'
+figures and fills them in.
 """
 
 from __future__ import annotations
@@ -31,11 +34,22 @@ if __package__ in (None, ""):  # run as `python bench/quality.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.pipeline import find_data
-from bench.results import command_line, machine_summary, report_target, today, update_section
+from bench.results import (
+    TEMPLATES,
+    bind_template,
+    command_line,
+    machine_summary,
+    report_target,
+    today,
+    update_section,
+)
 
 # Test BLEU (cased sacreBLEU, beam 4) each budget's recipe must reach.
 TARGETS = {5.0: 25.0, 15.0: 32.0, 60.0: 38.0}
 FULL_MINUTES = 60.0  # the published run; decoding and serving measure its model
+# The words of the section, filled in by `render`.
+TEMPLATE = TEMPLATES / "quality.md"
+template_parts, render = bind_template(TEMPLATE)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -183,52 +197,51 @@ def main(argv: list[str] | None = None) -> int:
 
 def quality_markdown(runs: list[BudgetRun]) -> str:
     """The RESULTS.md section: one row per budget, then the longest run in detail."""
-    rows = []
-    for run in runs:
-        scores, metadata = run.report["scores"], run.metadata
-        goal = TARGETS.get(run.minutes)
-        verdict = "" if goal is None else ("meets" if run.bleu >= goal else "misses")
-        greedy = run.greedy["scores"]["bleu"]["score"] if run.greedy else None
-        rows.append(
-            f"| {run.minutes:g} min | **{run.bleu:.2f}** | {_goal(goal)} {verdict} | "
-            f"{scores['chrf']['score']:.2f} | {scores['ter']['score']:.2f} | "
-            f"{_rounded(greedy)} | {_rounded(metadata.get('best_validation_bleu'))} | "
-            f"{metadata.get('step', 0):,} | {_tokens(metadata.get('target_tokens'))} | "
-            f"{_setting(metadata.get('config', {}))} |"
-        )
     longest = max(runs, key=lambda run: run.minutes)
     scores, search = longest.report["scores"], longest.report["search"]
     missed = [run for run in runs if TARGETS.get(run.minutes) and run.bleu < TARGETS[run.minutes]]
-    gaps = "".join(f"\n- {gap_analysis(run)}" for run in missed)
-    commands = "; ".join(
-        f"`{' '.join(run.command[2:])}` ({run.wall_minutes:.1f} min)" for run in runs
+    section = render(
+        "section",
+        beam_size=search.get("beam_size"),
+        sentences=longest.report["sentences"],
+        signature=scores["bleu"]["signature"],
+        rows="\n".join(budget_row(run) for run in runs),
+        chosen_by=chosen_by(runs),
+        longest=longest.minutes,
+        curve=_curve(longest.history),
+        search=json.dumps(search),
+        length_ratio=longest.report["length"]["ratio"],
+        why_missed="".join(gap_analysis(run) + "\n" for run in missed),
+        command=command_line(),
+        commands="; ".join(
+            render("command-run", command=" ".join(run.command[2:]), wall_minutes=run.wall_minutes)
+            for run in runs
+        ),
+        date=today(),
+        machine=machine_summary(),
     )
-    return f"""## Time to quality (`bench/quality.py`)
-
-`translator recipe --minutes M` for each budget: the setting chosen for that budget on
-validation BLEU (`training/budgets.py`), M minutes of wall time of training on this machine,
-then beam {search.get("beam_size")} on Multi30k test_2016_flickr
-({longest.report["sentences"]} sentences) EN->DE, scored by sacreBLEU on the detokenized output
-(`{scores["bleu"]["signature"]}`). Validation BLEU is greedy, on val (what chose the settings).
-
-{HEADER}
-{chr(10).join(rows)}
-
-{chosen_by(runs)}
-- Validation curve of the {longest.minutes:g}-minute run (greedy BLEU at each validation):
-  {_curve(longest.history)}.
-- Search of the test translations: {json.dumps(search)}; length ratio
-  {longest.report["length"]["ratio"]:.3f} ({longest.minutes:g} minutes).{gaps}
-- Commands: `{command_line()}` ran {commands}
-- Date: {today()}
-- Machine: {machine_summary()}
-"""
+    return section + "\n"
 
 
-HEADER = (
-    "| budget | test BLEU | target | chrF2 | TER | test BLEU, greedy | val BLEU, greedy "
-    "| updates | target tokens | setting |\n|---|---|---|---|---|---|---|---|---|---|"
-)
+def budget_row(run: BudgetRun) -> str:
+    """The table row of one budget: its test scores, target, updates and setting."""
+    scores, metadata = run.report["scores"], run.metadata
+    goal = TARGETS.get(run.minutes)
+    greedy = run.greedy["scores"]["bleu"]["score"] if run.greedy else None
+    return render(
+        "budget-row",
+        minutes=run.minutes,
+        bleu=run.bleu,
+        goal="" if goal is None else render("goal", goal=goal),
+        verdict="" if goal is None else ("meets" if run.bleu >= goal else "misses"),
+        chrf=scores["chrf"]["score"],
+        ter=scores["ter"]["score"],
+        greedy_bleu=_rounded(greedy),
+        validation_bleu=_rounded(metadata.get("best_validation_bleu")),
+        updates=metadata.get("step", 0),
+        target_tokens=_tokens(metadata.get("target_tokens")),
+        setting=_setting(metadata.get("config", {})),
+    )
 
 
 def chosen_by(runs: list[BudgetRun]) -> str:
@@ -236,34 +249,37 @@ def chosen_by(runs: list[BudgetRun]) -> str:
     from training.budgets import setting_for
 
     return "\n".join(
-        f"- {run.minutes:g} minutes trains {setting_for(run.minutes).describe()}, chosen by "
-        f"{setting_for(run.minutes).chosen_by}."
+        render(
+            "chosen-by",
+            minutes=run.minutes,
+            setting=setting_for(run.minutes).describe(),
+            chosen_by=setting_for(run.minutes).chosen_by,
+        )
         for run in runs
     )
 
 
-def _goal(goal: float | None) -> str:
-    return "" if goal is None else f">= {goal:g}"
-
-
 def _tokens(count: int | None) -> str:
-    return "n/a" if count is None else f"{count / 1e6:.1f}M"
+    return render("not-available") if count is None else render("tokens", millions=count / 1e6)
 
 
 def _setting(config: dict) -> str:
     model, optimizer = config.get("model", {}), config.get("optimizer", {})
     overrides = model.get("overrides", {})
-    shape = ", ".join(f"{key} {value}" for key, value in overrides.items())
-    rate = (
-        f"peak lr {optimizer.get('peak_learning_rate')}"
-        if optimizer.get("schedule") == "budgeted"
-        else f"inverse sqrt, warmup {optimizer.get('warmup_steps')}"
+    shape = ", ".join(
+        render("setting-override", key=key, value=value) for key, value in overrides.items()
     )
-    return f"{model.get('preset', '?')} ({shape}); {rate}"
+    rate = (
+        render("rate-budgeted", peak=optimizer.get("peak_learning_rate"))
+        if optimizer.get("schedule") == "budgeted"
+        else render("rate-inverse-sqrt", warmup=optimizer.get("warmup_steps"))
+    )
+    return render("setting", preset=model.get("preset", "?"), shape=shape, rate=rate)
 
 
 def _curve(history: list[tuple[int, float]]) -> str:
-    return ", ".join(f"{value:.2f} at {step:,}" for step, value in history) or "not recorded"
+    points = [render("curve-point", bleu=value, step=step) for step, value in history]
+    return ", ".join(points) or render("curve-not-recorded")
 
 
 def validation_history(run_dir: Path, metadata: dict) -> list[tuple[int, float]]:
@@ -291,30 +307,26 @@ def validation_history(run_dir: Path, metadata: dict) -> list[tuple[int, float]]
 
 
 def gap_analysis(run: BudgetRun) -> str:
-    """A sentence on what the validation curve says about a missed target."""
+    """The bullet on what the validation curve says about a missed target."""
     goal, history, metadata = TARGETS[run.minutes], run.history, run.metadata
-    text = (
-        f"**Why the {run.minutes:g}-minute recipe misses by {goal - run.bleu:.1f} BLEU.** "
-        f"It got {metadata.get('step', 0):,} updates; validation BLEU (greedy): "
-        f"{_curve(history)}. "
-    )
     if len(history) < 2:
-        text += "It validated once, at the end (the budget goes to updates)."
+        trend = "trend-validated-once"
     elif history[-1][1] > history[-2][1] + 0.5:
-        text += (
-            "It was still rising at the end: more updates per minute (the training step's "
-            "speed) is what would close the gap."
-        )
+        trend = "trend-rising"
     else:
-        text += (
-            "It had flattened by the end: more updates alone would not close the gap; the "
-            "setting (model size, regularization, schedule) is what to change."
-        )
-    return text
+        trend = "trend-flat"
+    return render(
+        "why-misses",
+        minutes=run.minutes,
+        gap=goal - run.bleu,
+        updates=metadata.get("step", 0),
+        curve=_curve(history),
+        trend=render(trend),
+    )
 
 
 def _rounded(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.2f}"
+    return render("not-available") if value is None else render("score", value=value)
 
 
 if __name__ == "__main__":

@@ -164,3 +164,19 @@ def template_parts(path: str | os.PathLike[str]) -> dict[str, str]:
 def render(path: str | os.PathLike[str], part: str, **figures) -> str:
     """The template's `part` with its fields filled from `figures` (str.format_map)."""
     return template_parts(path)[part].format_map(figures)
+
+
+def bind_template(path: str | os.PathLike[str]):
+    """`(template_parts, render)` of one benchmark's template, its path bound.
+
+    A benchmark module writes `template_parts, render = bind_template(TEMPLATE)` and then
+    `render("part", **figures)`.
+    """
+
+    def parts() -> dict[str, str]:
+        return template_parts(path)
+
+    def fill(part: str, **figures) -> str:
+        return render(path, part, **figures)
+
+    return parts, fill

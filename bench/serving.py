@@ -19,6 +19,9 @@ weights and a joint 8,000-piece vocabulary trained on Multi30k; random weights n
 choose EOS, so every translation runs to the length limit (1.2 x source + 10 tokens), a
 pessimistic cost per sentence. `--model` exports a trained model instead. The export
 uses beam 4 and length penalty 0.6, like `translator translate`'s defaults.
+
+The section's words are in bench/templates/serving.md; this module measures the figures
+and fills them in.
 """
 
 from __future__ import annotations
@@ -44,8 +47,19 @@ if __package__ in (None, ""):  # run as `python bench/serving.py`
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from bench.pipeline import find_data
-from bench.results import command_line, machine_summary, report_target, today, update_section
+from bench.results import (
+    TEMPLATES,
+    bind_template,
+    command_line,
+    machine_summary,
+    report_target,
+    today,
+    update_section,
+)
 
+# The words of the section, filled in by `render`.
+TEMPLATE = TEMPLATES / "serving.md"
+template_parts, render = bind_template(TEMPLATE)
 REQUIRED_RATIO = 4.0
 CLIENTS = 16
 PREDICT = "/v1/models/translator:predict"
@@ -254,7 +268,7 @@ def build_export(args: argparse.Namespace, data: Path, scratch: Path) -> tuple[P
         started = time.perf_counter()
         version = export_model(args.model, scratch / "export", config)
         print(f"exported {args.model} in {time.perf_counter() - started:.1f} s")
-        return version.parent, f"trained model `{args.model}`"
+        return version.parent, render("model-trained", model=args.model)
 
     import keras
 
@@ -283,10 +297,11 @@ def build_export(args: argparse.Namespace, data: Path, scratch: Path) -> tuple[P
     print(
         f"vocabulary, random `{preset}` model and export in {time.perf_counter() - started:.1f} s"
     )
-    params = f"{model.count_params() / 1e6:.1f}M parameters"
-    return version.parent, (
-        f"`{preset}` preset with random weights ({params}), joint {vocab_size:,}-piece vocabulary"
+    parameters = model.count_params() / 1e6
+    description = render(
+        "model-random", preset=preset, parameters=parameters, vocab_size=vocab_size
     )
+    return version.parent, description
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -330,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-serving-") as scratch_name:
         scratch = Path(scratch_name)
         if args.export:
-            export_base, model_note = Path(args.export), f"export `{args.export}`"
+            export_base, model_note = Path(args.export), render("model-export", export=args.export)
         else:
             export_base, model_note = build_export(args, data, scratch)
         batching = ("--max-batch-size", str(MAX_BATCH_SIZE), "--batch-timeout-micros")
@@ -351,17 +366,13 @@ def main(argv: list[str] | None = None) -> int:
 
         ceiling = None if args.short else model_ceiling(export_base, sentences, rounds)
 
-    on, off = modes["on"], modes["off"]
-    ratio = on[CLIENTS]["throughput"] / off[CLIENTS]["throughput"]
-    one_client = on[1]["throughput"] / off[1]["throughput"]
-    same = sum(
-        on[1]["translations"][i] == off[1]["translations"][i] for i in off[1]["translations"]
-    )
+    figures = comparison(modes)
+    ratio = figures["ratio"]
     verdict = "meets" if ratio >= REQUIRED_RATIO else "MISSES"
     print(
         f"batching at {CLIENTS} clients: {ratio:.1f}x the throughput of no batching "
-        f"({verdict} the {REQUIRED_RATIO:.0f}x target); at 1 client {one_client:.2f}x; "
-        f"{same}/{len(off[1]['translations'])} sequential translations identical across modes"
+        f"({verdict} the {REQUIRED_RATIO:.0f}x target); at 1 client {figures['one_client']:.2f}x; "
+        f"{figures['same']}/{figures['compared']} sequential translations identical across modes"
     )
     report_target(
         f"serving sentences/s, batching on / off at {CLIENTS} clients", ratio, REQUIRED_RATIO, "x"
@@ -374,64 +385,88 @@ def main(argv: list[str] | None = None) -> int:
         f"sentences/s, as one batch {ceiling['together']:.2f} sentences/s = {model_ratio:.1f}x"
     )
 
-    rows = []
-    for mode, label in (
-        ("on", f"on (max_batch_size {MAX_BATCH_SIZE}, batch_timeout_micros {args.timeout})"),
-        ("off", "off (`--no-batching`)"),
-    ):
-        for clients in (1, CLIENTS):
-            r = modes[mode][clients]
-            rows.append(
-                f"| {label} | {clients} | {r['requests']} | {r['throughput']:.2f} | "
-                f"{r['p50_ms']:.0f} | {r['p99_ms']:.0f} | {r['mean_batch']:.1f} |"
-            )
-    table = "\n".join(rows)
-    if ratio >= REQUIRED_RATIO:
-        why = (
-            "Batching pays because finished sentences leave the search loop (compaction), so "
-            "a batch's steps cost what its unfinished sentences cost, and the fixed cost of a "
-            "step (launching a few hundred small ops) is shared by all of them."
-        )
-    else:
-        why = (
-            "A decoding step's cost grows almost linearly with its rows (unfinished "
-            "sentences x beam) beyond a few sentences, so the gap to "
-            f"{REQUIRED_RATIO:.0f}x is in the search's per-row cost (`bench/decoding.py`)"
-            + (", not in the server." if ratio >= 0.9 * model_ratio else " and in the server.")
-        )
-    markdown = f"""
-## Serving (`bench/serving.py`)
-
-`translator serve` as a real process on 127.0.0.1, one-sentence TF Serving predict
-requests (`{{"instances": [sentence]}}`) from keep-alive HTTP clients sending back to
-back; Multi30k test_2016_flickr English sentences in order. Two servers on the same export,
-dynamic batching on and off (off: each request is one model call through the same single
-worker), measured interleaved over {rounds} rounds. Target: batching gives at least
-{REQUIRED_RATIO:.0f}x the throughput at {CLIENTS} clients.
-
-| batching | clients | requests | sentences/s | p50 ms | p99 ms | sentences per call |
-|---|---|---|---|---|---|---|
-{table}
-
-- **Throughput from batching at {CLIENTS} clients: {ratio:.1f}x** ({verdict} {REQUIRED_RATIO:.0f}x);
-  at 1 client {one_client:.2f}x (a lone request waits up to
-  {args.timeout / 1000:g} ms for others to join its batch).
-- The ceiling, measured in the same run: the SavedModel called in-process (no HTTP, no
-  queue) translates the first {CLIENTS} sentences at {ceiling["alone"]:.2f} sentences/s one by
-  one and {ceiling["together"]:.2f} sentences/s as one batch: **{model_ratio:.1f}x** is all
-  batching can give for this model on this machine, and the server reaches
-  {ratio / model_ratio:.0%} of it. {why}
-- {same}/{len(off[1]["translations"])} sentences of the 1-client runs got the same
-  translation with and without batching.
-- Model: {model_note}; exported with beam 4, length penalty 0.6 (serving_default).
-- Command: `{command_line()}`
-- Date: {today()}
-- Machine: {machine_summary()}; load average {load} at the start (other processes
-  sharing the cores lower the figures)
-"""
+    markdown = section_markdown(modes, ceiling, rounds, args.timeout, model_note, load)
     path = update_section("serving", markdown)
     print(f"wrote the serving section of {path}")
     return 0
+
+
+def comparison(modes: dict[str, dict[int, dict]]) -> dict:
+    """Batching on over off: sentences/s at CLIENTS clients (`ratio`) and at 1 client
+    (`one_client`); of the 1-client runs' sentences (`compared`), how many got the same
+    translation (`same`)."""
+    on, off = modes["on"], modes["off"]
+    return {
+        "ratio": on[CLIENTS]["throughput"] / off[CLIENTS]["throughput"],
+        "one_client": on[1]["throughput"] / off[1]["throughput"],
+        "same": sum(
+            on[1]["translations"][i] == off[1]["translations"][i] for i in off[1]["translations"]
+        ),
+        "compared": len(off[1]["translations"]),
+    }
+
+
+def results_rows(modes: dict[str, dict[int, dict]], timeout: int) -> str:
+    """The table's rows: per server (batching on, off), 1 client then CLIENTS."""
+    rows = []
+    for mode, label in (
+        ("on", render("label-on", max_batch_size=MAX_BATCH_SIZE, timeout=timeout)),
+        ("off", render("label-off")),
+    ):
+        for clients in (1, CLIENTS):
+            # requests, throughput, p50_ms, p99_ms, mean_batch (and translations, unused)
+            rows.append(render("row", label=label, clients=clients, **modes[mode][clients]))
+    return "\n".join(rows)
+
+
+def section_markdown(
+    modes: dict[str, dict[int, dict]],
+    ceiling: dict[str, float],
+    rounds: int,
+    timeout: int,
+    model_note: str,
+    load: str,
+) -> str:
+    """The RESULTS.md section: the template filled with this run's figures.
+
+    Args:
+        modes: `measure_rounds`' figures, {"on" | "off": {clients: figures}}.
+        ceiling: `model_ceiling`'s sentences/s, one by one ("alone") and as one batch.
+        rounds: Interleaved rounds.
+        timeout: batch_timeout_micros of the batching server.
+        model_note: What was served (a model-* part).
+        load: The load average at the start.
+    """
+    figures = comparison(modes)
+    ratio = figures["ratio"]
+    model_ratio = ceiling["together"] / ceiling["alone"]
+    if ratio >= REQUIRED_RATIO:
+        why = render("why-batching-pays")
+    else:
+        why = render(
+            "why-row-cost" if ratio >= 0.9 * model_ratio else "why-row-cost-and-server",
+            required_ratio=REQUIRED_RATIO,
+        )
+    return render(
+        "section",
+        **figures,
+        rows=results_rows(modes, timeout),
+        rounds=rounds,
+        required_ratio=REQUIRED_RATIO,
+        clients=CLIENTS,
+        verdict="meets" if ratio >= REQUIRED_RATIO else "MISSES",
+        timeout_ms=timeout / 1000,
+        alone=ceiling["alone"],
+        together=ceiling["together"],
+        model_ratio=model_ratio,
+        share=ratio / model_ratio,
+        why=why,
+        model=model_note,
+        command=command_line(),
+        date=today(),
+        machine=machine_summary(),
+        load=load,
+    )
 
 
 if __name__ == "__main__":

@@ -13,6 +13,9 @@ of this machine in the same compute dtype, both measured in this run.
 
     python -m bench.training            # full run, writes bench/RESULTS.md
     python -m bench.training --short    # a quick check, prints only
+
+The section's words are in bench/templates/training.md; this module measures the figures
+and fills them in.
 """
 
 from __future__ import annotations
@@ -29,7 +32,16 @@ import warnings
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from bench.pipeline import find_data
-from bench.results import command_line, machine_summary, today, update_section
+from bench.results import TEMPLATES, command_line, machine_summary, today, update_section
+from bench.results import (
+    render as render_template,
+)
+from bench.results import (
+    template_parts as results_template_parts,
+)
+
+# The words of the section, filled in by `render`.
+TEMPLATE = TEMPLATES / "training.md"
 
 NARROW = (
     "model.overrides={num_encoder_layers: 4, num_decoder_layers: 4, d_model: 128, "
@@ -227,19 +239,19 @@ def throughput_table(runs: list[dict], peaks: dict[str, float]) -> str:
         baseline.setdefault(variant.shape, run["tokens_per_second"])
         peak = peaks["mixed_bfloat16" if "bfloat16" in variant.precision else "float32"]
         rows.append(
-            f"| {variant.shape} | {variant.label} | **{run['tokens_per_second']:,.0f}** | "
-            f"{run['tokens_per_second'] / baseline[variant.shape]:.2f}x | "
-            f"{run['model_flops_per_second'] / 1e9:,.1f} | {peak / 1e9:,.0f} | "
-            f"{100 * run['model_flops_per_second'] / peak:.0f}% | {run['warmup_seconds']:.1f} s |"
+            render(
+                "table-row",
+                shape=variant.shape,
+                label=variant.label,
+                rate=run["tokens_per_second"],
+                vs_first=run["tokens_per_second"] / baseline[variant.shape],
+                model_gflops=run["model_flops_per_second"] / 1e9,
+                matmul_gflops=peak / 1e9,
+                mfu=run["model_flops_per_second"] / peak,
+                warmup=run["warmup_seconds"],
+            )
         )
-    return "\n".join(
-        [
-            "| shape | variant | target tokens/s | vs the shape's first row | model GFLOP/s "
-            "| matmul GFLOP/s | MFU | warm-up (trace, compile) |",
-            "|---|---|---|---|---|---|---|---|",
-            *rows,
-        ]
-    )
+    return render("table", rows="\n".join(rows))
 
 
 def variant_verdict(runs: list[dict], auto: str) -> str:
@@ -256,54 +268,62 @@ def variant_verdict(runs: list[dict], auto: str) -> str:
     if default is None:
         return ""
     others = [
-        f"{run['variant'].label.removeprefix(auto + ', ')} "
-        f"{run['tokens_per_second'] / default['tokens_per_second']:.2f}x"
+        render(
+            "verdict-other",
+            label=run["variant"].label.removeprefix(auto + ", "),
+            ratio=run["tokens_per_second"] / default["tokens_per_second"],
+        )
         for run in narrow
         if run is not default and run["variant"].precision == auto
     ]
     kept = [run for run in narrow if run["tokens_per_second"] > 1.03 * default["tokens_per_second"]]
-    verdict = (
-        "none is >3% faster, so the defaults stay as they are"
-        if not kept
-        else "faster than the default: " + ", ".join(run["variant"].label for run in kept)
-    )
-    return (
-        f"Against the default step (narrow, {auto}, {default['tokens_per_second']:,.0f} "
-        f"tok/s): {', '.join(others)}; {verdict}."
+    if kept:
+        faster = render("verdict-faster", labels=", ".join(run["variant"].label for run in kept))
+    else:
+        faster = render("verdict-none-faster")
+    return render(
+        "verdict",
+        auto=auto,
+        rate=default["tokens_per_second"],
+        others=", ".join(others),
+        faster=faster,
     )
 
 
 def training_markdown(runs, peaks, auto, warmup, steps, table) -> str:
-    """The RESULTS.md section."""
+    """The RESULTS.md section: the template filled with this run's figures."""
     from training.strategy import cpu_has_native_bfloat16
 
     flops = {run["variant"].shape: run["flops_per_target_token"] / 1e6 for run in runs}
-    return f"""## Training step (`bench/training.py`)
+    return render(
+        "section",
+        steps=steps,
+        warmup=warmup,
+        table=table,
+        auto=auto,
+        native_bfloat16=render(
+            "native-bfloat16" if cpu_has_native_bfloat16() else "no-native-bfloat16"
+        ),
+        bfloat16_gflops=peaks["mixed_bfloat16"] / 1e9,
+        float32_gflops=peaks["float32"] / 1e9,
+        verdict=variant_verdict(runs, auto),
+        flops=", ".join(
+            render("flops-item", shape=shape, value=value) for shape, value in flops.items()
+        ),
+        command=command_line(),
+        date=today(),
+        machine=machine_summary(),
+    )
 
-Multi30k EN-DE, joint 8,000-piece vocabulary, 4,096-token batches, the real pipeline and
-`TranslationTrainer` under `fit`, one process, {steps} timed steps per variant after {warmup}
-untimed ones. `small` is the comparison shape (3+3 layers, d_model 256, FFN 1024), `narrow`
-the short budgets' (4+4 layers, d_model 128, FFN 256). The speed against OpenNMT-tf is
-measured by `bench/peers.py` (its own section), not here.
 
-{table}
+def template_parts() -> dict[str, str]:
+    """{name: text} of this benchmark's template parts."""
+    return results_template_parts(TEMPLATE)
 
-- Precision `auto` picks **{auto}** on this CPU: it
-  {"has" if cpu_has_native_bfloat16() else "does not have"} native bfloat16 instructions
-  (AVX512-BF16 or AMX in /proc/cpuinfo); a bfloat16 matmul runs at
-  {peaks["mixed_bfloat16"] / 1e9:,.0f} GFLOP/s against {peaks["float32"] / 1e9:,.0f} in float32
-  (2048^3, best of 3, this run).
-- {variant_verdict(runs, auto)} The XLA step needs static shapes (every batch padded to
-  one of the bucket boundaries: more padding) and compiles one program per shape. The config
-  keeps `train.jit_compile`, `train.steps_per_execution` and `data.pipeline.bucket_width`
-  for machines where the balance differs.
-- Model FLOPs: {", ".join(f"{shape} {value:.1f}" for shape, value in flops.items())} MFLOP
-  per target token (`translator.flops`, matmuls only, padding excluded, training = 3x
-  forward).
-- Command: `{command_line()}`
-- Date: {today()}
-- Machine: {machine_summary()}
-"""
+
+def render(part: str, **figures) -> str:
+    """This benchmark's template `part`, filled from `figures`."""
+    return render_template(TEMPLATE, part, **figures)
 
 
 if __name__ == "__main__":

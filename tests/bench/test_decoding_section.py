@@ -4,19 +4,16 @@ import argparse
 import re
 from pathlib import Path
 
-from bench import decoding
 from bench.decoding import (
     BEAM_GOAL,
     NAIVE,
     NAIVE_COMPILED,
     PEERS,
-    TEMPLATE,
     TOP_BEAM,
     Measurement,
     StepCount,
     render,
     section_markdown,
-    template_parts,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,23 +56,6 @@ def section(top_beam: bool = False) -> str:
     results = run_results(top_beam)
     best = ("beam 4", False)
     return section_markdown(args, results, best, (3, 4), steps, "MODEL", "0.1/0.2/0.3")
-
-
-def test_the_template_is_found_beside_the_module_from_any_directory(tmp_path, monkeypatch):
-    assert REPO / "bench" / "templates" / "decoding.md" == TEMPLATE
-    monkeypatch.chdir(tmp_path)  # not the repository: the path does not depend on it
-    assert template_parts()["section"].startswith("## {title}")
-
-
-def test_every_part_of_the_template_is_used_and_every_part_used_exists():
-    parts = template_parts()
-    assert {"section", "results-row", "results-row-xla", "steps-row", "top-beam-row"} <= set(parts)
-    assert all(text and not text.endswith("\n") for text in parts.values())
-    source = Path(decoding.__file__).read_text()
-    for name in parts:  # every part is used by the module, and nothing else is asked for
-        assert f'"{name}"' in source, name
-    for name in re.findall(r'render\(\s*"([\w-]+)"', source):
-        assert name in parts, name
 
 
 def test_the_section_holds_the_run_figures_and_no_unfilled_field():

@@ -1,0 +1,162 @@
+"""The peers and quality sections: the words from their templates, the figures from the runs."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from bench import peers, quality
+from bench.quality import BudgetRun
+
+REPO = Path(__file__).resolve().parents[2]
+MODULES = {"peers": peers, "quality": quality}
+# A field left as written in the template: {name} or {name:spec} (not JSON, as in '{"a": 1}').
+UNFILLED = re.compile(r"\{[A-Za-z_]\w*(?:[:!][^{}]*)?\}")
+COMMAND, DATE, MACHINE = "python -m bench.x --flag", "2026-01-02 03:04 UTC", "2 cores, a CPU"
+
+
+@pytest.fixture(autouse=True)
+def fixed_footer(monkeypatch):
+    """The command, date and machine lines without TensorFlow or the real clock."""
+    for module in MODULES.values():
+        monkeypatch.setattr(module, "command_line", lambda: COMMAND)
+        monkeypatch.setattr(module, "today", lambda: DATE)
+        monkeypatch.setattr(module, "machine_summary", lambda: MACHINE)
+
+
+@pytest.fixture
+def rendered(monkeypatch):
+    """The names of the parts each module renders while the test runs."""
+    names = {name: set() for name in MODULES}
+    for name, module in MODULES.items():
+
+        def spy(part, _render=module.render, _names=names[name], **figures):
+            _names.add(part)
+            return _render(part, **figures)
+
+        monkeypatch.setattr(module, "render", spy)
+    return names
+
+
+# ---- peers -------------------------------------------------------------------------------
+
+
+def test_the_peers_section_holds_the_round_figures_and_no_unfilled_field():
+    ours = [
+        {"tokens_per_second": 7510.4, "reports": 18, "precision": "mixed_bfloat16"},
+        {"tokens_per_second": 7544.0, "reports": 17, "precision": "mixed_bfloat16"},
+    ]
+    peer = [
+        {"tokens_per_second": 4879.0, "reports": 10},
+        {"tokens_per_second": 4820.0, "reports": 9},
+    ]
+    text = peers.peers_markdown(ours, peer, 1.55, 3.0, 13 * 60 + 5)
+    assert text.startswith("## Training speed against OpenNMT-tf (`bench/peers.py`)\n\n")
+    assert "joint 8,000-piece" in text and "4,096-token batches, at most 128 pieces" in text
+    assert "alternate, 3 minutes each per round" in text
+    assert "Goal: >=\n1.5x: **meets**." in text
+    assert "| round | ours (target tok/s) | OpenNMT-tf (target tok/s) | ratio |\n|---|" in text
+    assert "| 1 | 7,510 (18 reports, mixed_bfloat16) | 4,879 (10 reports) | 1.54x |\n" in text
+    assert "| 2 | 7,544 (17 reports, mixed_bfloat16) | 4,820 (9 reports) | 1.57x |\n" in text
+    assert "| **mean** | **7,527** | **4,850** | **1.55x** |\n\n- Command:" in text
+    assert f"- Command: `{COMMAND}` (13 min)\n- Date: {DATE}\n- Machine: {MACHINE}\n" in text
+    assert text.endswith(f"- Machine: {MACHINE}\n")
+    assert not UNFILLED.search(text), "a field was left unfilled"
+
+
+def test_a_missed_peers_target_shows_the_ratio_in_the_verdict(rendered):
+    ours = [{"tokens_per_second": 6000.0, "reports": 3, "precision": "float32"}]
+    peer = [{"tokens_per_second": 5000.0, "reports": 4}]
+    text = peers.peers_markdown(ours, peer, 1.2, 0.5, 30.0)
+    assert "**misses (1.20x)**" in text and "**meets**" not in text
+    assert "0.5 minutes each per round" in text and "(0 min)" in text
+    assert "| 1 | 6,000 (3 reports, float32) | 5,000 (4 reports) | 1.20x |" in text
+    assert not UNFILLED.search(text)
+    peers.peers_markdown(ours, peer, 1.5, 3.0, 60.0)  # met: the other verdict
+    assert rendered["peers"] == set(peers.template_parts())  # every part filled without error
+
+
+# ---- quality -----------------------------------------------------------------------------
+
+SIGNATURE = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
+BUDGETED = {
+    "model": {"preset": "small", "overrides": {"d_model": 128, "dropout": 0.1}},
+    "optimizer": {"schedule": "budgeted", "peak_learning_rate": 0.005},
+}
+INVERSE = {"model": {"preset": "base"}, "optimizer": {"schedule": "x", "warmup_steps": 4000}}
+
+
+def budget_run(minutes, bleu, history, step, tokens=None, greedy=None, config=BUDGETED):
+    metadata = {"step": step, "config": config, "best_validation_bleu": 30.914}
+    if tokens is not None:
+        metadata["target_tokens"] = tokens
+    report = {
+        "scores": {
+            "bleu": {"score": bleu, "signature": SIGNATURE},
+            "chrf": {"score": 55.164},
+            "ter": {"score": 52.755},
+        },
+        "sentences": 1000,
+        "search": {"beam_size": 4, "length_penalty": 0.6},
+        "length": {"ratio": 0.97912},
+        "model": {"metadata": metadata},
+    }
+    greedy_report = None if greedy is None else {"scores": {"bleu": {"score": greedy}}}
+    command = ["python", "-m", "translator", "recipe", f"--minutes={minutes:g}"]
+    return BudgetRun(minutes, command, report, greedy_report, history, minutes + 0.44)
+
+
+def test_the_quality_section_holds_each_budget_and_no_unfilled_field():
+    runs = [
+        budget_run(5.0, 31.814, [(1632, 30.914)], 1632, 2_849_000, greedy=30.944),
+        budget_run(60.0, 39.79, [(1000, 24.6), (10937, 39.09)], 10937, 36_800_000, 39.46),
+    ]
+    text = quality.quality_markdown(runs)
+    assert text.startswith("## Time to quality (`bench/quality.py`)\n\n")
+    assert "then beam 4 on Multi30k test_2016_flickr\n(1000 sentences) EN->DE" in text
+    assert f"(`{SIGNATURE}`)" in text
+    assert "| budget | test BLEU | target | chrF2 | TER |" in text and "|---|---|---|" in text
+    setting = "small (d_model 128, dropout 0.1); peak lr 0.005"
+    row = "| 5 min | **31.81** | >= 25 meets | 55.16 | 52.76 | 30.94 | 30.91 | 1,632 | 2.8M |"
+    assert f"{row} {setting} |" in text
+    assert "| 60 min | **39.79** | >= 38 meets |" in text and "| 10,937 | 36.8M |" in text
+    assert "- 5 minutes trains the 5-minute setting (" in text and ", chosen by 5-minute" in text
+    assert "- 60 minutes trains the 60-minute setting (the default config as it is)" in text
+    assert "validation):\n  24.60 at 1,000, 39.09 at 10,937.\n" in text
+    assert 'Search of the test translations: {"beam_size": 4, "length_penalty": 0.6}' in text
+    assert "length ratio\n  0.979 (60 minutes).\n- Commands:" in text  # nothing missed
+    assert "**Why" not in text
+    commands = "`translator recipe --minutes=5` (5.4 min); "
+    commands += "`translator recipe --minutes=60` (60.4 min)"
+    assert f"- Commands: `{COMMAND}` ran {commands}\n" in text
+    assert text.endswith(f"- Date: {DATE}\n- Machine: {MACHINE}\n")
+    assert not UNFILLED.search(text), "a field was left unfilled"
+
+
+def test_missed_quality_targets_get_a_bullet_each_in_the_list(rendered):
+    runs = [
+        budget_run(0.3, 1.234, [], 12, config={}),  # no target, nothing recorded
+        budget_run(5.0, 21.04, [(1632, 20.5)], 1632, greedy=20.0),  # validated once
+        budget_run(15.0, 30.0, [(1000, 24.6), (5085, 29.0), (6000, 29.2)], 6000),  # flat
+        budget_run(60.0, 36.9, [(1000, 24.6), (10937, 37.0)], 10937, config=INVERSE),  # rising
+    ]
+    text = quality.quality_markdown(runs)
+    assert "| 0.3 min | **1.23** |   | 55.16 | 52.76 | n/a | 30.91 | 12 | n/a | ? (); " in text
+    assert "| 5 min | **21.04** | >= 25 misses |" in text and "| 20.00 |" in text
+    assert "| base (); inverse sqrt, warmup 4000 |" in text
+    assert "length ratio\n  0.979 (60 minutes).\n- **Why the 5-minute recipe" in text
+    why = [line for line in text.splitlines() if line.startswith("- **Why")]
+    assert len(why) == 3
+    assert why[0] == (
+        "- **Why the 5-minute recipe misses by 4.0 BLEU.** It got 1,632 updates; validation "
+        "BLEU (greedy): 20.50 at 1,632. It validated once, at the end (the budget goes to "
+        "updates)."
+    )
+    assert why[1].startswith("- **Why the 15-minute recipe misses by 2.0 BLEU.** It got 6,000")
+    assert why[1].endswith("the setting (model size, regularization, schedule) is what to change.")
+    assert "misses by 1.1 BLEU" in why[2] and "It was still rising at the end" in why[2]
+    assert "is what would close the gap.\n- Commands:" in text
+    assert not UNFILLED.search(text)
+    assert quality._curve([]) == "not recorded"
+    quality.quality_markdown([runs[0], budget_run(60.0, 39.0, [], 10, 1_000_000, 38.5)])
+    assert rendered["quality"] == set(quality.template_parts())  # every part filled
