@@ -25,6 +25,7 @@ class CountingModel:
     def __init__(self, model):
         self.model = model
         self.config = model.config
+        self.built = model.built  # what `translator.search.Decoder` checks
         # decode_step calls, i.e. loop iterations of the search: int32 scalar.
         self.steps = tf.Variable(0, dtype=tf.int32, trainable=False)
         # Decoder rows over all those calls (batch rows x beams that were decoded): int32 scalar.

@@ -7,14 +7,17 @@ The model is exported with `translator export --format ctranslate2` (float32 and
 and every engine translates the same sentences (Multi30k test_2016_flickr, English)
 through the same `translator.inference.Translator`: the same tokenization, length-sorted
 batches of `--batch-tokens` and detokenization, so the figures differ only by the search.
-One process; TensorFlow and CTranslate2 each on every core of the machine (2 here).
+Each engine runs in a process of its own, one after another (in one process they slowed
+each other: see `measure_in_child`), on every core of the machine (2 here).
 
 Rows: our beam 4 with the exact stop (the default) and with the top-beam stop and the
-length penalty length ** 0.6 (the rules CTranslate2 runs), each without and with XLA;
-CTranslate2 float32 and int8, beam 4 and greedy; our greedy search. Each engine is
-warmed up (XLA compiles, CTranslate2 loads) on the whole set, then times `--repeats`
-passes, the engines taking turns each pass; a pass counts with its best time (other
-load only ever slows a pass). BLEU is sacreBLEU's default against the references.
+length penalty length ** 0.6 (the rules nearest CTranslate2's), each without and with XLA,
+and in float32 (ours otherwise runs the model in the precision it was trained in);
+CTranslate2 float32 and int8, beam 4 and greedy; our greedy search. Each engine in turn
+is warmed up (XLA compiles) on the whole set, then times `--repeats` passes and counts
+its best (other load only ever slows a pass). Where ours misses the ratio, its decoder
+steps are counted and the network alone is timed for as many steps: where the time goes.
+BLEU is sacreBLEU's default against the references.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gzip
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -61,6 +66,9 @@ class Row:
     # `SearchConfig` fields.
     search: dict
     xla: bool = False
+    # Ours: "model" runs the saved model's dtype policy (training's precision), "float32"
+    # a float32 copy of it.
+    precision: str = "model"
     # Best pass, seconds; target tokens of a pass; BLEU of the translations.
     seconds: float = float("inf")
     tokens: int = 0
@@ -92,6 +100,12 @@ def rows(short: bool) -> list[Row]:
         ours += [
             Row("ours, beam 4 (exact stop), XLA", "tensorflow", BEAM, xla=True),
             Row("ours, beam 4 (top-beam stop, length ** 0.6), XLA", "tensorflow", CT2_RULES, True),
+            Row(
+                "ours, beam 4 (top-beam stop, length ** 0.6), float32",
+                "tensorflow",
+                CT2_RULES,
+                precision="float32",
+            ),
         ]
     nearest = {"beam 4": ours[1].name, "greedy": ours[2].name}  # our search, nearest rules
     theirs = [
@@ -119,6 +133,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="update the results file (default: yes for full runs, no with --short)",
     )
     parser.add_argument("--results", default=None, help="results file (default: bench's)")
+    # Internal: measure one row in this process (`measure_in_child`).
+    parser.add_argument("--measure-row", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--exports", help=argparse.SUPPRESS)
+    parser.add_argument("--row-out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if not args.model and not args.short:
         parser.error("--model is needed (or --short for a tiny random model)")
@@ -157,9 +175,8 @@ def translators(row: Row, trained, exports: dict, batch_tokens: int):
 
     config = SearchConfig(**row.search)
     if row.engine == "tensorflow":
-        return Translator(
-            trained.model, trained.vocabulary, config, batch_tokens, jit_compile=row.xla
-        )
+        model = trained.model if row.precision == "model" else float32_copy(trained.model)
+        return Translator(model, trained.vocabulary, config, batch_tokens, jit_compile=row.xla)
     loaded = load_ctranslate2(exports[row.engine])
     return Translator(
         None,
@@ -171,22 +188,123 @@ def translators(row: Row, trained, exports: dict, batch_tokens: int):
     )
 
 
-def measure(table: list[Row], made: dict, sources: list[str], repeats: int) -> None:
-    """Warm-up on the whole set, then `repeats` timed passes, engines taking turns."""
-    for row in table:
-        made[row.name].translate(sources)
+def float32_copy(model):
+    """The model with its weights, computing in float32 whatever policy it was saved with."""
+    from translator.model import Transformer
+
+    copy = Transformer(model.config, dtype="float32")
+    copy.build()
+    copy.set_weights(model.get_weights())
+    return copy
+
+
+def measure(row: Row, translator, sources: list[str], repeats: int) -> None:
+    """A warm-up pass over the whole set, then `repeats` timed passes; the best is kept."""
+    translator.translate(sources)  # warm-up: traces, XLA compiles, CTranslate2 caches
     for _ in range(repeats):
-        for row in table:
-            translator = made[row.name]
-            started = time.perf_counter()
-            texts = translator.translate(sources)
-            seconds = time.perf_counter() - started
-            if seconds < row.seconds:
-                row.seconds, row.tokens, row.texts = seconds, translator.stats.target_tokens, texts
+        started = time.perf_counter()
+        texts = translator.translate(sources)
+        seconds = time.perf_counter() - started
+        if seconds < row.seconds:
+            row.seconds, row.tokens, row.texts = seconds, translator.stats.target_tokens, texts
+
+
+def measure_in_child(index: int, args, model_dir, exports_dir: Path, data: Path) -> dict:
+    """Measures row `index` in a process of its own: {seconds, tokens, texts}.
+
+    One engine per process, one after another: in one process the engines slowed each
+    other (CTranslate2 beam 4 ran at ~9,000 tok/s in a fresh process, ~5,000 once another
+    CTranslate2 engine, even unloaded, or TensorFlow's search had run there).
+    """
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        command = [
+            sys.executable, "-m", "bench.engines", "--measure-row", str(index),
+            "--model", str(model_dir), "--exports", str(exports_dir), "--data", str(data),
+            "--batch-tokens", str(args.batch_tokens), "--repeats", str(args.repeats),
+            "--row-out", out.name,
+        ]  # fmt: skip
+        if args.sentences:
+            command += ["--sentences", str(args.sentences)]
+        if args.short:
+            command.append("--short")
+        subprocess.run(command, check=True, cwd=Path(__file__).resolve().parents[1])
+        return json.loads(Path(out.name).read_text())
+
+
+def child_main(args) -> int:
+    """`--measure-row`: one row's figures, as JSON in `--row-out`."""
+    from translator.artifacts import load_model_dir
+
+    data = find_data(args.data, files=(SOURCE,))
+    sources = read_gz(data / SOURCE, args.sentences)
+    row = rows(args.short)[args.measure_row]
+    exports = {q: Path(args.exports) / q for q in ("float32", "int8")}
+    trained = load_model_dir(args.model)
+    measure(row, translators(row, trained, exports, args.batch_tokens), sources, args.repeats)
+    figures = {"seconds": row.seconds, "tokens": row.tokens, "texts": row.texts}
+    Path(args.row_out).write_text(json.dumps(figures))
+    return 0
+
+
+@dataclasses.dataclass
+class Profile:
+    """Where one of our rows spends its time: the decoder network or the rest."""
+
+    # One pass over the set, seconds, under a step counter.
+    seconds: float
+    # Decoder steps the search ran, and decoder rows over them (sentences x beams).
+    steps: int
+    rows: int
+    # The same number of network steps (`decode_step`) at the mean row count, in a bare
+    # compiled loop without the search around it, seconds.
+    network_seconds: float
+
+
+def profile(row: Row, trained, sources: list[str], batch_tokens: int) -> Profile:
+    """Counts the decoder steps of `row`'s search and times the network alone for as many."""
+    import tensorflow as tf
+
+    from bench.counting import CountingModel
+    from translator.inference import Translator
+    from translator.search import SearchConfig
+
+    counting = CountingModel(trained.model)
+    translator = Translator(counting, trained.vocabulary, SearchConfig(**row.search), batch_tokens)
+    translator.translate(sources)
+    counting.reset()
+    started = time.perf_counter()
+    translator.translate(sources)
+    seconds = time.perf_counter() - started
+    steps, rows = int(counting.steps.numpy()), int(counting.rows.numpy())
+
+    model, beams = trained.model, row.search["beam_size"]
+    count = max(1, rows // steps // beams)  # sentences of the mean step
+    source = translator._prepare(tf.constant(sources[:count])).source_ids
+    source = tf.repeat(source, beams, axis=0)  # [mean rows, width]
+    cache_length = 64
+
+    @tf.function
+    def network(source):
+        cache = model.init_cache(model.encode(source), source, cache_length)
+        ids = tf.fill([tf.shape(source)[0]], 2)  # BOS
+        for step in tf.range(steps):
+            logits, cache = model.decode_step(ids, cache, step % cache_length)
+            ids = tf.argmax(logits, -1, output_type=tf.int32)  # [rows]
+        return ids
+
+    network(source)  # trace
+    network_seconds = float("inf")
+    for _ in range(2):
+        started = time.perf_counter()
+        network(source).numpy()
+        network_seconds = min(network_seconds, time.perf_counter() - started)
+    return Profile(seconds, steps, rows, network_seconds)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.measure_row is not None:
+        return child_main(args)
     import sacrebleu
 
     from translator.artifacts import load_model_dir
@@ -201,12 +319,17 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-engines-") as scratch:
         model_dir = args.model or tiny_random_model(Path(scratch), data)
         trained = load_model_dir(model_dir)
-        exports = {
-            q: export_ctranslate2(trained, Path(scratch) / q, q) for q in ("float32", "int8")
-        }
+        for quantization in ("float32", "int8"):  # the children load them from the scratch
+            export_ctranslate2(trained, Path(scratch) / quantization, quantization)
         table = rows(args.short)
-        made = {row.name: translators(row, trained, exports, args.batch_tokens) for row in table}
-        measure(table, made, sources, args.repeats)
+        for index, row in enumerate(table):
+            print(f"measuring {row.name} (its own process)", flush=True)
+            figures = measure_in_child(index, args, model_dir, Path(scratch), data)
+            row.seconds, row.tokens = figures["seconds"], figures["tokens"]
+            row.texts = figures["texts"]
+        table_ours = [r for r in table if r.engine == "tensorflow" and r.search["beam_size"] == 4]
+        ours = max(table_ours, key=lambda r: r.rate)
+        where = profile(ours, trained, sources, args.batch_tokens) if not ours.xla else None
     by_name = {row.name: row for row in table}
     for row in table:
         row.bleu = sacrebleu.corpus_bleu(row.texts, [references]).score
@@ -216,11 +339,13 @@ def main(argv: list[str] | None = None) -> int:
     print(render("table-head") + "\n" + "\n".join(table_row(r) for r in table))
 
     theirs = by_name["CTranslate2 float32, beam 4"]
-    ours = max(
-        (r for r in table if r.engine == "tensorflow" and r.search["beam_size"] == 4),
-        key=lambda r: r.rate,
-    )
     ratio = ours.rate / theirs.rate
+    precision = trained.model.dtype_policy.name
+    if where is not None:
+        print(
+            f"{ours.name}: {where.steps} decoder steps, {where.rows / where.steps:.0f} rows on "
+            f"average; the network alone {where.network_seconds:.2f} s of {where.seconds:.2f} s"
+        )
     int8_loss = theirs.bleu - by_name["CTranslate2 int8, beam 4"].bleu
     report_target(f"decoding {ours.name} over CTranslate2 float32 beam 4", ratio, RATIO_GOAL, "x")
     if not args.short:  # a random model's BLEU is ~0: its int8 loss says nothing
@@ -246,6 +371,8 @@ def main(argv: list[str] | None = None) -> int:
             int8_loss=int8_loss,
             int8_verdict="within" if int8_loss <= INT8_BLEU_LOSS else "outside",
             int8_goal=INT8_BLEU_LOSS,
+            precision=precision,
+            why_misses=why_misses(ratio, where, theirs),
             command=command_line(),
             date=today(),
             machine=machine_summary(),
@@ -256,6 +383,27 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"wrote the engines section of {path}")
     return 0
+
+
+def why_misses(ratio: float, where: Profile | None, theirs: Row) -> str:
+    """The profile bullet when ours misses the ratio ('' when it meets it)."""
+    if ratio >= RATIO_GOAL or where is None:
+        return ""
+    share = where.network_seconds / where.seconds
+    return (
+        render(
+            "why-misses",
+            steps=where.steps,
+            rows=where.rows / where.steps,
+            network=where.network_seconds,
+            seconds=where.seconds,
+            share=share,
+            rest=where.seconds - where.network_seconds,
+            theirs=theirs.seconds,
+            name=theirs.name,
+        )
+        + "\n"
+    )
 
 
 def table_row(row: Row) -> str:

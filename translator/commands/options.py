@@ -37,6 +37,7 @@ def add_model_option(parser: argparse.ArgumentParser) -> None:
 
 def add_search_options(parser: argparse.ArgumentParser, title: str = "search") -> None:
     """The `SearchConfig` options (but n-best, whose meaning differs per command)."""
+    # Long but flat: one declaration per option, in the order `--help` lists them.
     search = parser.add_argument_group(title)
     search.add_argument(
         "--beam-size",
