@@ -36,9 +36,7 @@ import json
 import math
 import shutil
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from translator.artifacts import VOCAB_DIR, ModelDirError
 from translator.config import TransformerConfig
@@ -47,6 +45,11 @@ from translator.errors import ConfigError, TranslatorError
 from translator.io import atomic_directory
 from translator.search.config import SearchConfig
 
+if TYPE_CHECKING:
+    import numpy as np
+
+# numpy, TensorFlow and ctranslate2 are imported where used: `translator export` reads
+# QUANTIZATIONS from this module at every start of the command line.
 # Weight types `export --format ctranslate2 --quantization` offers (CTranslate2's names).
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16")
 # What marks a directory as ours: the TransformerConfig and facts of the export.
@@ -206,6 +209,8 @@ def transformer_spec(model: Any, vocabulary: Any) -> Any:
 
 
 def _array(variable) -> np.ndarray:
+    import numpy as np
+
     return np.asarray(variable.numpy(), dtype=np.float32)
 
 
@@ -220,7 +225,7 @@ def _set_embeddings(side, embedding, positions, config: TransformerConfig) -> No
         side.position_encodings.encodings = _array(positions.position_embeddings)
     else:  # ours interleaves sin/cos per channel pair; CTranslate2's built-in does not
         encoding = positions.encoding(position_limit(config), config.d_model)
-        side.position_encodings.encodings = np.asarray(encoding, dtype=np.float32)
+        side.position_encodings.encodings = _array(encoding)
 
 
 def _set_norm(spec, norm) -> None:
@@ -252,6 +257,8 @@ def _projection(einsum_dense, transpose: bool) -> tuple[np.ndarray, np.ndarray |
 
 def _set_fused(spec, projections) -> None:
     """One CTranslate2 linear of several input projections stacked along the output."""
+    import numpy as np
+
     parts = [_projection(layer, transpose=True) for layer in projections]
     spec.weight = np.concatenate([weight for weight, _ in parts])
     if parts[0][1] is not None:
@@ -411,15 +418,21 @@ class CTranslate2Decoder:
         Returns:
             A `SearchResult` of numpy arrays, as `translator.search.Decoder` returns.
         """
-        from translator.search.common import SearchResult
+        import numpy as np
+        import tensorflow as tf
 
+        from translator.search.common import SearchResult, output_length_limits
+
+        limits, _ = output_length_limits(
+            tf.constant(source_ids, tf.int32), self.config, self.position_limit
+        )  # [batch], ours: the same rule as our search's
+        limits = limits.numpy()
         source_ids = np.asarray(source_ids)
         lengths = np.sum(source_ids != PAD_ID, axis=1)  # [batch], EOS included
         sources = [
             [self._source_pieces[i] for i in row[:length]]
             for row, length in zip(source_ids, lengths, strict=True)
         ]
-        limits = self.limits(lengths)  # [batch]
         results = self._search(sources, int(limits.max()), masked=False)
         # Where the unmasked search produced what ours never does, search again with
         # CTranslate2's masks (rare in a trained model; see `_search`).
@@ -475,13 +488,6 @@ class CTranslate2Decoder:
             for pieces in hypotheses
         )
 
-    def limits(self, lengths: np.ndarray) -> np.ndarray:
-        """Our per-sentence output limits (`translator.search.common.output_length_limits`)."""
-        config = self.config
-        cap = min(config.max_output_length, self.position_limit)
-        limits = np.floor(config.max_length_a * lengths.astype(np.float32) + config.max_length_b)
-        return np.clip(limits, 1, cap).astype(np.int64)
-
     def _hypothesis(self, pieces: list[str], score: float, limit: int) -> list:
         """`[ids (EOS ended), score, rescore]` of one CTranslate2 hypothesis.
 
@@ -517,6 +523,8 @@ class CTranslate2Decoder:
 
 def _search_result(hypotheses: list[list[list]], n_best: int, result_type) -> Any:
     """Per-sentence `[ids, score, cut]` lists as a `SearchResult` of numpy arrays."""
+    import numpy as np
+
     batch = len(hypotheses)
     width = max((len(h[0]) for row in hypotheses for h in row), default=1)
     ids = np.full((batch, n_best, width), PAD_ID, np.int32)  # [batch, n_best, length]
