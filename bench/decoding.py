@@ -69,7 +69,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import gzip
 import os
 import sys
 import time
@@ -90,6 +89,7 @@ from bench.results import (
     today,
     update_section,
 )
+from translator.io import read_lines
 
 TEST_FILE = "test_2016_flickr.en.gz"
 # Padded source tokens per batch: on this test set, batches of 14 to 40 sentences (31
@@ -179,12 +179,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 # ---- Inputs -------------------------------------------------------------------------------
-
-
-def read_lines(data: Path) -> list[str]:
-    """The English test sentences."""
-    with gzip.open(data / TEST_FILE, "rt", encoding="utf-8") as lines:
-        return [line.rstrip("\n") for line in lines]
 
 
 class RandomPieces:
@@ -622,7 +616,7 @@ def main(argv: list[str] | None = None) -> int:
     model, tokenizer, limits, model_description = load_model(args)
     max_source_length = default_max_source_length(model.config)
     batches = make_batches(
-        read_lines(data), tokenizer, max_source_length, args.batch_tokens, args.batches
+        read_lines(data / TEST_FILE), tokenizer, max_source_length, args.batch_tokens, args.batches
     )
     print(f"model: {model_description}")
     print(f"{sum(len(b) for b in batches)} sentences in {len(batches)} batches")

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import gzip
 import json
 import os
 import subprocess
@@ -46,6 +45,7 @@ from bench.results import (
     today,
     update_section,
 )
+from translator.io import read_lines
 
 TEMPLATE = TEMPLATES / "engines.md"
 template_parts, render = bind_template(TEMPLATE)
@@ -146,11 +146,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def read_gz(path: Path, count: int | None) -> list[str]:
-    with gzip.open(path, "rt", encoding="utf-8") as lines:
-        return [line.rstrip("\n") for line in lines][:count]
-
-
 def tiny_random_model(root: Path, data: Path):
     """A tiny random model with a real vocabulary of Multi30k, saved as a model directory."""
     import keras
@@ -236,7 +231,7 @@ def child_main(args) -> int:
     from translator.artifacts import load_model_dir
 
     data = find_data(args.data, files=(SOURCE,))
-    sources = read_gz(data / SOURCE, args.sentences)
+    sources = read_lines(data / SOURCE, args.sentences or 0)
     row = rows(args.short)[args.measure_row]
     exports = {q: Path(args.exports) / q for q in ("float32", "int8")}
     trained = load_model_dir(args.model)
@@ -267,6 +262,7 @@ def profile(row: Row, trained, sources: list[str], batch_tokens: int) -> Profile
     from bench.counting import CountingModel
     from translator.inference import Translator
     from translator.search import SearchConfig
+    from translator.text import default_max_source_length, prepare
 
     counting = CountingModel(trained.model)
     translator = Translator(counting, trained.vocabulary, SearchConfig(**row.search), batch_tokens)
@@ -279,7 +275,8 @@ def profile(row: Row, trained, sources: list[str], batch_tokens: int) -> Profile
 
     model, beams = trained.model, row.search["beam_size"]
     count = max(1, rows // steps // beams)  # sentences of the mean step
-    source = translator._prepare(tf.constant(sources[:count])).source_ids
+    cut = default_max_source_length(model.config)
+    source = prepare(tf.constant(sources[:count]), trained.vocabulary.source, cut).source_ids
     source = tf.repeat(source, beams, axis=0)  # [mean rows, width]
     cache_length = 64
 
@@ -312,8 +309,8 @@ def main(argv: list[str] | None = None) -> int:
 
     needed = (SOURCE, REFERENCE) + (("train.en.gz", "train.de.gz") if not args.model else ())
     data = find_data(args.data, files=needed)
-    sources = read_gz(data / SOURCE, args.sentences)
-    references = read_gz(data / REFERENCE, args.sentences)
+    sources = read_lines(data / SOURCE, args.sentences or 0)
+    references = read_lines(data / REFERENCE, args.sentences or 0)
     load = "/".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"machine: {machine_summary()}; load average {load}")
     with tempfile.TemporaryDirectory(prefix="bench-engines-") as scratch:
