@@ -43,7 +43,7 @@ time of the same batches is the trace (and XLA compile) cost, reported apart.
 Model. `--model DIR` (a model directory or a training run directory): its weights and
 tokenizer, the default `SearchConfig` limits (a = 1.2, b = 10); translations end where
 the model puts EOS. Without it: `TransformerConfig.preset("small", vocab_size=8000)` (3+3
-layers, d_model 256, FFN 1024: the shape the peers were measured on) with random weights.
+layers, d_model 256, FFN 1024) with random weights.
 Random weights are a fair speed proxy when the output lengths are realistic: the cost of
 a step is dense float32 arithmetic whose amount does not depend on the weight values,
 only on the batch shape and the number of steps. But a random model never ranks EOS
@@ -103,8 +103,6 @@ VOCAB_SIZE = 8000
 PIECES_PER_WORD = 1.23  # English, 8k joint unigram vocabulary of the Multi30k recipe
 BEAM_GOAL = 750  # target tokens/s with beam 4, this model shape, this 2-core CPU
 REQUIRED_RATIO = 20  # beam 4 over the naive decoder, in target tokens/s
-# The peers, measured on a model of the same shape on this machine class (issue 5).
-PEERS = (("OpenNMT-tf 2.32, beam 4", "~120"),)
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -793,7 +791,6 @@ def section_markdown(
         naive_batches=args.naive_batches,
         repeats=args.repeats,
         steps_table=steps_table(steps),
-        peers="\n".join(render("peer-row", peer=peer, figure=figure) for peer, figure in PEERS),
         command=command_line(),
         date=today(),
         machine=machine_summary(),
