@@ -462,7 +462,7 @@ def load_model(args):
             f"{config.num_decoder_layers} layers, d_model {config.d_model}, FFN "
             f"{config.ffn_dim}, {config.target_vocab_size:,} target ids), real tokenizer"
         )
-        return trained.model, trained.vocabulary.source, {}, description
+        return trained.model.for_inference(), trained.vocabulary.source, {}, description
 
     import keras
 

@@ -66,8 +66,8 @@ class Row:
     # `SearchConfig` fields.
     search: dict
     xla: bool = False
-    # Ours: "model" runs the saved model's dtype policy (training's precision), "float32"
-    # a float32 copy of it.
+    # Ours: "model" runs the saved model's dtype policy (training's precision) as
+    # `translate` does (`for_inference`), "float32" a float32 copy of it.
     precision: str = "model"
     # Best pass, seconds; target tokens of a pass; BLEU of the translations.
     seconds: float = float("inf")
@@ -170,7 +170,8 @@ def translators(row: Row, trained, exports: dict, batch_tokens: int):
 
     config = SearchConfig(**row.search)
     if row.engine == "tensorflow":
-        model = trained.model if row.precision == "model" else float32_copy(trained.model)
+        model = trained.model
+        model = model.for_inference() if row.precision == "model" else model.with_policy("float32")
         return Translator(model, trained.vocabulary, config, batch_tokens, jit_compile=row.xla)
     loaded = load_ctranslate2(exports[row.engine])
     return Translator(
@@ -181,16 +182,6 @@ def translators(row: Row, trained, exports: dict, batch_tokens: int):
         max_source_length=1024,
         decoder=CTranslate2Decoder(loaded, config),
     )
-
-
-def float32_copy(model):
-    """The model with its weights, computing in float32 whatever policy it was saved with."""
-    from translator.model import Transformer
-
-    copy = Transformer(model.config, dtype="float32")
-    copy.build()
-    copy.set_weights(model.get_weights())
-    return copy
 
 
 def measure(row: Row, translator, sources: list[str], repeats: int) -> None:
@@ -264,7 +255,7 @@ def profile(row: Row, trained, sources: list[str], batch_tokens: int) -> Profile
     from translator.search import SearchConfig
     from translator.text import default_max_source_length, prepare
 
-    counting = CountingModel(trained.model)
+    counting = CountingModel(trained.model.for_inference())
     translator = Translator(counting, trained.vocabulary, SearchConfig(**row.search), batch_tokens)
     translator.translate(sources)
     counting.reset()
@@ -273,7 +264,7 @@ def profile(row: Row, trained, sources: list[str], batch_tokens: int) -> Profile
     seconds = time.perf_counter() - started
     steps, rows = int(counting.steps.numpy()), int(counting.rows.numpy())
 
-    model, beams = trained.model, row.search["beam_size"]
+    model, beams = counting.model, row.search["beam_size"]
     count = max(1, rows // steps // beams)  # sentences of the mean step
     cut = default_max_source_length(model.config)
     source = prepare(tf.constant(sources[:count]), trained.vocabulary.source, cut).source_ids

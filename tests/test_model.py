@@ -89,6 +89,44 @@ def test_decode_step_with_cache_matches_full_pass(model):
         np.testing.assert_allclose(np.asarray(logits), full[:, t], atol=1e-5)
 
 
+def test_beams_share_the_cross_attention_cache(model):
+    """decode_step with `beam` rows per cross-attention row == with the rows repeated."""
+    beam, source, target = 4, ids(2, 6, pad_from=[6, 2]), ids(8, 5)
+    shared = model.init_cache(model.encode(source), source, max_length=7)
+    shared = shared._replace(
+        self_attention=tf.nest.map_structure(
+            lambda x: tf.repeat(x, beam, axis=0), shared.self_attention
+        )
+    )
+    repeated_source = np.repeat(source, beam, axis=0)
+    repeated = model.init_cache(model.encode(repeated_source), repeated_source, max_length=7)
+    for t in range(5):
+        got, shared = model.decode_step(target[:, t], shared, t)
+        want, repeated = model.decode_step(target[:, t], repeated, t)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=1e-5)
+
+
+def test_for_inference_stores_weights_in_the_compute_dtype():
+    keras.utils.set_random_seed(3)
+    mixed = Transformer(tiny(), dtype="mixed_bfloat16")
+    mixed.build()
+    plain = Transformer(tiny())
+    plain.build()
+    assert plain.for_inference() is plain  # float32 variables already compute in float32
+    copy = mixed.for_inference()
+    assert copy is not mixed and copy.dtype_policy.name == "bfloat16"
+    assert {w.dtype for w in copy.weights} == {"bfloat16"}
+    assert {w.dtype for w in mixed.weights} == {"float32"}  # the original is untouched
+    for got, want in zip(copy.get_weights(), mixed.get_weights(), strict=True):
+        np.testing.assert_array_equal(got, want.astype(got.dtype))
+    # Same computation: the matmuls already saw bfloat16 weights; only the norms' scales
+    # and offsets are rounded now.
+    source, target = ids(3, 7), ids(3, 6)
+    got, want = copy((source, target)), mixed((source, target))
+    assert got.dtype == want.dtype == "float32"
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=0.05)
+
+
 def test_cache_has_static_shapes(model):
     source = ids(2, 5)
     cache = model.init_cache(model.encode(source), source, max_length=11)

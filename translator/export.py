@@ -202,7 +202,7 @@ def export_model(
         raise ExportError(f"{target} already exists; pass --overwrite or another --version")
 
     trained = load_model_dir(model_dir)
-    module = TranslationModule(trained.model, trained.vocabulary, config)
+    module = TranslationModule(trained.model.for_inference(), trained.vocabulary, config)
     # A dot-name is not a number, so TF Serving ignores it while it is being written.
     with atomic_directory(target, prefix=f".{version}.") as staging:
         # Serving never differentiates: skipping the gradient functions saves most of the

@@ -133,6 +133,24 @@ def test_cross_attention_cache_matches_direct_call():
         np.testing.assert_array_equal(got, want)  # read-only
 
 
+def test_shared_cross_attention_cache_serves_groups_of_rows():
+    """3 query rows per cache row (a sentence's beams) == the cache repeated per row."""
+    layer = MultiHeadAttention(num_heads=HEADS, head_dim=4)
+    group = 3
+    query, memory = _x(BATCH * group, 1, D_MODEL), _x(BATCH, SOURCE, D_MODEL)
+    mask = np.ones((BATCH, 1, SOURCE), bool)
+    mask[1, 0, 4:] = False
+    direct = layer(query[3:4], key_value=memory[1:2], attention_mask=mask[1:2])  # builds
+    kv = layer.compute_key_value(memory)
+    shared, _ = layer(query, attention_mask=mask, cache=kv)
+    repeated_kv = tuple(np.repeat(part, group, axis=0) for part in kv)
+    repeated, _ = layer(query, attention_mask=np.repeat(mask, group, axis=0), cache=repeated_kv)
+    assert tuple(shared.shape) == (BATCH * group, 1, D_MODEL)
+    np.testing.assert_allclose(shared, repeated, atol=1e-6)
+    # Row 3 (group 1) reads sentence 1.
+    np.testing.assert_allclose(shared[3:4], direct, atol=1e-6)
+
+
 def test_rotary_scores_depend_only_on_relative_position():
     layer = MultiHeadAttention(num_heads=HEADS, head_dim=4, rotary_embedding=True)
     x = _x(1, LENGTH, D_MODEL)

@@ -85,7 +85,7 @@ def load_translator(
 
         trained = load_model_dir(model)
         translator = Translator(
-            trained.model,
+            trained.model.for_inference(),
             trained.vocabulary,
             config,
             batch_tokens=batch_tokens,

@@ -33,7 +33,8 @@ The algorithm, per sentence, at step t (every candidate then has t + 1 tokens):
    sentences' beams are emptied and ignored. Both return the same hypotheses.
 
 Layout: the `active * beam` decoder rows are sentence-major (row i * beam + k), so the
-per-sentence `[active, beam]` tensors reshape to and from it without copies. Finished
+per-sentence `[active, beam]` tensors reshape to and from it without copies, and the
+cross-attention part of the cache keeps one row per sentence (the beams share it). Finished
 hypotheses are kept per sentence of the whole batch (`[batch, ...]`), written in place
 for the active sentences (`BeamState.sentence` maps active position -> sentence).
 """
@@ -127,9 +128,13 @@ class Beam:
     def initial_state(self, inputs: SearchInputs) -> BeamState:
         beam, n_best = self.beam, self.config.n_best
         batch, length = tf.shape(inputs.max_lengths)[0], inputs.cache_length
-        # The cross-attention keys/values are repeated for the beams once and never
-        # reordered: a reorder only permutes rows within a sentence, which are identical.
-        cache = tf.nest.map_structure(lambda x: tf.repeat(x, beam, axis=0), inputs.cache)
+        # Only the self-attention cache gets a row per beam: a sentence's beams read one
+        # row of cross-attention keys/values (see `translator.layers.MultiHeadAttention`).
+        cache = inputs.cache._replace(
+            self_attention=tf.nest.map_structure(
+                lambda x: tf.repeat(x, beam, axis=0), inputs.cache.self_attention
+            )
+        )
         # Only beam 0 starts alive, so the first step does not yield `beam` copies of
         # each candidate.
         first_alive = tf.concat([[0.0], tf.fill([beam - 1], NEG_INF)], axis=0)  # [beam]
@@ -245,10 +250,7 @@ class Beam:
             self_attention=tf.nest.map_structure(lambda x: tf.gather(x, rows), cache.self_attention)
         )
         if compact:  # the per-sentence parts only change when a sentence leaves
-            kept_rows = tf.reshape(stay[:, None] * beam + tf.range(beam), [-1])  # [stay*beam]
-            per_sentence = gather_rows(
-                (cache.cross_attention, cache.source_mask), kept_rows, active * beam
-            )
+            per_sentence = gather_rows((cache.cross_attention, cache.source_mask), stay, active)
             cache = cache._replace(cross_attention=per_sentence[0], source_mask=per_sentence[1])
         return state._replace(
             sentence=tf.gather(state.sentence, stay),
