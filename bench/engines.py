@@ -251,8 +251,10 @@ def profile(row: Row, trained, sources: list[str], batch_tokens: int) -> Profile
     import tensorflow as tf
 
     from bench.counting import CountingModel
+    from translator.constants import BOS_ID
     from translator.inference import Translator
     from translator.search import SearchConfig
+    from translator.search.common import shrinking
     from translator.text import default_max_source_length, prepare
 
     counting = CountingModel(trained.model.for_inference())
@@ -268,16 +270,26 @@ def profile(row: Row, trained, sources: list[str], batch_tokens: int) -> Profile
     count = max(1, rows // steps // beams)  # sentences of the mean step
     cut = default_max_source_length(model.config)
     source = prepare(tf.constant(sources[:count]), trained.vocabulary.source, cut).source_ids
-    source = tf.repeat(source, beams, axis=0)  # [mean rows, width]
-    cache_length = 64
+    batches = translator.stats.batches  # of the timed pass
+    per_batch = max(1, round(steps / batches))  # steps of a batch's search, on average
 
     @tf.function
-    def network(source):
-        cache = model.init_cache(model.encode(source), source, cache_length)
-        ids = tf.fill([tf.shape(source)[0]], 2)  # BOS
-        for step in tf.range(steps):
-            logits, cache = model.decode_step(ids, cache, step % cache_length)
-            ids = tf.argmax(logits, -1, output_type=tf.int32)  # [rows]
+    def network(source):  # the search's cache: growing, cross-attention shared by beams
+        encoder_output = model.encode(source)  # [count, width, d_model]
+        ids = tf.fill([tf.shape(source)[0] * beams], BOS_ID)  # [rows]
+        for _ in tf.range(batches):
+            cache = model.init_cache(encoder_output, source, None)
+            cache = cache._replace(
+                self_attention=tf.nest.map_structure(
+                    lambda x: tf.repeat(x, beams, axis=0), cache.self_attention
+                )
+            )
+            for step in tf.range(per_batch):
+                tf.autograph.experimental.set_loop_options(
+                    shape_invariants=[(cache, shrinking(cache))]
+                )
+                logits, cache = model.decode_step(ids, cache, step)
+                ids = tf.argmax(logits, -1, output_type=tf.int32)  # [rows]
         return ids
 
     network(source)  # trace

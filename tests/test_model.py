@@ -79,11 +79,12 @@ def test_target_padding_leaves_real_positions_unchanged(model):
     np.testing.assert_allclose(np.asarray(model((source, padded)))[:, :5], base, atol=1e-5)
 
 
-def test_decode_step_with_cache_matches_full_pass(model):
+@pytest.mark.parametrize("max_length", [9, None], ids=["static", "growing"])
+def test_decode_step_with_cache_matches_full_pass(model, max_length):
     source, target = ids(3, 7, pad_from=[7, 3, 5]), ids(3, 6)
     full = np.asarray(model((source, target)))
     encoder_output = model.encode(source)
-    cache = model.init_cache(encoder_output, source, max_length=9)
+    cache = model.init_cache(encoder_output, source, max_length=max_length)
     for t in range(6):
         logits, cache = model.decode_step(target[:, t], cache, t)
         np.testing.assert_allclose(np.asarray(logits), full[:, t], atol=1e-5)

@@ -21,6 +21,7 @@ from translator.layers import (
     SinusoidalPositionEncoding,
     TokenEmbedding,
 )
+from translator.layers.attention import GrowingCache
 from translator.layers.dropout import FastDropout
 from translator.layers.masks import cache_mask, causal_mask, padding_mask
 
@@ -28,8 +29,8 @@ from translator.layers.masks import cache_mask, causal_mask, padding_mask
 class DecodingCache(NamedTuple):
     """Everything `decode_step` needs besides the next token and its position.
 
-    A nest of tensors with a fixed length axis, so it can be a `tf.while_loop` variable
-    (under XLA with fully static shapes), and a search can reorder its rows, or drop
+    A nest of tensors, so it can be a `tf.while_loop` variable (with a static length
+    axis under XLA, growing otherwise), and a search can reorder its rows, or drop
     those of finished sentences, with one `tf.gather` per tensor along axis 0
     (`tf.nest.map_structure`). Keys and values are heads-first, the layout the attention
     matmuls read (see `translator.layers.MultiHeadAttention`), so a step neither
@@ -37,7 +38,8 @@ class DecodingCache(NamedTuple):
     """
 
     # Per decoder layer, (keys, values) of the target prefix written so far, zeros after
-    # it: num_decoder_layers x 2 x [batch, heads, max_length, head_dim].
+    # it: num_decoder_layers x 2 x [batch, heads, max_length, head_dim]; or per layer a
+    # `GrowingCache` of the written positions only, [batch, heads, written, head_dim].
     self_attention: tuple[tuple[Any, Any], ...]
     # Per decoder layer, (keys, values) of the encoder output, computed once:
     # num_decoder_layers x 2 x [sources, heads, source_length, head_dim]. `batch` may
@@ -256,13 +258,15 @@ class Transformer(keras.Model):
 
     # ---- Incremental decoding, for search ------------------------------------------------
 
-    def init_cache(self, encoder_output, source_ids, max_length: int) -> DecodingCache:
+    def init_cache(self, encoder_output, source_ids, max_length) -> DecodingCache:
         """An empty self-attention cache and the cross-attention keys/values, once.
 
         Args:
             encoder_output: `[batch, source_length, d_model]` from `encode`.
             source_ids: int `[batch, source_length]`, 0 = padding.
-            max_length: Static number of target positions the cache holds.
+            max_length: Static number of target positions the cache holds, or None for
+                a cache of the written positions only (`translator.layers.GrowingCache`:
+                faster, but its shape changes every step, which XLA cannot compile).
 
         Returns:
             A `DecodingCache` for `batch` sentences.
@@ -291,8 +295,11 @@ class Transformer(keras.Model):
             `(logits, cache)`: float32 `[batch, target_vocab_size]` and the cache with
             position `index` written.
         """
-        max_length = ops.shape(cache.self_attention[0][0])[2]  # keys [b, heads, T, head_dim]
-        self_mask = cache_mask(index, max_length)  # [1, 1, max_length]
+        if isinstance(cache.self_attention[0], GrowingCache):
+            self_mask = None  # it holds positions 0 .. index only, all visible
+        else:
+            max_length = ops.shape(cache.self_attention[0][0])[2]  # keys [b, heads, T, hd]
+            self_mask = cache_mask(index, max_length)  # [1, 1, max_length]
         cross_mask = ops.expand_dims(cache.source_mask, axis=1)  # [sources, 1, source_length]
         x = self._embed(
             self.target_embedding, self.target_positions, token_ids[:, None], index, False

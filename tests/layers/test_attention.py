@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from tests.layer_testing import run_layer_test
-from translator.layers import MultiHeadAttention
+from translator.layers import GrowingCache, MultiHeadAttention
 from translator.layers.masks import cache_mask, causal_mask
 
 RNG = np.random.default_rng(0)
@@ -107,6 +107,20 @@ def test_self_attention_cache_matches_full_causal_pass(rotary):
         assert tuple(part.shape) == (BATCH, HEADS, max_length, 4)
         assert np.all(np.asarray(part)[:, :, :LENGTH] != 0.0)
         assert np.all(np.asarray(part)[:, :, LENGTH:] == 0.0)
+
+
+@pytest.mark.parametrize("rotary", [False, True])
+def test_growing_cache_matches_full_causal_pass(rotary):
+    layer = MultiHeadAttention(num_heads=HEADS, head_dim=4, rotary_embedding=rotary)
+    x = _x(BATCH, LENGTH, D_MODEL)
+    full = np.asarray(layer(x, attention_mask=causal_mask(LENGTH)))
+    cache = layer.empty_cache(BATCH)
+    assert isinstance(cache, GrowingCache) and tuple(cache.keys.shape) == (BATCH, HEADS, 0, 4)
+    for t in range(LENGTH):
+        step, cache = layer(x[:, t : t + 1], cache=cache, cache_index=t)  # no mask needed
+        assert isinstance(cache, GrowingCache)
+        assert tuple(cache.keys.shape) == tuple(cache.values.shape) == (BATCH, HEADS, t + 1, 4)
+        np.testing.assert_allclose(step[:, 0], full[:, t], atol=1e-5)
 
 
 def test_cache_accepts_several_tokens_at_once():

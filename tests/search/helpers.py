@@ -62,7 +62,7 @@ def random_sources(rng: np.random.Generator, lengths, vocab: int) -> np.ndarray:
 def compiled(strategy, model, config, compact: bool = True):
     """`strategy` (greedy_search or beam_search) over `model` as a tf.function."""
     return tf.function(
-        lambda source_ids: strategy(prepare(model, source_ids, config), config, compact),
+        lambda source_ids: strategy(prepare(model, source_ids, config, compact), config, compact),
         input_signature=[tf.TensorSpec([None, None], tf.int32)],
     )
 

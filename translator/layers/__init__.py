@@ -1,6 +1,6 @@
 """Keras layers of the Transformer, one public layer per module."""
 
-from translator.layers.attention import MultiHeadAttention
+from translator.layers.attention import GrowingCache, MultiHeadAttention
 from translator.layers.decoder_block import DecoderBlock
 from translator.layers.dropout import FastDropout
 from translator.layers.encoder_block import EncoderBlock
@@ -15,6 +15,7 @@ __all__ = [
     "EncoderBlock",
     "FastDropout",
     "FeedForward",
+    "GrowingCache",
     "LearnedPositionEmbedding",
     "MultiHeadAttention",
     "RotaryEmbedding",

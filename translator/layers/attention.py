@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any, NamedTuple
 
 import keras
 from keras import ops
@@ -17,13 +18,32 @@ from translator.layers.rotary_embedding import RotaryEmbedding
 _MASKED_SCORE = -1e9
 
 
+class GrowingCache(NamedTuple):
+    """A self-attention cache holding the written positions only.
+
+    Each decoding step appends one position, so attention and the search's reordering
+    read the `written` positions, not a static `max_length` of them, and no write
+    copies a whole static cache (beam 4 on the 4-layer benchmark model: 5,531 -> 6,473
+    target tok/s over the static cache). Its length changes every step, which a
+    `tf.while_loop` allows (with `growing_axis` in its shape invariants) and XLA does
+    not, so a compiled search keeps the static cache.
+    """
+
+    # [batch, heads, written, head_dim] each.
+    keys: Any
+    values: Any
+
+    # The axis that grows (for a loop's shape invariants).
+    growing_axis = 2
+
+
 @keras.saving.register_keras_serializable(package="translator")
 class MultiHeadAttention(keras.layers.Layer):
     """softmax(Q K^T / sqrt(head_dim)) V over several heads (paper, section 3.2).
 
     One layer serves as self-attention (`key_value` omitted) and cross-attention
     (`key_value` = encoder output). Incremental decoding passes an explicit cache
-    instead of keeping hidden state, so a decoding loop has static shapes. A cache is a
+    instead of keeping hidden state, so a decoding loop can have static shapes. A cache is a
     `(keys, values)` pair, each heads-first `[batch, heads, length, head_dim]`: the
     layout the attention matmuls read, so a decoding step never transposes or slices
     the cache (only the new token's keys/values are transposed):
@@ -31,7 +51,9 @@ class MultiHeadAttention(keras.layers.Layer):
     - Self-attention cache: `empty_cache(batch, max_length)` (length = max_length) plus
       `cache_index`, the position of the first query token. The new keys/values are
       written at `cache_index` and attention runs over the whole static cache; the
-      caller's mask hides positions not yet written.
+      caller's mask hides positions not yet written. `empty_cache(batch)` gives a
+      `GrowingCache` instead: the new keys/values are appended (`cache_index` must be
+      its length) and attention reads only written positions, so no mask is needed.
     - Cross-attention cache: `compute_key_value(encoder_output)` (length =
       source_length), computed once per sentence, with `cache_index=None`: the cache is
       read, never written. It may hold fewer rows than the query: with `sources` cache
@@ -144,19 +166,21 @@ class MultiHeadAttention(keras.layers.Layer):
         value = _heads_first(self.value_dense(key_value))
         return key, value
 
-    def empty_cache(self, batch, max_length: int):
+    def empty_cache(self, batch, max_length=None):
         """An all-zero self-attention cache for `max_length` positions.
 
         Args:
             batch: int (or scalar tensor), rows of the cache.
-            max_length: Static number of positions.
+            max_length: Static number of positions (int or scalar tensor), or None for
+                a `GrowingCache`.
 
         Returns:
-            `(keys, values)`, each `[batch, heads, max_length, head_dim]` in the compute dtype.
+            `(keys, values)`, each `[batch, heads, max_length, head_dim]` in the compute
+            dtype; with no `max_length`, a `GrowingCache` of 0 positions.
         """
-        shape = (batch, self.num_heads, max_length, self.head_dim)
-        empty = ops.zeros(shape, dtype=self.compute_dtype)
-        return empty, empty
+        length = 0 if max_length is None else max_length
+        empty = ops.zeros((batch, self.num_heads, length, self.head_dim), self.compute_dtype)
+        return (empty, empty) if max_length is not None else GrowingCache(empty, empty)
 
     def call(
         self,
@@ -181,7 +205,11 @@ class MultiHeadAttention(keras.layers.Layer):
             value = self.value_dense(source)
             if self.rotary is not None:
                 key = self.rotary(key, start_index=start)
-            if cache is not None:
+            if isinstance(cache, GrowingCache):  # [batch, heads, written, head_dim] each
+                key = ops.concatenate([cache.keys, _heads_first(key)], axis=2)
+                value = ops.concatenate([cache.values, _heads_first(value)], axis=2)
+                cache = GrowingCache(key, value)
+            elif cache is not None:
                 key = _write_cache(cache[0], _heads_first(key), cache_index)
                 value = _write_cache(cache[1], _heads_first(value), cache_index)
                 cache = (key, value)  # [batch, heads, max_length, head_dim] each

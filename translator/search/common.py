@@ -234,9 +234,24 @@ def shrinking_invariants(state: NamedTuple, fixed: tuple[str, ...]) -> NamedTupl
     def invariant(name, value):
         if name in fixed:
             return tf.nest.map_structure(lambda x: x.shape, value)
-        return tf.nest.map_structure(lambda x: tf.TensorShape([None, *x.shape[1:]]), value)
+        return shrinking(value)
 
     return type(state)(*(invariant(name, value) for name, value in state._asdict().items()))
+
+
+def shrinking(value, growing_axis: int | None = None):
+    """Shapes with axis 0 unknown, and the `growing_axis` a NamedTuple declares.
+
+    (`translator.layers.GrowingCache` does: its length changes every step.)
+    """
+    if isinstance(value, tuple):
+        axis = getattr(type(value), "growing_axis", growing_axis)
+        parts = [shrinking(part, axis) for part in value]
+        return type(value)(*parts) if hasattr(value, "_fields") else type(value)(parts)
+    shape = [None, *value.shape[1:]]
+    if growing_axis is not None:
+        shape[growing_axis] = None
+    return tf.TensorShape(shape)
 
 
 def trim(ids, lengths):

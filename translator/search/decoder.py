@@ -11,7 +11,7 @@ from translator.search.driver import SearchInputs
 from translator.search.greedy import greedy_search
 
 
-def prepare(model, source_ids, config: SearchConfig) -> SearchInputs:
+def prepare(model, source_ids, config: SearchConfig, compact: bool = True) -> SearchInputs:
     """Encodes a batch once and gives the search its step function, cache and limits.
 
     Args:
@@ -19,6 +19,9 @@ def prepare(model, source_ids, config: SearchConfig) -> SearchInputs:
             `decode_step`, `config`).
         source_ids: int32 `[batch, source_length]`, 0 = padding.
         config: The `SearchConfig` (its length limits).
+        compact: For a compacting search, whose loop allows changing shapes: the
+            self-attention cache then grows with the written positions (faster); else
+            it has the static `cache_length` XLA needs.
 
     Returns:
         The `SearchInputs` of the batch.
@@ -28,7 +31,7 @@ def prepare(model, source_ids, config: SearchConfig) -> SearchInputs:
         source_ids, config, model_position_limit(model.config)
     )  # [batch], scalar
     encoder_output = model.encode(source_ids, training=False)  # [batch, src, d_model]
-    cache = model.init_cache(encoder_output, source_ids, cache_length)
+    cache = model.init_cache(encoder_output, source_ids, None if compact else cache_length)
     return SearchInputs(model.decode_step, cache, max_lengths, cache_length)
 
 
@@ -55,7 +58,7 @@ def search(model, source_ids, config: SearchConfig, compact: bool = True) -> Sea
         A `SearchResult`: ids `[batch, n_best, length]`, scores and lengths `[batch, n_best]`.
     """
     strategy = greedy_search if config.beam_size == 1 else beam_search
-    return strategy(prepare(model, source_ids, config), config, compact)
+    return strategy(prepare(model, source_ids, config, compact), config, compact)
 
 
 class Decoder(tf.Module):
