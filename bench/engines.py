@@ -66,8 +66,7 @@ class Row:
     # `SearchConfig` fields.
     search: dict
     xla: bool = False
-    # Ours: "model" runs the saved model's dtype policy (training's precision) as
-    # `translate` does (`for_inference`), "float32" a float32 copy of it.
+    # Ours: what the search computes in, as `translate --precision` (model or float32).
     precision: str = "model"
     # Best pass, seconds; target tokens of a pass; BLEU of the translations.
     seconds: float = float("inf")
@@ -170,8 +169,7 @@ def translators(row: Row, trained, exports: dict, batch_tokens: int):
 
     config = SearchConfig(**row.search)
     if row.engine == "tensorflow":
-        model = trained.model
-        model = model.for_inference() if row.precision == "model" else model.with_policy("float32")
+        model = trained.model.for_inference(row.precision)  # as `translate --precision`
         return Translator(model, trained.vocabulary, config, batch_tokens, jit_compile=row.xla)
     loaded = load_ctranslate2(exports[row.engine])
     return Translator(
@@ -257,7 +255,7 @@ def profile(row: Row, trained, sources: list[str], batch_tokens: int) -> Profile
     from translator.search.common import shrinking
     from translator.text import default_max_source_length, prepare
 
-    counting = CountingModel(trained.model.for_inference())
+    counting = CountingModel(trained.model.for_inference(row.precision))
     translator = Translator(counting, trained.vocabulary, SearchConfig(**row.search), batch_tokens)
     translator.translate(sources)
     counting.reset()

@@ -263,6 +263,10 @@ def test_cli_export_then_translate_and_evaluate(trained, tmp_path, capsys):
     assert report["search"]["engine"] == "ctranslate2"
     assert report["search"]["exact_stop"] is False
     assert report["search"]["length_penalty_form"] == "power"
+    assert report["search"]["compute_dtype"] is None  # not our search
+    capsys.readouterr()
+    assert main([*args, "--precision", "float32"]) == 2  # CTranslate2 has its own weights
+    assert "--quantization" in capsys.readouterr().err
 
 
 def test_missing_package_is_one_clear_error(monkeypatch, tmp_path):

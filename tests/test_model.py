@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from translator import Transformer, TransformerConfig
+from translator.errors import ConfigError
 from translator.losses import MaskedCrossEntropy, masked_cross_entropy
 
 VOCAB = 50
@@ -126,6 +127,13 @@ def test_for_inference_stores_weights_in_the_compute_dtype():
     got, want = copy((source, target)), mixed((source, target))
     assert got.dtype == want.dtype == "float32"
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=0.05)
+    # float32 on request: the weights as trained, computed in float32.
+    full = mixed.for_inference("float32")
+    assert full.dtype_policy.name == "float32" and plain.for_inference("float32") is plain
+    for got, want in zip(full.get_weights(), mixed.get_weights(), strict=True):
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(ConfigError, match="precision must be one of"):
+        mixed.for_inference("float16")
 
 
 def test_cache_has_static_shapes(model):

@@ -16,6 +16,9 @@ PositionEncoding = Literal["sinusoidal", "learned", "rotary"]
 Activation = Literal["relu", "gelu", "swiglu"]
 POSITION_ENCODINGS: tuple[str, ...] = ("sinusoidal", "learned", "rotary")
 ACTIVATIONS: tuple[str, ...] = ("relu", "gelu", "swiglu")
+# What a trained model decodes in (`Transformer.for_inference`, `--precision`): "model",
+# the compute dtype of its training policy, or "float32".
+PRECISIONS: tuple[str, ...] = ("model", "float32")
 
 
 @dataclasses.dataclass(frozen=True)

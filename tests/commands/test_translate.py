@@ -106,3 +106,36 @@ def test_xla_gives_the_same_translations(model_dir, lines, alone, tmp_path):
     assert main(["translate", *args, "--batch-tokens", "48"]) == 0
     written = output.read_text(encoding="utf-8").split("\n")[:-1]
     assert written == [alone[line] if line.strip() else "" for line in lines]
+
+
+def test_precision_option_picks_what_the_search_computes_in(model_dir, lines, tmp_path):
+    """A mixed_bfloat16 model decodes in bfloat16 by default, in float32 on request."""
+    import json
+
+    from translator.artifacts import load_model_dir, save_model_dir
+    from translator.inference import Translator
+
+    trained = load_model_dir(model_dir)
+    mixed_dir = save_model_dir(
+        tmp_path / "mixed",
+        trained.model.with_policy("mixed_bfloat16"),
+        model_dir / "vocab",
+        {"note": "mixed_bfloat16 copy"},
+    )
+    mixed = load_model_dir(mixed_dir).model
+    assert mixed.dtype_policy.name == "mixed_bfloat16"
+    text = [line for line in lines if line.strip()][:12]
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(text) + "\n")
+    reference = tmp_path / "ref.txt"
+    reference.write_text("\n".join(text) + "\n")
+    for precision, dtype in (("model", "bfloat16"), ("float32", "float32")):
+        output, report = tmp_path / f"{precision}.txt", tmp_path / precision
+        common = ["--model", str(mixed_dir), "--precision", precision]
+        assert main(["translate", *common, "-q", "-i", str(source), "-o", str(output)]) == 0
+        want = Translator(mixed.for_inference(precision), trained.vocabulary).translate(text)
+        assert output.read_text(encoding="utf-8").split("\n")[:-1] == want
+        args = ["evaluate", *common, "--src", str(source), "--ref", str(reference)]
+        assert main([*args, "--report", str(report)]) == 0
+        search = json.loads((report / "report.json").read_text())["search"]
+        assert search["compute_dtype"] == dtype

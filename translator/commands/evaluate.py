@@ -70,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
         max_source_length=args.max_source_length,
         xla=args.xla,
         engine=args.engine,
+        precision=args.precision,
         hypotheses_out=args.hyp_out,
         report_dir=args.report,
         baseline=args.compare,
@@ -88,6 +89,7 @@ def evaluate_model(
     max_source_length: int | None = None,
     xla: bool = False,
     engine: str = "auto",
+    precision: str = "model",
     hypotheses_out: str | Path | None = None,
     report_dir: str | Path | None = None,
     baseline: str | Path | None = None,
@@ -107,6 +109,7 @@ def evaluate_model(
         max_source_length: Cut longer sources (default: the model's limit).
         xla: Compile the search with XLA.
         engine: "auto", "tensorflow" or "ctranslate2" (`translator.commands.options.ENGINES`).
+        precision: What our search computes in (`translator.config.PRECISIONS`).
         hypotheses_out: Also write the translations there.
         report_dir: Also write report.json and report.md there.
         baseline: Another system's hypotheses of the same sources, for the paired test.
@@ -132,7 +135,7 @@ def evaluate_model(
             raise ConfigError(f"--bootstrap-samples must be >= 1, got {bootstrap_samples}")
         others = read_text(baseline)
         check_aligned(others, baseline, references, reference)
-    loaded = load_translator(model, search, batch_tokens, max_source_length, xla, engine)
+    loaded = load_translator(model, search, batch_tokens, max_source_length, xla, engine, precision)
     translator = loaded.translator
     started = time.monotonic()
     with progress_bar(len(sources), "translating") as progress:
@@ -178,6 +181,8 @@ def _search_record(translator: Any) -> dict[str, Any]:
         "batch_tokens": translator.batch_tokens,
         "max_source_length": translator.max_source_length,
         "xla": translator.decoder.jit_compile,
+        # The dtype our search computed in (None for another engine).
+        "compute_dtype": translator.model.compute_dtype if translator.model else None,
     }
 
 

@@ -58,6 +58,7 @@ def load_translator(
     max_source_length: int | None = None,
     xla: bool = False,
     engine: str = "auto",
+    precision: str = "model",
 ) -> LoadedTranslator:
     """Loads `model`, builds its `Translator` with the search `config` and warms it up.
 
@@ -68,6 +69,7 @@ def load_translator(
         max_source_length: Cut longer sources (default: the model's limit).
         xla: Compile our search with XLA.
         engine: "auto", "tensorflow" or "ctranslate2" (`options.ENGINES`).
+        precision: What our search computes in (`translator.config.PRECISIONS`).
 
     Raises:
         ModelDirError, PipelineError: for a model directory that cannot be loaded.
@@ -78,14 +80,14 @@ def load_translator(
     started = time.monotonic()
     if uses_ctranslate2(model, engine):
         trained, translator = _ctranslate2_translator(
-            model, config, batch_tokens, max_source_length, xla
+            model, config, batch_tokens, max_source_length, xla, precision
         )
     else:
         from translator.artifacts import load_model_dir
 
         trained = load_model_dir(model)
         translator = Translator(
-            trained.model.for_inference(),
+            trained.model.for_inference(precision),
             trained.vocabulary,
             config,
             batch_tokens=batch_tokens,
@@ -117,7 +119,7 @@ def check_model(model: str | Path, engine: str) -> None:
         resolve_model_dir(model)
 
 
-def _ctranslate2_translator(model, config, batch_tokens, max_source_length, xla):
+def _ctranslate2_translator(model, config, batch_tokens, max_source_length, xla, precision):
     """The loaded CTranslate2 export and a `Translator` searching with it."""
     from translator.ctranslate2 import (
         CTranslate2Decoder,
@@ -131,6 +133,11 @@ def _ctranslate2_translator(model, config, batch_tokens, max_source_length, xla)
 
     if xla:
         raise ConfigError("--xla compiles our TensorFlow search; CTranslate2 has its own")
+    if precision != "model":
+        raise ConfigError(
+            "--precision sets our TensorFlow search's; a CTranslate2 export has the weights "
+            "it was written with (translator export --quantization)"
+        )
     loaded = load_ctranslate2(model)
     changes = rule_changes(config)
     if changes:
@@ -239,7 +246,13 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"{args.output}: cannot write: its directory does not exist")
     config = search_config(args, n_best=args.n_best)
     loaded = load_translator(
-        args.model, config, args.batch_tokens, args.max_source_length, args.xla, args.engine
+        args.model,
+        config,
+        args.batch_tokens,
+        args.max_source_length,
+        args.xla,
+        args.engine,
+        args.precision,
     )
     totals = _Totals()
     # Someone typing at a terminal gets each line translated as soon as it is entered.
