@@ -37,6 +37,30 @@ class GrowingCache(NamedTuple):
     growing_axis = 2
 
 
+class HeadsProjection(keras.layers.EinsumDense):
+    """An `EinsumDense` of `[batch, length, ...]` inputs, computed as one 2-D matmul.
+
+    For the two equations attention uses, `btd,dnh->btnh` (into heads) and
+    `btnh,nhd->btd` (out of them): the contracted dims are the input's after
+    `[batch, length]`, the kernel's first ones. Keras runs these as a batch matmul that
+    broadcasts the kernel; flattening the rows is the same product in a 2-D matmul,
+    0.047 instead of 0.074 ms at a decoding step's `[312, 1, 128]` (24 per step for the
+    benchmark's 4 decoder layers). Weights, names and build are EinsumDense's. Built
+    by `MultiHeadAttention` only (not exported).
+    """
+
+    def call(self, inputs, training=None):
+        contracted = len(inputs.shape) - 2  # the dims after [batch, length]
+        fan_in = math.prod(self.kernel.shape[:contracted])
+        out_dims = tuple(self.kernel.shape[contracted:])
+        kernel = ops.cast(ops.reshape(self.kernel, (fan_in, -1)), self.compute_dtype)
+        outputs = ops.matmul(ops.reshape(inputs, (-1, fan_in)), kernel)  # [rows, fan_out]
+        if self.bias is not None:
+            outputs = outputs + ops.cast(ops.reshape(self.bias, (-1,)), self.compute_dtype)
+        batch, length = ops.shape(inputs)[0], ops.shape(inputs)[1]
+        return ops.reshape(outputs, (batch, length, *out_dims))
+
+
 @keras.saving.register_keras_serializable(package="translator")
 class MultiHeadAttention(keras.layers.Layer):
     """softmax(Q K^T / sqrt(head_dim)) V over several heads (paper, section 3.2).
@@ -120,7 +144,7 @@ class MultiHeadAttention(keras.layers.Layer):
         output_dim = self.output_dim or query_shape[-1]
 
         def projection(name, input_shape):
-            layer = keras.layers.EinsumDense(
+            layer = HeadsProjection(
                 "btd,dnh->btnh",
                 output_shape=(None, self.num_heads, self.head_dim),
                 bias_axes=heads_bias,
@@ -134,7 +158,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.query_dense = projection("query", query_shape)
         self.key_dense = projection("key", key_value_shape)
         self.value_dense = projection("value", key_value_shape)
-        self.output_dense = keras.layers.EinsumDense(
+        self.output_dense = HeadsProjection(
             "btnh,nhd->btd",
             output_shape=(None, output_dim),
             bias_axes="d" if self.use_bias else None,
