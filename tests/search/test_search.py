@@ -16,7 +16,7 @@ from translator.search import (
     length_penalty,
     output_length_limits,
 )
-from translator.search.common import next_token_candidates, top_k
+from translator.search.common import log_sum_exp, next_token_candidates, top_k
 
 VOCAB = 16
 LENGTHS = [5, 2, 7, 4, 3, 6]
@@ -205,13 +205,12 @@ def test_top_k_equals_tf_top_k(width, k):
 
 
 @pytest.mark.parametrize("min_length", [0, 3])
-@pytest.mark.parametrize("scale", [0.01, 4.0, 1e4])
-def test_next_token_candidates_equal_the_masked_log_softmax(min_length, scale):
+def test_next_token_candidates_equal_the_masked_log_softmax(min_length):
     """The k best allowed ids even when PAD, BOS and EOS have the largest logits."""
     rng, k, step = np.random.default_rng(min_length), 4, 1
-    logits = (rng.standard_normal((5, 1200)) * scale).astype("float32")
-    logits[:, [PAD_ID, BOS_ID, EOS_ID]] = 12.5 * scale  # above every other id
-    logits[3, 700:] = 15.0 * scale  # many ties among allowed ids
+    logits = (rng.standard_normal((5, 1200)) * 4).astype("float32")
+    logits[:, [PAD_ID, BOS_ID, EOS_ID]] = 50.0  # above every other id
+    logits[3, 700:] = 60.0  # many ties among allowed ids
     max_lengths = np.array([9, 9, 2, 9, 9], "int32")  # row 2 is at its limit (step + 1)
     got, got_ids = next_token_candidates(tf.constant(logits), step, max_lengths, k, min_length)
     got, got_ids = np.asarray(got), np.asarray(got_ids)
@@ -231,3 +230,11 @@ def test_next_token_candidates_equal_the_masked_log_softmax(min_length, scale):
         np.testing.assert_allclose(got[row], want, rtol=1e-5, atol=1e-5)
         assert not np.isin(got_ids[row], banned).any()
         np.testing.assert_allclose(log_probs[row, got_ids[row]], got[row], rtol=1e-5, atol=1e-5)
+
+
+def test_log_sum_exp_equals_reduce_logsumexp():
+    rng = np.random.default_rng(1)
+    for scale in (0.01, 1.0, 100.0, 1e4):
+        values = (rng.standard_normal((7, 3000)) * scale).astype("float32")
+        want = tf.reduce_logsumexp(values, axis=-1, keepdims=True)
+        np.testing.assert_allclose(log_sum_exp(tf.constant(values)), want, rtol=1e-6, atol=1e-5)
