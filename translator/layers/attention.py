@@ -303,7 +303,8 @@ def _write_cache(cache, update, index):
     One decoding step's token is scattered into place (`TensorScatterUpdate`), whose
     cost hardly grows with the cache length: at 312 rows, 4 heads and 40 positions it
     takes 0.17 ms where a select over the whole cache takes 0.37, and it made a
-    decoder step of the 4-layer benchmark model 20% faster. Not `slice_update`: on
+    decoder step of the 4-layer benchmark model 20% faster without XLA (with XLA, the
+    static cache's user, both run alike: 3,088 vs 3,044 tok/s). Not `slice_update`: on
     TensorFlow that lowers to an XLA-only op, and this graph must also run in stock TF
     Serving. Several tokens at once (a prompt, not a decoding step) are placed with a
     select on a position mask.
