@@ -343,9 +343,9 @@ class Transformer(keras.Model):
 
         Args:
             precision: "model": the compute dtype of the model's policy (bfloat16 for a
-                mixed_bfloat16 model); "float32": float32 throughout (on this 2-core
-                CPU the 4-layer, d_model 128 benchmark model decodes faster so, while a
-                d_model 512 model's step is 1.5x faster in bfloat16).
+                mixed_bfloat16 model); "float32": float32 throughout (on a 2-core CPU
+                the 4-layer, d_model 128 benchmark model decodes about as fast so, while
+                a d_model 512 model's step is 1.5x faster in bfloat16).
 
         Mixed precision keeps float32 variables for the optimizer and casts every weight
         to the compute dtype at each use. A decoding step uses each weight once, so it
