@@ -276,12 +276,7 @@ def profile(row: Row, trained, sources: list[str], batch_tokens: int) -> Profile
         encoder_output = model.encode(source)  # [count, width, d_model]
         ids = tf.fill([tf.shape(source)[0] * beams], BOS_ID)  # [rows]
         for _ in tf.range(batches):
-            cache = model.init_cache(encoder_output, source, None)
-            cache = cache._replace(
-                self_attention=tf.nest.map_structure(
-                    lambda x: tf.repeat(x, beams, axis=0), cache.self_attention
-                )
-            )
+            cache = model.init_cache(encoder_output, source, None).for_beams(beams)
             for step in tf.range(per_batch):
                 tf.autograph.experimental.set_loop_options(
                     shape_invariants=[(cache, shrinking(cache))]

@@ -94,12 +94,7 @@ def test_decode_step_with_cache_matches_full_pass(model, max_length):
 def test_beams_share_the_cross_attention_cache(model):
     """decode_step with `beam` rows per cross-attention row == with the rows repeated."""
     beam, source, target = 4, ids(2, 6, pad_from=[6, 2]), ids(8, 5)
-    shared = model.init_cache(model.encode(source), source, max_length=7)
-    shared = shared._replace(
-        self_attention=tf.nest.map_structure(
-            lambda x: tf.repeat(x, beam, axis=0), shared.self_attention
-        )
-    )
+    shared = model.init_cache(model.encode(source), source, max_length=7).for_beams(beam)
     repeated_source = np.repeat(source, beam, axis=0)
     repeated = model.init_cache(model.encode(repeated_source), repeated_source, max_length=7)
     for t in range(5):

@@ -49,6 +49,17 @@ class DecodingCache(NamedTuple):
     # True on real source tokens: [sources, source_length] bool.
     source_mask: Any
 
+    def for_beams(self, beam: int) -> DecodingCache:
+        """The cache of a beam search: `beam` self-attention rows per sentence.
+
+        Row `s * beam + k` is beam k of sentence s; the cross-attention part keeps one
+        row per sentence, which its beams share (see `MultiHeadAttention`).
+        """
+        repeated = keras.tree.map_structure(
+            lambda x: ops.repeat(x, beam, axis=0), self.self_attention
+        )  # [sentences * beam, heads, length, head_dim] each
+        return self._replace(self_attention=repeated)
+
 
 @keras.saving.register_keras_serializable(package="translator")
 class Transformer(keras.Model):

@@ -128,13 +128,7 @@ class Beam:
     def initial_state(self, inputs: SearchInputs) -> BeamState:
         beam, n_best = self.beam, self.config.n_best
         batch, length = tf.shape(inputs.max_lengths)[0], inputs.cache_length
-        # Only the self-attention cache gets a row per beam: a sentence's beams read one
-        # row of cross-attention keys/values (see `translator.layers.MultiHeadAttention`).
-        cache = inputs.cache._replace(
-            self_attention=tf.nest.map_structure(
-                lambda x: tf.repeat(x, beam, axis=0), inputs.cache.self_attention
-            )
-        )
+        cache = inputs.cache.for_beams(beam)  # the beams share the cross-attention part
         # Only beam 0 starts alive, so the first step does not yield `beam` copies of
         # each candidate.
         first_alive = tf.concat([[0.0], tf.fill([beam - 1], NEG_INF)], axis=0)  # [beam]
