@@ -6,7 +6,9 @@
     python -m bench --workdir runs/m30k   # reuse a finished recipe run (no hour of training)
 
 The full run trains OpenNMT-tf beside `translator train` (`bench.peers`, the peer in its
-own virtual environment), trains the recipe for 5, 15 and 60 minutes (`bench.quality`, the
+own virtual environment), trains the budget planner's trial grid (`bench.planner`: its
+plans beside variants on Multi30k subsets, both directions, 2- and 5-minute budgets, about
+two hours), trains the recipe for 5, 15 and 60 minutes (`bench.quality`, the
 60-minute one in `--workdir`, default runs/bench-recipe, the others beside it; a finished
 run is reported on, not trained again), then measures decoding (ours, then ours against
 CTranslate2 on the same model: `bench.engines`) and serving on the
@@ -46,13 +48,23 @@ from bench.results import (
     update_section,
 )
 
-BENCHMARKS = ("pipeline", "training", "peers", "decoding", "serving", "quality", "engines")
+BENCHMARKS = (
+    "pipeline",
+    "training",
+    "peers",
+    "planner",
+    "decoding",
+    "serving",
+    "quality",
+    "engines",
+)
 # In the order they run: the cheap ones first, then the hour of training, then what
 # needs its model. (benchmark, whether it runs on the recipe's trained model in full mode)
 STAGES = (
     ("pipeline", False),
     ("training", False),
     ("peers", False),
+    ("planner", False),
     ("decoding", False),
     ("quality", False),
     ("decoding", True),

@@ -1,7 +1,7 @@
 """Training step speed on Multi30k: the ways to a faster step, measured side by side.
 
 Two shapes: the comparison shape (`small`: 3+3 layers, d_model 256, 4 heads, FFN 1024)
-and the narrow shape the short budgets train (`training/budgets.py`: 4+4 layers, d_model
+and the narrow shape the planner picks for Multi30k (`training/plan.py`: 4+4 layers, d_model
 128, FFN 256), a joint 8,000-piece SentencePiece vocabulary, 4,096-token batches, the
 real pipeline and the real training step (`TranslationTrainer` under `fit`), one process,
 one variant after another: float32 and mixed_bfloat16, an XLA-compiled step (static

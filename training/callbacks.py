@@ -126,7 +126,7 @@ class Budget(keras.callbacks.Callback):
         if step >= self.max_steps:
             self.reason = f"reached max_steps ({self.max_steps})"
         elif self.max_seconds and elapsed >= self.max_seconds:
-            self.reason = f"time budget of {self.max_seconds / 60:g} minutes used"
+            self.reason = f"time budget of {self.max_seconds / 60:.1f} minutes used"
         if self.reason:
             self.model.stop_training = True
 

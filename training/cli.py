@@ -5,6 +5,12 @@ from __future__ import annotations
 import argparse
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from translator.errors import ConfigError
+
+if TYPE_CHECKING:
+    from training.run import TrainResult
 
 DEFAULT_CONFIG = Path(__file__).parent / "configs" / "multi30k_en_de.yaml"
 
@@ -15,9 +21,12 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:
         "train",
         help="train a model from a YAML run config (resumes an interrupted run)",
         description=(
-            "Trains a Transformer as a YAML run config says, under a tf.distribute strategy, "
-            "with checkpoints, validation BLEU and TensorBoard logs in the run directory. "
-            "Running it again on the same run directory resumes from the last checkpoint."
+            "Trains a Transformer as a YAML run config says, under a tf.distribute strategy,\n"
+            "with checkpoints, validation BLEU and TensorBoard logs in the run directory.\n"
+            "What the config and --set leave unset (model shape and dropout, batch tokens,\n"
+            "learning rate, warmup, label smoothing, validation cadence) is planned for the\n"
+            "run's budget on this machine (RUN/plan.json; --plan shows it). Running it again\n"
+            "on the same run directory resumes from the last checkpoint, with the same plan."
         ),
         epilog=(
             "Example: translator train --run-dir runs/m30k --set train.max_minutes=5\n"
@@ -43,27 +52,61 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:
         help="override a config value, e.g. --set optimizer.peak_learning_rate=0.003 (repeatable)",
     )
     parser.add_argument("--max-minutes", type=float, help="shorthand for --set train.max_minutes=M")
+    parser.add_argument(
+        "--plan",
+        action="store_true",
+        help="print the plan (corpus counts, measured speeds, the updates and epochs the "
+        "budget buys, each planned value and the rule's reason) and exit without training",
+    )
+    parser.add_argument(
+        "--no-plan",
+        action="store_true",
+        help="plan nothing: train the config as it is, with the built-in defaults for "
+        "what it leaves unset",
+    )
     parser.set_defaults(handler=run_train, log_level=logging.INFO)
 
 
 def run_train(args: argparse.Namespace) -> int:
     """Runs `translator train`."""
-    from training.config import load_config
-    from training.run import train
+    from training.config import explicit_keys, load_config
+    from training.run import PlanRequest, preview_plan, train
 
     overrides = list(args.overrides)
     if args.max_minutes is not None:
         overrides.append(f"train.max_minutes={args.max_minutes}")
     config = load_config(args.config, overrides)
-    result = train(config, args.run_dir)
-    best = (
-        f", best validation BLEU {result.best_bleu:.2f} at step {result.best_step}"
-        if result.best_bleu
-        else ""
-    )
-    print(f"trained {result.steps} steps ({result.stop_reason}){best}")
+    request = None
+    if not args.no_plan:
+        request = PlanRequest(args.config, tuple(overrides), explicit_keys(args.config, overrides))
+    if args.plan:
+        if request is None:
+            raise ConfigError("--plan and --no-plan: choose one")
+        print("\n".join(preview_plan(config, request, args.run_dir).describe()))
+        return 0
+    result = train(config, args.run_dir, planning=request)
+    print(summary_line(result))
     print(f"final model: {result.model_dir}")
     return 0
+
+
+def summary_line(result: TrainResult) -> str:
+    """What a run bought: the plan, the updates made, the validation BLEU reached."""
+    planned = ""
+    if result.plan is not None:
+        plan = result.plan
+        bought = f", {plan.epochs:,.1f} epochs" if plan.updates else ""
+        planned = (
+            (f" of the plan's ~{plan.updates:,}" if plan.updates else "")
+            + f" ({plan.shape.describe()}, "
+            f"{plan.value('data.pipeline.batch_tokens'):,} batch tokens{bought}; RUN/plan.json)"
+        )
+    best = (
+        f"; best validation BLEU {result.best_bleu:.2f} at step {result.best_step:,}"
+        if result.best_bleu is not None
+        else ""
+    )
+    return f"trained {result.steps:,} updates{planned} ({result.stop_reason}){best}"
 
 
 def register_average(subparsers: argparse._SubParsersAction) -> None:

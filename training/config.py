@@ -176,6 +176,19 @@ def load_config(path: str | Path | None, overrides: typing.Sequence[str] = ()) -
     Raises:
         ConfigError: naming the file and the key for any unknown key or bad value.
     """
+    raw = raw_config(path, overrides)
+    try:
+        return build_section(RunConfig, raw, "")
+    except ConfigError as error:
+        raise ConfigError(f"{path}: {error}" if path else str(error)) from None
+
+
+def raw_config(path: str | Path | None, overrides: typing.Sequence[str] = ()) -> dict[str, Any]:
+    """The YAML file's mapping with the `--set` overrides applied, not yet checked.
+
+    Raises:
+        ConfigError: a missing file, bad YAML, or a malformed override.
+    """
     raw: dict[str, Any] = {}
     if path is not None:
         path = Path(path)
@@ -189,10 +202,24 @@ def load_config(path: str | Path | None, overrides: typing.Sequence[str] = ()) -
             raise ConfigError(f"{path}: the top level must be a mapping of sections")
     for override in overrides:
         _apply_override(raw, override)
-    try:
-        return build_section(RunConfig, raw, "")
-    except ConfigError as error:
-        raise ConfigError(f"{path}: {error}" if path else str(error)) from None
+    return raw
+
+
+def explicit_keys(path: str | Path | None, overrides: typing.Sequence[str] = ()) -> frozenset[str]:
+    """The dotted keys the YAML file or the overrides give a value (what the user set).
+
+    `model.overrides` entries count one by one (`model.overrides.dropout`).
+    """
+
+    def walk(node: dict[str, Any], prefix: str) -> typing.Iterator[str]:
+        for key, value in node.items():
+            name = f"{prefix}{key}"
+            if isinstance(value, dict) and value:
+                yield from walk(value, name + ".")
+            else:
+                yield name
+
+    return frozenset(walk(raw_config(path, overrides), ""))
 
 
 def _apply_override(raw: dict[str, Any], override: str) -> None:

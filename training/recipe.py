@@ -1,12 +1,17 @@
-"""`translator recipe`: the whole job for a new user, one command.
+r"""`translator recipe`: the whole job, one command, for any parallel corpus.
 
-    translator recipe --workdir runs/multi30k --minutes 60
+    translator recipe --workdir runs/multi30k --minutes 60            # Multi30k EN->DE
+    translator recipe --workdir runs/fr-en --minutes 30 \
+        --train corpus.fr.gz corpus.en.gz --test news.fr news.en
 
-fetches Multi30k (from `--mirror` / `$TRANSLATOR_DATA_MIRROR` when offline), builds the
-joint SentencePiece vocabulary, trains the default recipe within the time budget,
-translates test_2016_flickr with beam search and scores it with sacreBLEU into a report,
-and exports a SavedModel for serving; then prints where each result is. Each stage is
-skipped when its result is already there, and an interrupted training resumes.
+gets the corpus (Multi30k from `--mirror` / `$TRANSLATOR_DATA_MIRROR` when no files are
+given; else the user's files, with a seeded slice held out for validation when no
+`--valid` is given), builds a joint SentencePiece vocabulary of the planned size, plans
+and trains within the time budget (`training.plan`: the corpus' size and this machine's
+measured speed decide the model, batch, dropout, learning rate...), translates every
+test set with beam search and scores it with sacreBLEU into a report, and exports a
+SavedModel for serving; then prints where each result is. Each stage is skipped when its
+result is already there, and an interrupted training resumes.
 """
 
 from __future__ import annotations
@@ -15,20 +20,91 @@ import argparse
 import dataclasses
 import json
 import logging
+import random
+import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from training.budgets import BudgetSetting, setting_for
 from training.cli import DEFAULT_CONFIG
-
-if TYPE_CHECKING:
-    from training.config import RunConfig
+from translator.errors import ConfigError
+from translator.io import atomic_file, read_lines, write_atomic
 
 log = logging.getLogger(__name__)
 
-# The test set the recipe reports on, and the export version it writes.
-TEST_SET = "test_2016_flickr"
+# Multi30k's test set, the report of a run on Multi30k.
+MULTI30K_TEST = "test_2016_flickr"
+MULTI30K_PAIRS = ("en-de", "de-en")
 EXPORT_VERSION = 1
+# The seed of the held-out validation slice (the same corpus gives the same slice).
+HOLD_OUT_SEED = 1234
+# A language code as file suffixes write it: en, deu, pt_BR, zh-Hans.
+LANGUAGE_CODE = re.compile(r"[A-Za-z]{2,3}([_-][A-Za-z0-9]{2,4})?")
+
+
+def held_out_size(pairs: int) -> int:
+    """Validation pairs held out of a training corpus given without `--valid`.
+
+    5% of the pairs, at least 200 and at most 1,000 (enough for a stable BLEU, little
+    taken from training), and never more than a fifth of a tiny corpus.
+    """
+    return max(1, min(1000, max(200, pairs // 20), pairs // 5))
+
+
+@dataclasses.dataclass(frozen=True)
+class TestSet:
+    """One test set the recipe reports on."""
+
+    # The report's name (eval/<name>/), from the source file's name.
+    name: str
+    source: Path
+    reference: Path
+
+
+@dataclasses.dataclass(frozen=True)
+class RecipeCorpus:
+    """The files of one recipe run, once the data stage has them in place."""
+
+    source_lang: str
+    target_lang: str
+    train: tuple[Path, Path]
+    valid: tuple[Path, Path]
+    # How the validation set came about (a file given, or pairs held out).
+    valid_origin: str
+    # The test sets (empty: the report is on the validation set).
+    tests: tuple[TestSet, ...]
+
+    @property
+    def reports(self) -> tuple[TestSet, ...]:
+        """The sets reported on: the tests, else the validation set."""
+        if self.tests:
+            return self.tests
+        return (TestSet("validation", *self.valid),)
+
+
+@dataclasses.dataclass(frozen=True)
+class RecipeSettings:
+    """What the user chose on the command line."""
+
+    # Training time budget in minutes.
+    minutes: float
+    # Local directory with the Multi30k files, for machines without internet.
+    mirror: str | None
+    # Joint SentencePiece vocabulary size (None: planned from the corpus' size).
+    vocab_size: int | None
+    # `--set key=value` overrides of the training config.
+    overrides: tuple[str, ...] = ()
+    # Translate and score only the first N test sentences (0 = all); for quick checks.
+    test_sentences: int = 0
+    # Beam size of the test translation and of the export.
+    beam_size: int = 4
+    # The user's training files (None: Multi30k) and optional validation files.
+    train: tuple[Path, Path] | None = None
+    valid: tuple[Path, Path] | None = None
+    # The user's test sets: (source, reference) pairs.
+    tests: tuple[tuple[Path, Path], ...] = ()
+    # "SRC-TGT" language codes (None: from the file suffixes, or `pair`).
+    langs: str | None = None
+    # Multi30k's direction when no files are given.
+    pair: str = "en-de"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +115,7 @@ class RecipePaths:
 
     @property
     def data(self) -> Path:
-        """The Multi30k files."""
+        """The corpus files (Multi30k, or the held-out split of the user's corpus)."""
         return self.workdir / "data"
 
     @property
@@ -52,10 +128,9 @@ class RecipePaths:
         """The training run directory (its final model is `run/model`)."""
         return self.workdir / "run"
 
-    @property
-    def report(self) -> Path:
-        """The evaluation report on the test set (report.json, report.md, translations)."""
-        return self.workdir / "eval" / TEST_SET
+    def report(self, name: str) -> Path:
+        """The evaluation report of one set (report.json, report.md, translations)."""
+        return self.workdir / "eval" / name
 
     @property
     def export(self) -> Path:
@@ -63,41 +138,27 @@ class RecipePaths:
         return self.workdir / "export"
 
 
-@dataclasses.dataclass(frozen=True)
-class RecipeSettings:
-    """What the user chose on the command line."""
-
-    # Training time budget in minutes (the published figure uses 60).
-    minutes: float
-    # Local directory with the Multi30k files, for machines without internet.
-    mirror: str | None
-    # Joint SentencePiece vocabulary size (None: the budget setting's).
-    vocab_size: int | None
-    # `--set key=value` overrides of the training config.
-    overrides: tuple[str, ...] = ()
-    # Translate and score only the first N test sentences (0 = all); for quick checks.
-    test_sentences: int = 0
-    # Beam size of the test translation and of the export.
-    beam_size: int = 4
-
-    @property
-    def budget(self) -> BudgetSetting:
-        """The training setting chosen for this time budget (`training.budgets`)."""
-        return setting_for(self.minutes)
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Adds the `recipe` subcommand."""
     parser = subparsers.add_parser(
         "recipe",
-        help="the whole job: data, vocabulary, training, test-set report, export",
+        help="the whole job: data, vocabulary, planned training, test reports, export",
         description=(
-            "Runs the default Multi30k English-to-German recipe end to end in one work "
-            "directory: fetch the data, build the vocabulary, train within a time budget, "
-            f"translate {TEST_SET} with beam search and score it with sacreBLEU into a "
-            "report, export a SavedModel. Stages already done are skipped; an interrupted "
-            "training resumes (delete WORKDIR/run/model to train again)."
+            "Runs the whole job in one work directory: the corpus (Multi30k when no\n"
+            "--train is given), a joint vocabulary, training planned for the budget on this\n"
+            "machine (model, batch, dropout, learning rate: --plan shows the plan),\n"
+            "beam-search translation of each test set scored with sacreBLEU into a report,\n"
+            "and a SavedModel. Stages already done are skipped; an interrupted training\n"
+            "resumes (delete WORKDIR/run to train again)."
         ),
+        epilog=(
+            "Examples:\n"
+            "  translator recipe --workdir runs/multi30k --minutes 5\n"
+            "  translator recipe --workdir runs/m30k-de-en --pair de-en --minutes 15\n"
+            "  translator recipe --workdir runs/fr-en --minutes 30 \\\n"
+            "      --train corpus.fr.gz corpus.en.gz --test news.fr news.en --plan"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--workdir", type=Path, default=Path("runs/multi30k"), help="default: runs/multi30k"
@@ -106,24 +167,56 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--minutes",
         type=float,
         default=60.0,
-        help="training time budget (default: 60); the model, learning rate and validation "
-        "cadence are those chosen for the budget (training/budgets.py)",
+        help="training time budget, measuring this machine's speed included (default: 60)",
     )
-    parser.add_argument("--mirror", help="local directory with the Multi30k files (no network)")
+    corpus = parser.add_argument_group("corpus (default: Multi30k)")
+    corpus.add_argument(
+        "--train",
+        nargs=2,
+        type=Path,
+        metavar=("SRC", "TGT"),
+        help="training files, aligned line by line (plain or .gz)",
+    )
+    corpus.add_argument(
+        "--valid",
+        nargs=2,
+        type=Path,
+        metavar=("SRC", "TGT"),
+        help="validation files (default: a seeded slice of the training pairs, held out)",
+    )
+    corpus.add_argument(
+        "--test",
+        nargs=2,
+        type=Path,
+        action="append",
+        default=[],
+        metavar=("SRC", "REF"),
+        help="a test set to report on (repeatable; default: the validation set)",
+    )
+    corpus.add_argument(
+        "--langs",
+        metavar="SRC-TGT",
+        help="language codes, e.g. fr-en (default: the files' suffixes, train.fr.gz -> fr)",
+    )
+    corpus.add_argument(
+        "--pair",
+        choices=MULTI30K_PAIRS,
+        default="en-de",
+        help="Multi30k's direction, without --train (default: en-de)",
+    )
+    corpus.add_argument("--mirror", help="local directory with the Multi30k files (no network)")
     parser.add_argument(
-        "--vocab-size",
-        type=int,
-        help="joint vocabulary size (default: the one the budget's setting was chosen with)",
+        "--vocab-size", type=int, help="joint vocabulary size (default: planned from the corpus)"
     )
     parser.add_argument(
-        "--beam-size", type=int, default=4, help="beam of the test report and export (default: 4)"
+        "--beam-size", type=int, default=4, help="beam of the test reports and export (default: 4)"
     )
     parser.add_argument(
         "--test-sentences",
         type=int,
         default=0,
         metavar="N",
-        help=f"translate only the first N sentences of {TEST_SET} (default: all)",
+        help="translate only the first N sentences of each test set (default: all)",
     )
     parser.add_argument(
         "--set",
@@ -131,17 +224,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override a value of the training config (repeatable)",
+        help="set a value of the training config; it is kept, and planned around (repeatable)",
+    )
+    parser.add_argument(
+        "--plan",
+        action="store_true",
+        help="get the data and vocabulary, print the training plan and exit",
     )
     parser.set_defaults(handler=run, log_level=logging.INFO)
 
 
 def run(args: argparse.Namespace) -> int:
     """Runs `translator recipe`."""
-    from translator.cli import CommandError
-
     if args.minutes <= 0:
-        raise CommandError(f"--minutes must be positive, got {args.minutes:g}")
+        raise ConfigError(f"--minutes must be positive, got {args.minutes:g}")
+    if args.train is None and (args.valid or args.test or args.langs):
+        raise ConfigError("--valid, --test and --langs need --train (Multi30k: --pair)")
     paths = RecipePaths(args.workdir)
     settings = RecipeSettings(
         minutes=args.minutes,
@@ -150,120 +248,302 @@ def run(args: argparse.Namespace) -> int:
         overrides=tuple(args.overrides),
         test_sentences=args.test_sentences,
         beam_size=args.beam_size,
+        train=tuple(args.train) if args.train else None,
+        valid=tuple(args.valid) if args.valid else None,
+        tests=tuple(tuple(pair) for pair in args.test),
+        langs=args.langs,
+        pair=args.pair,
     )
-    run_recipe(paths, settings)
-    print_summary(paths)
+    if args.plan:
+        corpus = prepare_data(paths, settings)
+        build_vocab(paths, settings, corpus)
+        print("\n".join(preview(paths, settings, corpus).describe()))
+        return 0
+    corpus = run_recipe(paths, settings)
+    print_summary(paths, corpus)
     return 0
 
 
-def run_recipe(paths: RecipePaths, settings: RecipeSettings) -> None:
+def run_recipe(paths: RecipePaths, settings: RecipeSettings) -> RecipeCorpus:
     """Every stage in order, each skipped when its result is already there.
 
     Raises:
         PipelineError, ConfigError, TrainingError: from the stage that failed.
     """
-    fetch_data(paths, settings)
-    build_vocab(paths, settings)
-    train_model(paths, settings)
-    evaluate_test_set(paths, settings)
+    corpus = prepare_data(paths, settings)
+    build_vocab(paths, settings, corpus)
+    train_model(paths, settings, corpus)
+    evaluate(paths, settings, corpus)
     export_model(paths, settings)
+    return corpus
 
 
-def fetch_data(paths: RecipePaths, settings: RecipeSettings) -> None:
-    """Stage 1: the Multi30k files, checksum-verified."""
+# ---- Stage 1: the corpus -----------------------------------------------------------------
+
+
+def languages(settings: RecipeSettings) -> tuple[str, str]:
+    """The source and target language codes: --langs, the file suffixes, or --pair.
+
+    Raises:
+        ConfigError: when neither names them, or both sides are the same language.
+    """
+    text = settings.langs or (None if settings.train else settings.pair)
+    if text:
+        source, sep, target = text.partition("-")
+        if not sep or not LANGUAGE_CODE.fullmatch(source) or not LANGUAGE_CODE.fullmatch(target):
+            raise ConfigError(f"--langs: expected SRC-TGT language codes like fr-en, got {text!r}")
+    else:
+        source, target = (language_of(path) for path in settings.train)
+        if not source or not target:
+            raise ConfigError(
+                f"--langs: the language codes are not in the file names "
+                f"({settings.train[0].name}, {settings.train[1].name}); give --langs SRC-TGT"
+            )
+    if source == target:
+        raise ConfigError(f"--langs: source and target are both {source!r}")
+    return source, target
+
+
+def language_of(path: Path) -> str | None:
+    """The language suffix of a file name (`train.fr.gz` -> fr), or None."""
+    name = path.name.removesuffix(".gz")
+    suffix = name.rpartition(".")[2] if "." in name else ""
+    return suffix if LANGUAGE_CODE.fullmatch(suffix) else None
+
+
+def prepare_data(paths: RecipePaths, settings: RecipeSettings) -> RecipeCorpus:
+    """Stage 1: the corpus files in place, checked; the validation slice held out."""
+    source_lang, target_lang = languages(settings)
+    print(f"[1/5] data ({source_lang}->{target_lang}) -> {paths.data}", flush=True)
+    _check_inputs(paths, settings, (source_lang, target_lang))
+    if settings.train is None:
+        return _multi30k(paths, settings, source_lang, target_lang)
+    from translator.pipelines.corpus import ParallelCorpus
+
+    pairs = ParallelCorpus(*settings.train).validate()  # one error line naming the file
+    if settings.valid:
+        ParallelCorpus(*settings.valid).validate()
+        train, valid, origin = settings.train, settings.valid, f"{settings.valid[0]} (given)"
+    else:
+        train, valid, held = hold_out(paths.data, settings.train, pairs, (source_lang, target_lang))
+        origin = (
+            f"{held:,} of the {pairs:,} training pairs, held out (seed {HOLD_OUT_SEED}) and "
+            "never trained on"
+        )
+    tests = []
+    for source, reference in settings.tests:
+        ParallelCorpus(source, reference).validate()
+        tests.append(TestSet(_set_name(source, tests), source, reference))
+    corpus = RecipeCorpus(source_lang, target_lang, train, valid, origin, tuple(tests))
+    print(f"  train {train[0]} | {train[1]}", flush=True)
+    print(f"  validation: {origin}", flush=True)
+    if not tests:
+        print("  no --test: the report is on the validation set", flush=True)
+    return corpus
+
+
+def _multi30k(
+    paths: RecipePaths, settings: RecipeSettings, source_lang: str, target_lang: str
+) -> RecipeCorpus:
     from translator.pipelines import fetch_dataset
 
-    print(f"[1/5] data -> {paths.data}", flush=True)
     fetch_dataset(
         "multi30k", paths.data, mirror=settings.mirror, log=lambda line: print("  " + line)
     )
 
+    def pair(stem: str) -> tuple[Path, Path]:
+        return (paths.data / f"{stem}.{source_lang}.gz", paths.data / f"{stem}.{target_lang}.gz")
 
-def build_vocab(paths: RecipePaths, settings: RecipeSettings) -> None:
-    """Stage 2: the joint SentencePiece vocabulary of the training data."""
-    from translator.pipelines import build_vocabulary
+    test = TestSet(MULTI30K_TEST, *pair(MULTI30K_TEST))
+    return RecipeCorpus(
+        source_lang, target_lang, pair("train"), pair("val"), "Multi30k val", (test,)
+    )
+
+
+def _set_name(source: Path, earlier: list[TestSet]) -> str:
+    """`news.fr.gz` -> news (news-2, ... when two test sets share a name)."""
+    name = source.name.removesuffix(".gz")
+    if language_of(Path(name)):
+        name = name.rpartition(".")[0]
+    name = re.sub(r"[^\w.-]+", "_", name) or "test"
+    taken = {test.name for test in earlier} | {"validation"}
+    unique, number = name, 1
+    while unique in taken:
+        number += 1
+        unique = f"{name}-{number}"
+    return unique
+
+
+def hold_out(
+    directory: Path, train: tuple[Path, Path], pairs: int, langs: tuple[str, str]
+) -> tuple[tuple[Path, Path], tuple[Path, Path], int]:
+    """Splits the training pairs into train and a seeded validation slice, once.
+
+    Returns:
+        The training files, the validation files, and the validation pairs.
+    """
+    count = held_out_size(pairs)
+    out_train = tuple(directory / f"train.{lang}" for lang in langs)
+    out_valid = tuple(directory / f"valid.{lang}" for lang in langs)
+    marker = directory / "split.json"
+    origin = {
+        "source": [str(path.resolve()) for path in train],
+        "sizes": [path.stat().st_size for path in train],
+        "pairs": pairs,
+        "held_out": count,
+        "seed": HOLD_OUT_SEED,
+    }
+    if marker.is_file() and json.loads(marker.read_text("utf-8")) == origin:
+        return out_train, out_valid, count
+    from translator.pipelines.corpus import ParallelCorpus
+
+    held = set(random.Random(HOLD_OUT_SEED).sample(range(pairs), count))
+    directory.mkdir(parents=True, exist_ok=True)
+    with (
+        atomic_file(out_train[0]) as train_source,
+        atomic_file(out_train[1]) as train_target,
+        atomic_file(out_valid[0]) as valid_source,
+        atomic_file(out_valid[1]) as valid_target,
+    ):
+        for index, (source, target) in enumerate(ParallelCorpus(*train)):
+            sinks = (valid_source, valid_target) if index in held else (train_source, train_target)
+            sinks[0].write(f"{source}\n".encode())
+            sinks[1].write(f"{target}\n".encode())
+    write_atomic(marker, json.dumps(origin, indent=2))
+    return out_train, out_valid, count
+
+
+def _check_inputs(paths: RecipePaths, settings: RecipeSettings, langs: tuple[str, str]) -> None:
+    """Refuses a work directory that holds a recipe of other inputs.
+
+    Its stages would be skipped as done, and the results would not be of these inputs.
+    """
+    inputs = {
+        "languages": list(langs),
+        "train": [str(path.resolve()) for path in settings.train] if settings.train else "multi30k",
+        "valid": [str(path.resolve()) for path in settings.valid] if settings.valid else None,
+    }
+    record = paths.workdir / "recipe.json"
+    if record.is_file():
+        previous = json.loads(record.read_text("utf-8"))
+        if previous != inputs:
+            raise ConfigError(
+                f"--workdir {paths.workdir} holds a recipe of other inputs ({record}: "
+                f"{previous}); use a new work directory"
+            )
+        return
+    paths.workdir.mkdir(parents=True, exist_ok=True)
+    write_atomic(record, json.dumps(inputs, indent=2))
+
+
+# ---- Stage 2: the vocabulary -------------------------------------------------------------
+
+
+def build_vocab(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus) -> None:
+    """Stage 2: the joint SentencePiece vocabulary of the training data, of planned size."""
+    from training.plan import choose_vocab_size
+    from training.planning import count_characters
+    from translator.pipelines import VocabularyError, build_vocabulary
 
     print(f"[2/5] vocabulary -> {paths.vocabulary}", flush=True)
     if (paths.vocabulary / "vocab.json").is_file():
         print("  already built")
         return
-    build_vocabulary(
-        [paths.data / "train.en.gz"],
-        [paths.data / "train.de.gz"],
-        paths.vocabulary,
-        vocab_size=settings.vocab_size or settings.budget.vocab_size,
+    size, why = settings.vocab_size, "--vocab-size"
+    if size is None:
+        characters = count_characters(*corpus.train)
+        size = choose_vocab_size(characters)
+        why = f"planned: 8,000 x ({characters:,} characters / Multi30k's 3.82M) ** 0.4"
+    print(f"  {size:,} pieces ({why})", flush=True)
+    try:
+        build_vocabulary([corpus.train[0]], [corpus.train[1]], paths.vocabulary, vocab_size=size)
+    except VocabularyError as error:
+        # A planned size the corpus cannot fill (few distinct words): SentencePiece says
+        # the most it supports; a size the user asked for stays an error.
+        most = re.search(r"value <= (\d+)", str(error))
+        if settings.vocab_size is not None or most is None:
+            raise
+        size = int(most.group(1))
+        print(f"  {size:,} pieces: all that the corpus supports", flush=True)
+        build_vocabulary([corpus.train[0]], [corpus.train[1]], paths.vocabulary, vocab_size=size)
+
+
+# ---- Stage 3: training -------------------------------------------------------------------
+
+
+def _request(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus):
+    """The run config and its plan request.
+
+    The default config, then the corpus and the budget, then the user's `--set`.
+    """
+    from training.config import explicit_keys, load_config
+    from training.run import PlanRequest
+
+    overrides = (
+        f"data.train_source={corpus.train[0]}",
+        f"data.train_target={corpus.train[1]}",
+        f"data.valid_source={corpus.valid[0]}",
+        f"data.valid_target={corpus.valid[1]}",
+        f"data.vocabulary={paths.vocabulary}",
+        f"train.max_minutes={settings.minutes}",
+        *settings.overrides,
     )
+    keys = explicit_keys(DEFAULT_CONFIG, overrides)
+    request = PlanRequest(DEFAULT_CONFIG, overrides, keys, cache_dir=paths.workdir)
+    return load_config(DEFAULT_CONFIG, overrides), request
 
 
-def train_model(paths: RecipePaths, settings: RecipeSettings) -> None:
-    """Stage 3: the default recipe within the time budget (resumed if interrupted)."""
+def preview(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus):
+    """The plan the training stage would train (`--plan`)."""
+    from training.run import preview_plan
+
+    config, request = _request(paths, settings, corpus)
+    return preview_plan(config, request, paths.run)
+
+
+def train_model(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus) -> None:
+    """Stage 3: planned training within the time budget (resumed if interrupted)."""
+    from training.cli import summary_line
     from training.run import train
 
     print(f"[3/5] training ({settings.minutes:g} minutes) -> {paths.run}", flush=True)
-    print(f"  {settings.budget.describe()}", flush=True)
     if (paths.run / "model" / "model.keras").is_file():
         print(f"  already trained: {paths.run / 'model'}")
         return
-    config = run_config(paths, settings)
-    result = train(config, paths.run)
-    best = (
-        f"; best validation BLEU (greedy) {result.best_bleu:.2f} at step {result.best_step}"
-        if result.best_bleu is not None
-        else ""
-    )
-    print(
-        f"  {result.steps:,} updates, {result.target_tokens:,} target tokens, "
-        f"{result.stop_reason}{best}",
-        flush=True,
-    )
+    config, request = _request(paths, settings, corpus)
+    result = train(config, paths.run, planning=request)
+    print(f"  {summary_line(result)}", flush=True)
 
 
-def run_config(paths: RecipePaths, settings: RecipeSettings) -> RunConfig:
-    """The training config: the default one, the budget's setting, then the user's `--set`."""
-    from training.config import load_config
-
-    return load_config(
-        DEFAULT_CONFIG,
-        [
-            f"data.train_source={paths.data / 'train.en.gz'}",
-            f"data.train_target={paths.data / 'train.de.gz'}",
-            f"data.valid_source={paths.data / 'val.en.gz'}",
-            f"data.valid_target={paths.data / 'val.de.gz'}",
-            f"data.vocabulary={paths.vocabulary}",
-            f"train.max_minutes={settings.minutes}",
-            *settings.budget.overrides,
-            *settings.overrides,
-        ],
-    )
+# ---- Stages 4 and 5: reports and export ----------------------------------------------------
 
 
-def evaluate_test_set(paths: RecipePaths, settings: RecipeSettings) -> None:
-    """Stage 4: beam-search translation of the test set, scored into a report."""
+def evaluate(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus) -> None:
+    """Stage 4: beam-search translation of each report set, scored into a report."""
     from translator.commands.evaluate import evaluate_model
     from translator.search.config import SearchConfig
 
-    print(f"[4/5] {TEST_SET} with beam {settings.beam_size} -> {paths.report}", flush=True)
-    if (paths.report / "report.json").is_file():
-        print("  already evaluated")
-        return
-    source = paths.data / f"{TEST_SET}.en.gz"
-    reference = paths.data / f"{TEST_SET}.de.gz"
-    if settings.test_sentences:
-        source, reference = (
-            _head(
-                path, settings.test_sentences, paths.report.parent / path.name.removesuffix(".gz")
+    for test in corpus.reports:
+        report = paths.report(test.name)
+        print(f"[4/5] {test.name} with beam {settings.beam_size} -> {report}", flush=True)
+        if (report / "report.json").is_file():
+            print("  already evaluated")
+            continue
+        source, reference = test.source, test.reference
+        if settings.test_sentences:
+            source, reference = (
+                _head(path, settings.test_sentences, report.parent / f"{test.name}.head{i}")
+                for i, path in enumerate((source, reference))
             )
-            for path in (source, reference)
+        report.mkdir(parents=True, exist_ok=True)
+        evaluate_model(
+            paths.run,
+            source,
+            reference,
+            SearchConfig(beam_size=settings.beam_size),
+            hypotheses_out=report / f"translations.{corpus.target_lang}",
+            report_dir=report,
         )
-    paths.report.mkdir(parents=True, exist_ok=True)
-    evaluate_model(
-        paths.run,
-        source,
-        reference,
-        SearchConfig(beam_size=settings.beam_size),
-        hypotheses_out=paths.report / "translations.de",
-        report_dir=paths.report,
-    )
 
 
 def export_model(paths: RecipePaths, settings: RecipeSettings) -> None:
@@ -284,20 +564,40 @@ def export_model(paths: RecipePaths, settings: RecipeSettings) -> None:
     print(f"  exported {path}", flush=True)
 
 
-def print_summary(paths: RecipePaths) -> None:
-    """Where each result is, and the test scores."""
-    report = json.loads((paths.report / "report.json").read_text("utf-8"))
-    scores = report["scores"]
+def print_summary(paths: RecipePaths, corpus: RecipeCorpus) -> None:
+    """Where each result is: the plan, what training bought, the scores."""
+    from training.planning import load_plan
+
+    metadata_path = paths.run / "model" / "metadata.json"
+    metadata = json.loads(metadata_path.read_text("utf-8"))
+    plan = load_plan(paths.run)
     print()
-    print(f"data:        {paths.data}")
+    print(f"languages:   {corpus.source_lang} -> {corpus.target_lang}")
+    print(f"data:        {corpus.train[0]} | {corpus.train[1]}")
+    print(f"validation:  {corpus.valid_origin}")
     print(f"vocabulary:  {paths.vocabulary}")
+    if plan is not None:
+        print(
+            f"plan:        {paths.run / 'plan.json'}  ({plan.shape.describe()}, "
+            f"{plan.value('data.pipeline.batch_tokens'):,} batch tokens, dropout "
+            f"{plan.value('model.overrides.dropout')}, ~{plan.updates:,} updates, "
+            f"{plan.epochs:,.1f} epochs)"
+        )
+    bleu = metadata.get("best_validation_bleu")
+    print(
+        f"trained:     {metadata['step']:,} updates"
+        + (f", validation BLEU (greedy) {bleu:.2f}" if bleu is not None else "")
+    )
     print(f"run:         {paths.run}  (tensorboard --logdir {paths.run / 'logs'})")
     print(f"model:       {paths.run / 'model'}")
-    print(
-        f"report:      {paths.report / 'report.md'}  (BLEU {scores['bleu']['score']:.2f}, "
-        f"chrF {scores['chrf']['score']:.2f}, TER {scores['ter']['score']:.2f} "
-        f"on {report['sentences']} sentences of {TEST_SET})"
-    )
+    for test in corpus.reports:
+        report = json.loads((paths.report(test.name) / "report.json").read_text("utf-8"))
+        scores = report["scores"]
+        print(
+            f"report:      {paths.report(test.name) / 'report.md'}  (BLEU "
+            f"{scores['bleu']['score']:.2f}, chrF {scores['chrf']['score']:.2f}, TER "
+            f"{scores['ter']['score']:.2f} on {report['sentences']} sentences of {test.name})"
+        )
     print(
         f"export:      {paths.export / str(EXPORT_VERSION)}  (translator serve --model "
         f"{paths.export})"
@@ -305,10 +605,7 @@ def print_summary(paths: RecipePaths) -> None:
 
 
 def _head(path: Path, count: int, out: Path) -> Path:
-    """The first `count` lines of a gzip text file, written to `out`."""
-    import gzip
-
+    """The first `count` lines of a text file (plain or gzip), written to `out`."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(path, "rt", encoding="utf-8") as lines:
-        out.write_text("".join(line for _, line in zip(range(count), lines, strict=False)), "utf-8")
+    write_atomic(out, "".join(f"{line}\n" for line in read_lines(path, count)))
     return out

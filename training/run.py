@@ -38,6 +38,8 @@ from training.callbacks import (
 )
 from training.checkpoints import Checkpoints, average_checkpoints
 from training.config import ConfigError, RunConfig, dump_config, load_config
+from training.plan import Plan
+from training.planning import load_plan, plan_run, planned_config, save_plan
 from training.schedule import BudgetedSchedule, InverseSquareRootSchedule
 from training.strategy import is_chief, make_strategy, select_precision
 from training.trainer import TranslationTrainer
@@ -95,6 +97,25 @@ class TrainResult:
     target_tokens: int
     # The trained Transformer (averaged when checkpoint.average_last > 1).
     model: Transformer
+    # The plan the run trained (None when nothing was planned).
+    plan: Plan | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanRequest:
+    """Plan what the user left unset (`training.planning`), for the run's budget.
+
+    The run config is rebuilt as the file, then the plan's values, then `overrides`.
+    """
+
+    # The YAML run config the user gave (None: the built-in defaults).
+    config_path: Path | None
+    # The user's `--set key=value` overrides.
+    overrides: tuple[str, ...]
+    # The keys the user set (`training.config.explicit_keys`): never planned.
+    keys: frozenset[str]
+    # Where measured speeds are cached (None: the run directory).
+    cache_dir: Path | None = None
 
 
 def make_schedule(config: RunConfig, d_model: int) -> BudgetedSchedule | InverseSquareRootSchedule:
@@ -199,12 +220,15 @@ def train(
     translate_factory: Callable[[Transformer, Vocabulary], Callable[[Sequence[str]], list[str]]]
     | None = None,
     verbose: int | None = None,
+    planning: PlanRequest | None = None,
 ) -> TrainResult:
     """Trains (or resumes) a model as `config` says, in `run_dir`.
 
     Args:
         config: The run config.
         run_dir: The run directory; resumed when it holds checkpoints.
+        planning: Plan the settings the user left unset before training (the plan is
+            saved in the run directory; a resumed run trains the plan it started with).
         translate_factory: Builds the validation translator from the model and the
             vocabulary; defaults to greedy search (`translator.search`).
         verbose: 0: no progress output. Otherwise a log line every
@@ -226,6 +250,11 @@ def train(
     strategy = make_strategy(config.train.strategy)  # before anything starts TensorFlow
     vocabulary = _load_vocabulary(config)
     precision = select_precision(config.train.precision, strategy)
+    plan = None
+    if planning is not None:
+        plan = resolve_plan(config, planning, run_dir, vocabulary, strategy, precision)
+        config = planned_config(planning.config_path, planning.overrides, plan)
+        check_inputs(config)
     keras.utils.set_random_seed(config.train.seed)
     if is_chief(strategy):
         _prepare_run_dir(run_dir, config, vocabulary)
@@ -237,7 +266,51 @@ def train(
     started = time.monotonic()
     history = _fit(config, run, train_data, valid_data, watch.callbacks)
     steps = _last_checkpoint(run, watch)
-    return _finish(config, run, watch, history, steps, precision, time.monotonic() - started)
+    result = _finish(config, run, watch, history, steps, precision, time.monotonic() - started)
+    return dataclasses.replace(result, plan=plan)
+
+
+def preview_plan(config: RunConfig, request: PlanRequest, run_dir: str | Path) -> Plan:
+    """The plan `train` would train (the run's saved one, if it has one); trains nothing.
+
+    Measured speeds are cached in the run directory, so the training that follows does
+    not measure them again.
+    """
+    run_dir = Path(run_dir)
+    check_inputs(config)
+    strategy = make_strategy(config.train.strategy)
+    vocabulary = _load_vocabulary(config)
+    precision = select_precision(config.train.precision, strategy)
+    saved = load_plan(run_dir)
+    if saved is not None:
+        return saved
+    return plan_run(
+        config, request.keys, vocabulary, strategy, precision, request.cache_dir or run_dir
+    )
+
+
+def resolve_plan(
+    config: RunConfig,
+    request: PlanRequest,
+    run_dir: Path,
+    vocabulary: Vocabulary,
+    strategy,
+    precision: str,
+) -> Plan:
+    """The run's saved plan, or a new one (measured, chosen, saved and logged)."""
+    plan = load_plan(run_dir)
+    if plan is not None:
+        log.info("plan: resuming with the plan in %s", run_dir / "plan.json")
+    else:
+        plan = plan_run(
+            config, request.keys, vocabulary, strategy, precision, request.cache_dir or run_dir
+        )
+        if is_chief(strategy):
+            save_plan(plan, run_dir)
+        log.info("plan: saved in %s", run_dir / "plan.json")
+    for line in plan.describe():
+        log.info("plan: %s", line)
+    return plan
 
 
 @dataclasses.dataclass
@@ -309,12 +382,12 @@ def _build(config: RunConfig, vocabulary: Vocabulary, strategy, run_dir: Path) -
 def _datasets(config: RunConfig, vocabulary: Vocabulary, strategy, micro_steps_done: int):
     """The training input (resumed where the run stopped) and the validation input."""
     data = config.data
-    train_data = _distributed_dataset(
+    train_data = distributed_dataset(
         config, vocabulary, strategy, data.train_source, data.train_target, skip=micro_steps_done
     )
     valid_data = None
     if data.valid_source:
-        valid_data = _distributed_dataset(
+        valid_data = distributed_dataset(
             config, vocabulary, strategy, data.valid_source, data.valid_target, skip=None
         )
     return train_data, valid_data
@@ -456,7 +529,7 @@ def _checkpoint_step(checkpoints: Checkpoints) -> int:
     return int(latest.rsplit("-", 1)[-1]) if latest else -1
 
 
-def _distributed_dataset(
+def distributed_dataset(
     config: RunConfig, vocabulary: Vocabulary, strategy, source: str, target: str, skip: int | None
 ) -> Any:
     """Each replica's shard of a corpus, through `distribute_datasets_from_function`.

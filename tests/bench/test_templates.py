@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from bench import decoding, engines, peers, pipeline, quality, serving, training
+from bench import decoding, engines, peers, pipeline, planner, quality, serving, training
 
 REPO = Path(__file__).resolve().parents[2]
 MODULES = {
     module.__name__.split(".")[-1]: module
-    for module in (decoding, engines, peers, pipeline, quality, serving, training)
+    for module in (decoding, engines, peers, pipeline, planner, quality, serving, training)
 }
 
 

@@ -1,5 +1,6 @@
 """The peers and quality sections: the words from their templates, the figures from the runs."""
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -86,7 +87,17 @@ BUDGETED = {
 INVERSE = {"model": {"preset": "base"}, "optimizer": {"schedule": "x", "warmup_steps": 4000}}
 
 
-def budget_run(minutes, bleu, history, step, tokens=None, greedy=None, config=BUDGETED):
+def five_minute_plan() -> dict:
+    import json
+
+    from training.plan import Budget, CorpusCounts, Speed, make_plan
+
+    counts = CorpusCounts(pairs=29_000, characters=3_820_000, target_tokens=474_000)
+    speeds = {"narrow": Speed(7000.0, 1790.0, 2048, True, 25.0)}
+    return json.loads(make_plan(counts, Budget(seconds=300), speeds).to_json())
+
+
+def budget_run(minutes, bleu, history, step, tokens=None, greedy=None, config=BUDGETED, plan=None):
     metadata = {"step": step, "config": config, "best_validation_bleu": 30.914}
     if tokens is not None:
         metadata["target_tokens"] = tokens
@@ -103,12 +114,14 @@ def budget_run(minutes, bleu, history, step, tokens=None, greedy=None, config=BU
     }
     greedy_report = None if greedy is None else {"scores": {"bleu": {"score": greedy}}}
     command = ["python", "-m", "translator", "recipe", f"--minutes={minutes:g}"]
-    return BudgetRun(minutes, command, report, greedy_report, history, minutes + 0.44)
+    return BudgetRun(minutes, command, report, greedy_report, history, minutes + 0.44, plan)
 
 
 def test_the_quality_section_holds_each_budget_and_no_unfilled_field():
     runs = [
-        budget_run(5.0, 31.814, [(1632, 30.914)], 1632, 2_849_000, greedy=30.944),
+        budget_run(
+            5.0, 31.814, [(1632, 30.914)], 1632, 2_849_000, greedy=30.944, plan=five_minute_plan()
+        ),
         budget_run(60.0, 39.79, [(1000, 24.6), (10937, 39.09)], 10937, 36_800_000, 39.46),
     ]
     text = quality.quality_markdown(runs)
@@ -120,8 +133,11 @@ def test_the_quality_section_holds_each_budget_and_no_unfilled_field():
     row = "| 5 min | **31.81** | >= 25 meets | 55.16 | 52.76 | 30.94 | 30.91 | 1,632 | 2.8M |"
     assert f"{row} {setting} |" in text
     assert "| 60 min | **39.79** | >= 38 meets |" in text and "| 10,937 | 36.8M |" in text
-    assert "- 5 minutes trains the 5-minute setting (" in text and ", chosen by 5-minute" in text
-    assert "- 60 minutes trains the 60-minute setting (the default config as it is)" in text
+    # A planned run says what the plan chose and the rule's reasons; an older run says so.
+    assert "- 5 min trains model = narrow; data.pipeline.batch_tokens = 2048;" in text
+    assert ", chosen by the planner (training/plan.py): model: the data limit allows" in text
+    hand = "- 60 min trains small (d_model 128, dropout 0.1); peak lr 0.005, chosen by a "
+    assert hand + "setting set by hand." in text
     assert "validation):\n  24.60 at 1,000, 39.09 at 10,937.\n" in text
     assert 'Search of the test translations: {"beam_size": 4, "length_penalty": 0.6}' in text
     assert "length ratio\n  0.979 (60 minutes).\n- Commands:" in text  # nothing missed
@@ -158,5 +174,40 @@ def test_missed_quality_targets_get_a_bullet_each_in_the_list(rendered):
     assert "is what would close the gap.\n- Commands:" in text
     assert not UNFILLED.search(text)
     assert quality._curve([]) == "not recorded"
-    quality.quality_markdown([runs[0], budget_run(60.0, 39.0, [], 10, 1_000_000, 38.5)])
+    table = dataclasses.replace(runs[1], variant=quality.Variant(5.0, table=True))
+    de_en = dataclasses.replace(runs[1], variant=quality.Variant(5.0, pair="de-en"))
+    quality.quality_markdown(
+        [runs[0], budget_run(60.0, 39.0, [], 10, 1_000_000, 38.5), table, de_en]
+    )
     assert rendered["quality"] == set(quality.template_parts())  # every part filled
+
+
+def test_the_minutes_table_and_de_en_runs_are_rows_beside_the_plan_without_targets():
+    plan_run = budget_run(5.0, 31.0, [(1600, 30.0)], 1600, 2_800_000, plan=five_minute_plan())
+    table = dataclasses.replace(
+        budget_run(5.0, 30.5, [(1632, 30.1)], 1632), variant=quality.Variant(5.0, table=True)
+    )
+    de_en = dataclasses.replace(
+        budget_run(5.0, 35.0, [(1600, 34.0)], 1600), variant=quality.Variant(5.0, pair="de-en")
+    )
+    text = quality.quality_markdown([plan_run, table, de_en])
+    assert "| 5 min | **31.00** | >= 25 meets |" in text
+    assert "| 5 min, minutes table | **30.50** |   |" in text  # no target on the baseline
+    assert "| 5 min, DE->EN | **35.00** |   |" in text
+    assert "- 5 min, minutes table trains small (" in text and "the minutes table the" in text
+    assert quality.plan_and_table([plan_run, table, de_en]) == [(plan_run, table)]
+    assert not UNFILLED.search(text)  # every field filled
+
+
+def test_the_baseline_run_sets_every_planned_value_so_nothing_is_planned_or_timed(tmp_path):
+    from training.config import explicit_keys, load_config
+    from training.planning import given_settings
+
+    args = quality.parse_args(["--budgets", "5", "--table-budgets", "5"])
+    command = quality.recipe_command(args, tmp_path, tmp_path, quality.Variant(5.0, table=True))
+    sets = [item.removeprefix("--set=") for item in command if item.startswith("--set=")]
+    assert "--vocab-size=8000" in command and "--pair=en-de" in command
+    given = given_settings(load_config(None, sets), explicit_keys(None, sets), (8000, 8000))
+    assert all(value is not None for value in dataclasses.asdict(given).values())
+    assert given.shape.d_model == 128 and given.batch_tokens == 2048 and given.dropout == 0.1
+    assert quality.table_setting(60.0) != quality.table_setting(15.0) == quality.table_setting(7)

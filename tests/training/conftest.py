@@ -102,6 +102,11 @@ def copy_task(tmp_path_factory):
 
 def tiny_run_config(task, **sections) -> RunConfig:
     """A `RunConfig` for a tiny model on the copy task; sections override by key."""
+    return build_section(RunConfig, tiny_raw_config(task, **sections), "")
+
+
+def tiny_raw_config(task, **sections) -> dict:
+    """The mapping (as YAML holds it) of `tiny_run_config`."""
     raw = {
         "model": {"preset": "tiny", "overrides": {"dropout": 0.0}},
         "data": {
@@ -119,7 +124,7 @@ def tiny_run_config(task, **sections) -> RunConfig:
     }
     for section, values in sections.items():
         raw.setdefault(section, {}).update(values)
-    return build_section(RunConfig, raw, "")
+    return raw
 
 
 def replace(config: RunConfig, section: str, **fields) -> RunConfig:

@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+import yaml
 
 from tests.training.conftest import (
     TRAIN_SCRIPT,
@@ -17,6 +18,7 @@ from tests.training.conftest import (
     replace,
     script_env,
     signal_after_checkpoint,
+    tiny_raw_config,
     tiny_run_config,
     train_to_end,
 )
@@ -175,6 +177,26 @@ def test_multi_worker_two_processes_end_with_identical_weights(copy_task, tmp_pa
     config = tiny_run_config(copy_task, train={**budget, "strategy": "multi_worker"})
     config_path = tmp_path / "config.yaml"
     dump_config(config, config_path)
+    _two_workers_agree(config_path, tmp_path, budget)
+
+
+@pytest.mark.slow
+def test_multi_worker_planned_run_times_in_lockstep_and_ends_with_identical_weights(
+    copy_task, tmp_path
+):
+    # Each worker times the shape; they must make the same plan (batch, schedule) or
+    # their collectives would not match.
+    raw = tiny_raw_config(copy_task, train={"max_minutes": 0.5, "strategy": "multi_worker"})
+    del raw["data"]["pipeline"]["batch_tokens"], raw["optimizer"]
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(yaml.safe_dump(raw))
+    _two_workers_agree(config_path, tmp_path, {"max_minutes": 0.5}, "--plan")
+    plan = json.loads((tmp_path / "run" / "plan.json").read_text())
+    assert plan["speeds"]["yours"]["measured"] and plan["measuring_seconds"] > 0
+
+
+def _two_workers_agree(config_path, tmp_path, budget, *extra):
+    """Trains on two local workers; both end at the same step with the same weights."""
     workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
     processes = []
     for index in range(2):
@@ -187,6 +209,7 @@ def test_multi_worker_two_processes_end_with_identical_weights(copy_task, tmp_pa
                     str(config_path),
                     str(tmp_path / "run"),
                     str(tmp_path / f"w{index}.npz"),
+                    *extra,
                 ],
                 env={**script_env(), "TF_CONFIG": json.dumps(tf_config)},
                 stdout=subprocess.PIPE,

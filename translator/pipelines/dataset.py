@@ -212,11 +212,7 @@ def make_dataset(
     num_shards = input_context.num_input_pipelines if input_context else 1
     shard = input_context.input_pipeline_id if input_context else 0
     stats = _scan(source_path, target_path, vocabulary, config, num_shards, log=shard == 0)
-    if stats.kept - sum(stats.static_remainder) <= 0:  # an empty dataset trains nothing
-        raise CorpusError(
-            f"{stats.source_path} | {stats.target_path}: no pair to "
-            f"{'train' if training else 'validate'} on; {stats.counts()}"
-        )
+    check_learnable(stats, training)
 
     dataset = ParallelCorpus(source_path, target_path).text_dataset()  # (str, str) scalars
     if num_shards > 1:
@@ -274,6 +270,19 @@ def _batch_by_bucket(dataset: tf.data.Dataset, config: PipelineConfig) -> tf.dat
         window_size_func=lambda bucket: tf.gather(batch_sizes, bucket),
     )  # ([b, (s)], [b, (t)], [b, (t)], [b]) one bucket's pairs
     return dataset.map(to_features, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def check_learnable(stats: CorpusStats, training: bool) -> None:
+    """Refuses a corpus of which no pair reaches the batches.
+
+    Raises:
+        CorpusError: naming the files and the skip counts.
+    """
+    if stats.kept - sum(stats.static_remainder) <= 0:  # an empty dataset trains nothing
+        raise CorpusError(
+            f"{stats.source_path} | {stats.target_path}: no pair to "
+            f"{'train' if training else 'validate'} on; {stats.counts()}"
+        )
 
 
 def scan_corpus(

@@ -1,0 +1,172 @@
+"""The planner's rule as a function: the extremes, and monotone in the right directions."""
+
+import dataclasses
+
+import pytest
+
+from training.plan import (
+    SHAPES,
+    Budget,
+    CorpusCounts,
+    Given,
+    Plan,
+    Speed,
+    batch_tokens_for_updates,
+    choose_batch_tokens,
+    choose_dropout,
+    choose_vocab_size,
+    make_plan,
+)
+
+# A 2-core CPU as measured here: the narrow shape's speed and 25 s to its first update;
+# the larger shapes in proportion to their parameters (what FLOP scaling gives, roughly).
+CPU = {
+    shape.name: Speed(8000.0 * SHAPES[0].parameters / shape.parameters, 1700.0, 2048, True, 25.0)
+    for shape in SHAPES
+}
+MULTI30K = CorpusCounts(pairs=29_000, characters=3_820_000, target_tokens=474_000)
+
+
+def faster(times: float) -> dict[str, Speed]:
+    return {
+        name: dataclasses.replace(speed, tokens_per_second=speed.tokens_per_second * times)
+        for name, speed in CPU.items()
+    }
+
+
+def corpus(pairs: int) -> CorpusCounts:
+    """A corpus of Multi30k-like sentences (16 target tokens, 132 characters a pair)."""
+    return CorpusCounts(pairs=pairs, characters=132 * pairs, target_tokens=16 * pairs)
+
+
+def plan(counts=MULTI30K, minutes=5.0, speeds=None, **given) -> Plan:
+    return make_plan(counts, Budget(seconds=minutes * 60), speeds or CPU, given=Given(**given))
+
+
+def index(p: Plan) -> int:
+    return [shape.name for shape in SHAPES].index(p.shape.name)
+
+
+def test_multi30k_on_this_cpu_gets_the_settings_its_trials_chose():
+    five, hour = plan(minutes=5), plan(minutes=60)
+    assert five.shape.name == hour.shape.name == "narrow"  # won at every budget tried
+    assert five.value("data.pipeline.batch_tokens") == 2048
+    # 2 minutes buy ~0.7M tokens, where 1,024-token batches won every cell of the grid.
+    assert plan(minutes=2).value("data.pipeline.batch_tokens") == 1024
+    assert hour.value("data.pipeline.batch_tokens") == 4096
+    assert five.value("model.overrides.dropout") == 0.1
+    assert hour.value("model.overrides.dropout") >= 0.25  # ~80 epochs: regularize hard
+    assert five.value("eval.every_steps") == 0 and hour.value("eval.every_steps") > 0
+
+
+def test_a_tiny_corpus_gets_the_smallest_model_and_heavy_dropout():
+    p = plan(corpus(1000), minutes=60)
+    assert p.shape is SHAPES[0]
+    assert p.epochs > 500 and p.value("model.overrides.dropout") == 0.3
+
+
+def test_ten_million_pairs_on_a_100x_machine_get_a_paper_model_and_little_dropout():
+    p = plan(corpus(10_000_000), minutes=60, speeds=faster(100))
+    assert p.shape.name in ("base", "big")
+    assert p.epochs < 2 and p.value("model.overrides.dropout") <= 0.05
+    assert p.value("data.pipeline.batch_tokens") >= 4096
+    assert p.value("optimizer.peak_learning_rate") < plan().value("optimizer.peak_learning_rate")
+
+
+def test_ten_million_pairs_on_this_cpu_are_compute_limited_not_data_limited():
+    cpu, gpu = plan(corpus(10_000_000), minutes=60), plan(corpus(10_000_000), 60, faster(100))
+    assert index(cpu) < index(gpu)
+    assert cpu.epochs < 0.5 and cpu.value("model.overrides.dropout") == 0.0
+
+
+@pytest.mark.parametrize("times", [10, 100])
+def test_a_faster_machine_buys_more_and_never_gets_a_smaller_model_or_batch(times):
+    for pairs in (1000, 29_000, 1_000_000, 10_000_000):
+        slow, fast = plan(corpus(pairs), 15), plan(corpus(pairs), 15, faster(times))
+        assert fast.tokens > slow.tokens and fast.updates >= slow.updates
+        assert index(fast) >= index(slow)
+        assert fast.value("data.pipeline.batch_tokens") >= slow.value("data.pipeline.batch_tokens")
+
+
+def test_a_larger_corpus_never_gets_a_smaller_model_nor_more_dropout():
+    for speeds in (CPU, faster(10), faster(100)):
+        plans = [plan(corpus(n), 60, speeds) for n in (1000, 10_000, 100_000, 1_000_000, 10**7)]
+        shapes = [index(p) for p in plans]
+        dropouts = [p.value("model.overrides.dropout") for p in plans]
+        assert shapes == sorted(shapes)
+        assert dropouts == sorted(dropouts, reverse=True)
+    # and across the whole range the model does grow.
+    assert index(plan(corpus(10**7), 60, faster(100))) > index(plan(corpus(1000), 60, faster(100)))
+
+
+def test_a_longer_budget_never_gets_a_smaller_model_or_batch():
+    for pairs in (3000, 29_000, 10**6):
+        plans = [plan(corpus(pairs), minutes) for minutes in (2, 5, 15, 60, 600)]
+        assert [index(p) for p in plans] == sorted(index(p) for p in plans)
+        batches = [p.value("data.pipeline.batch_tokens") for p in plans]
+        assert batches == sorted(batches)
+
+
+def test_dropout_rises_with_epochs_from_zero_to_its_cap():
+    values = [choose_dropout(e) for e in (0.1, 0.5, 1, 2, 5, 20, 40, 80, 1000)]
+    assert values == sorted(values)
+    assert values[0] == 0.0 and values[-1] == 0.3
+    assert choose_dropout(10) == 0.1
+
+
+def test_batch_tokens_are_powers_of_two_within_bounds_and_memory():
+    for tokens in (1e4, 1e6, 1e8, 1e10, 1e13):
+        batch = choose_batch_tokens(tokens)
+        assert batch & (batch - 1) == 0 and 1024 <= batch <= 65536
+    assert choose_batch_tokens(1e12, memory_limit=4096) == 4096
+
+
+def test_an_update_budget_gets_the_batch_a_time_budget_of_the_same_tokens_gets():
+    for updates in (300, 1632, 11_000, 200_000):
+        batch = batch_tokens_for_updates(updates, fill=0.8, memory_limit=65536)
+        bought = choose_batch_tokens(updates * 0.8 * batch)
+        assert bought in (batch, batch * 2, batch // 2)  # one power of two of rounding
+    p = make_plan(MULTI30K, Budget(updates=1632), CPU)
+    assert p.updates == 1632 and p.value("data.pipeline.batch_tokens") == 2048
+
+
+def test_the_vocabulary_grows_with_the_corpus_within_bounds():
+    sizes = [choose_vocab_size(132 * n) for n in (100, 3000, 29_000, 10**6, 10**8)]
+    assert sizes == sorted(sizes) and sizes[0] == 1000 and sizes[-1] == 32000
+    assert choose_vocab_size(3_820_000) == 8000  # Multi30k: the size its trials chose
+
+
+def test_what_the_user_set_is_kept_and_planned_around():
+    user_shape = dataclasses.replace(SHAPES[2], name="yours")
+    speeds = {"yours": dataclasses.replace(CPU["base"])}
+    p = plan(minutes=60, speeds=speeds, shape=user_shape, dropout=0.2, batch_tokens=8192)
+    assert p.shape is user_shape
+    assert p.value("model.overrides.dropout") == 0.2
+    assert p.value("data.pipeline.batch_tokens") == 8192
+    overrides = p.overrides()
+    assert not any(o.startswith(("model.", "data.pipeline.batch_tokens")) for o in overrides)
+    # The planned values follow the user's choices: base's learning rate, updates at 8,192.
+    assert "optimizer.peak_learning_rate=0.0018" in overrides
+    assert p.updates == int(p.tokens / CPU["base"].at_batch(8192))
+
+
+def test_planned_overrides_load_as_a_run_config():
+    from training.config import load_config
+
+    config = load_config(None, plan(minutes=60).overrides())
+    assert config.model.overrides["d_model"] == 128
+    assert config.data.pipeline.batch_tokens == 4096
+    assert config.model.transformer_config(8000, 8000).num_encoder_layers == 4
+
+
+def test_a_plan_survives_its_json():
+    p = plan(minutes=15)
+    assert Plan.from_json(p.to_json()) == p
+
+
+def test_the_measuring_time_and_the_tracing_are_not_counted_as_training():
+    p = plan(minutes=5)
+    assert p.tokens == pytest.approx(CPU["narrow"].tokens_per_second * (300 - 25))
+    assert any("25 s to the first update" in line for line in p.describe())
+    with pytest.raises(ValueError, match="positive"):
+        Budget(seconds=-1.0)

@@ -1,0 +1,123 @@
+"""Planning a real run: what the user set is kept, the rest planned, saved and resumed;
+speeds measured on the real pipeline and cached."""
+
+import json
+
+import yaml
+
+from tests.training.conftest import tiny_raw_config
+from tests.training.test_train_command import NOISE, translator
+from training.config import explicit_keys
+from training.plan import Plan
+
+
+def test_explicit_keys_are_what_the_file_and_the_overrides_set(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("model:\n  preset: tiny\n  overrides: {dropout: 0.2}\ntrain:\n  seed: 3\n")
+    keys = explicit_keys(path, ["optimizer.peak_learning_rate=0.001", "model.overrides={}"])
+    assert keys == {"model.preset", "model.overrides", "train.seed", "optimizer.peak_learning_rate"}
+    assert "model.overrides.dropout" in explicit_keys(path)
+
+
+def write_user_config(tmp_path, task, **train):
+    """What a user writes: the data, a tiny model and a budget; the rest is planned."""
+    config = tiny_raw_config(task, train=train, eval={"bleu": False})
+    config["model"]["overrides"] = {"dropout": 0.05}
+    del config["optimizer"], config["data"]["pipeline"]["batch_tokens"]
+    del config["eval"]["every_steps"]
+    if "max_steps" not in train:
+        del config["train"]["max_steps"]
+    path = tmp_path / "user.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_train_plans_what_the_user_left_unset_keeps_the_rest_and_resumes_the_same_plan(
+    copy_task, tmp_path
+):
+    config = write_user_config(tmp_path, copy_task, max_steps=20, max_minutes=0)
+    run_dir = tmp_path / "run"
+    first = translator("train", "--config", config, "--run-dir", run_dir)
+    assert first.returncode == 0, first.stderr[-3000:]
+    plan = Plan.from_json((run_dir / "plan.json").read_text())
+    assert plan.budget.updates == 20 and plan.updates == 20
+    assert plan.shape.name == "yours" and plan.shape.d_model == 64  # the tiny preset, kept
+    resolved = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert resolved["model"]["preset"] == "tiny"
+    assert resolved["model"]["overrides"] == {"dropout": 0.05}  # set by the user: kept
+    # Planned: the batch for 20 updates, a width-64 learning rate, validation at the end.
+    assert resolved["data"]["pipeline"]["batch_tokens"] == plan.value("data.pipeline.batch_tokens")
+    assert resolved["optimizer"]["peak_learning_rate"] == plan.value("optimizer.peak_learning_rate")
+    assert plan.value("optimizer.peak_learning_rate") > 0.005  # narrower than 128: higher
+    assert resolved["eval"]["every_steps"] == 0
+    assert "plan: model.overrides.dropout = 0.05: set by you" in first.stderr
+    summary = first.stdout.strip().splitlines()[0]
+    assert summary.startswith("trained 20 updates of the plan's ~20 (yours (2+2 x 64")
+    assert not NOISE.search(first.stderr)
+
+    # The same command again, with a larger step budget: the run resumes with its plan.
+    again = translator(
+        "train", "--config", config, "--run-dir", run_dir, "--set", "train.max_steps=30"
+    )
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "plan: resuming with the plan in" in again.stderr
+    assert json.loads((run_dir / "model" / "metadata.json").read_text())["step"] == 30
+    assert Plan.from_json((run_dir / "plan.json").read_text()) == plan
+
+
+def test_plan_times_the_shape_on_the_real_pipeline_once_and_reuses_the_measurement(
+    copy_task, tmp_path
+):
+    config = write_user_config(tmp_path, copy_task, max_minutes=2)
+    run_dir = tmp_path / "run"
+    first = translator("train", "--config", config, "--run-dir", run_dir, "--plan")
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "plan: timing yours (2+2 x 64" in first.stderr
+    lines = first.stdout.splitlines()
+    assert lines[0].startswith("corpus: 3,000 pairs,") and "(counted)" in lines[0]
+    speed_line = next(line for line in lines if line.startswith("speed: yours "))
+    assert "(measured;" in speed_line
+    cached = json.loads((run_dir / "speed.json").read_text())["speeds"]
+    (measured,) = cached.values()
+    assert measured["tokens_per_second"] > 0 and measured["startup_seconds"] > 0
+    assert any(line.startswith("buys: ") and "updates" in line for line in lines)
+    assert not (run_dir / "plan.json").exists()  # --plan trains nothing and saves no plan
+
+    second = translator("train", "--config", config, "--run-dir", run_dir, "--plan")
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "plan: timing" not in second.stderr
+    assert speed_line in second.stdout.splitlines()  # the same measurement
+    assert "measuring speeds took" not in second.stdout
+
+
+def test_plan_and_no_plan_together_are_one_error_line(copy_task, tmp_path):
+    config = write_user_config(tmp_path, copy_task, max_steps=5)
+    result = translator(
+        "train", "--config", config, "--run-dir", tmp_path / "r", "--plan", "--no-plan"
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].endswith("--plan and --no-plan: choose one")
+
+
+def test_overrides_set_as_a_whole_fix_the_shape_and_its_dropout():
+    from training.config import load_config
+    from training.planning import given_settings
+
+    overrides = ["model.overrides={}", "train.max_steps=50"]
+    given = given_settings(load_config(None, overrides), explicit_keys(None, overrides), (90, 90))
+    assert given.shape is not None and given.shape.d_model == 256  # the preset's, as set
+    assert given.dropout == 0.1 and given.batch_tokens is None  # the batch is still planned
+    nothing = given_settings(load_config(None), frozenset(), (90, 90))
+    assert nothing.shape is None and nothing.dropout is None
+
+
+def test_a_config_that_sets_every_planned_value_spends_nothing_on_timing(copy_task, tmp_path):
+    config = tmp_path / "full.yaml"
+    raw = tiny_raw_config(copy_task, train={"max_minutes": 1.0})
+    raw["optimizer"]["label_smoothing"] = 0.1
+    config.write_text(yaml.safe_dump(raw))
+    result = translator("train", "--config", config, "--run-dir", tmp_path / "run", "--plan")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "plan: timing" not in result.stderr and not (tmp_path / "run" / "speed.json").exists()
+    assert "buys: not measured (every planned value is set; nothing timed)" in result.stdout
+    assert "budget: 1.0 minutes" in result.stdout

@@ -1,0 +1,137 @@
+"""`translator recipe` on a user's corpus: languages, the held-out slice, errors, end to end."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.training.conftest import write_copy_corpus
+from tests.training.test_train_command import NOISE, translator
+from training.recipe import (
+    RecipePaths,
+    RecipeSettings,
+    held_out_size,
+    hold_out,
+    language_of,
+    languages,
+    prepare_data,
+)
+from translator.errors import ConfigError
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text("utf-8").splitlines()
+
+
+@pytest.mark.parametrize(
+    ("name", "code"),
+    [
+        ("train.fr.gz", "fr"),
+        ("corpus.de", "de"),
+        ("news.pt_BR", "pt_BR"),
+        ("x.zh-Hans.gz", "zh-Hans"),
+        ("train.src", "src"),  # three letters pass as a code: --langs overrides it
+        ("corpus", None),
+        ("corpus.txt.gz", "txt"),
+        ("data.1234", None),
+    ],
+)
+def test_the_language_comes_from_the_file_suffix(name, code):
+    assert language_of(Path(name)) == code
+
+
+def test_languages_from_langs_suffixes_or_the_multi30k_pair():
+    train = (Path("a.fr.gz"), Path("a.en.gz"))
+    assert languages(RecipeSettings(1, None, None, train=train)) == ("fr", "en")
+    assert languages(RecipeSettings(1, None, None, train=train, langs="de-en")) == ("de", "en")
+    assert languages(RecipeSettings(1, None, None, pair="de-en")) == ("de", "en")
+    nameless = (Path("source"), Path("target"))
+    with pytest.raises(ConfigError, match="give --langs SRC-TGT"):
+        languages(RecipeSettings(1, None, None, train=nameless))
+    with pytest.raises(ConfigError, match="both 'en'"):
+        languages(RecipeSettings(1, None, None, train=nameless, langs="en-en"))
+    with pytest.raises(ConfigError, match="expected SRC-TGT"):
+        languages(RecipeSettings(1, None, None, train=nameless, langs="english"))
+
+
+def test_the_held_out_slice_is_seeded_disjoint_complete_and_never_trained_on(tmp_path):
+    source, target = write_copy_corpus(tmp_path / "corpus", 3000, seed=7, reverse=True)
+    pairs = list(zip(lines(source), lines(target), strict=True))
+    train, valid, count = hold_out(tmp_path / "a", (source, target), 3000, ("xx", "yy"))
+    assert count == held_out_size(3000) == 200
+    train_pairs = list(zip(lines(train[0]), lines(train[1]), strict=True))
+    valid_pairs = list(zip(lines(valid[0]), lines(valid[1]), strict=True))
+    assert len(valid_pairs) == 200 and len(train_pairs) == 2800
+    assert sorted(train_pairs + valid_pairs) == sorted(pairs)  # every pair, once, aligned
+    # In corpus order (each split a subsequence of the corpus), the same slice again.
+    for split in (train_pairs, valid_pairs):
+        rest = iter(pairs)
+        assert all(pair in rest for pair in split)
+    again = hold_out(tmp_path / "b", (source, target), 3000, ("xx", "yy"))
+    assert lines(again[1][0]) == lines(valid[0])
+
+
+def test_held_out_sizes_stay_between_a_tiny_corpus_and_a_thousand():
+    assert held_out_size(50) == 10 and held_out_size(3000) == 200
+    assert held_out_size(29_000) == 1000 and held_out_size(10**7) == 1000
+    assert held_out_size(1) == 1
+
+
+def test_a_workdir_of_another_corpus_is_refused(tmp_path):
+    first = write_copy_corpus(tmp_path / "c1", 300, seed=1)
+    other = write_copy_corpus(tmp_path / "c2", 300, seed=2)
+    paths = RecipePaths(tmp_path / "work")
+    prepare_data(paths, RecipeSettings(1, None, None, train=first, langs="xx-yy"))
+    with pytest.raises(ConfigError, match="holds a recipe of other inputs"):
+        prepare_data(paths, RecipeSettings(1, None, None, train=other, langs="xx-yy"))
+
+
+def test_bad_corpus_files_are_one_error_line_naming_the_file(tmp_path):
+    source = tmp_path / "train.fr"
+    target = tmp_path / "train.en"
+    source.write_text("un\ndeux\ntrois\n")
+    target.write_text("one\ntwo\n")
+    result = translator(
+        "recipe", "--workdir", tmp_path / "w", "--train", source, target, "--minutes", "1"
+    )
+    assert result.returncode == 2
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("translator recipe: error: ") and str(source) in last
+    assert "3 lines" in last and "Traceback" not in result.stderr
+    target.write_bytes(b"one\ntwo\n\xff\xfe\n")
+    result = translator(
+        "recipe", "--workdir", tmp_path / "w2", "--train", source, target, "--minutes", "1"
+    )
+    assert result.returncode == 2 and "line 3" in result.stderr.strip().splitlines()[-1]
+    result = translator("recipe", "--workdir", tmp_path / "w3", "--test", source, target)
+    assert result.returncode == 2 and "need --train" in result.stderr
+
+
+@pytest.mark.slow
+def test_recipe_on_a_users_corpus_end_to_end(tmp_path):
+    """The whole recipe on a corpus of another 'language pair', within a budget."""
+    source, target = write_copy_corpus(tmp_path / "corpus", 2000, seed=3, reverse=True)
+    train = (source.rename(tmp_path / "train.xx"), target.rename(tmp_path / "train.yy"))
+    test = write_copy_corpus(tmp_path / "test", 100, seed=4, reverse=True)
+    test = (test[0].rename(tmp_path / "news.xx"), test[1].rename(tmp_path / "news.yy"))
+    work = tmp_path / "work"
+    args = ["recipe", "--workdir", work, "--minutes", "1.5", "--train", *train]
+    args += ["--test", *test, "--set", "model.preset=tiny", "--set", "eval.max_sentences=50"]
+    result = translator(*args, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    assert "languages:   xx -> yy" in out
+    assert "validation:  200 of the 2,000 training pairs, held out" in out
+    plan = json.loads((work / "run" / "plan.json").read_text())
+    assert plan["budget"]["seconds"] < 90  # measuring counted inside the budget
+    assert (work / "speed.json").is_file()
+    assert "plan:        " in out and "trained:     " in out and "validation BLEU" in out
+    report = json.loads((work / "eval" / "news" / "report.json").read_text())
+    assert report["sentences"] == 100
+    assert (work / "eval" / "news" / "translations.yy").is_file()
+    assert (work / "export" / "1" / "saved_model.pb").is_file()
+    assert not NOISE.search(result.stderr)
+    # Again: every stage is done and skipped.
+    again = translator(*args, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "already trained" in again.stdout and "already exported" in again.stdout

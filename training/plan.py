@@ -1,0 +1,556 @@
+"""The budget planner: the best model a budget can buy on this corpus, on this machine.
+
+A budget is wall time (or updates) on one machine; what it buys is target tokens. The
+planner turns (target tokens bought, corpus tokens, model size) into every setting that
+depends on them, by a few small rules, each a documented function below:
+
+- **Model size** (`choose_shape`): the largest shape of `SHAPES` that both limits allow.
+  A data limit, `DATA_PARAMETERS * (corpus tokens / REFERENCE_CORPUS_TOKENS) **
+  DATA_EXPONENT` non-embedding parameters: on a fixed corpus a bigger model stops paying
+  once it can memorize the data (the data-limited regime of Gordon et al. 2021 and
+  Ghorbani et al. 2021, whose fitted exponents for data are below 1). And a compute
+  limit, `tokens bought / TOKENS_PER_PARAMETER` parameters, the tokens bought *by that
+  shape* at its measured speed: a model trained for too few tokens per parameter is
+  still far from converged when the budget ends (Li et al. 2020, budgeted training).
+- **Batch tokens** (`choose_batch_tokens`): grows as the cube root of the tokens bought,
+  so a short budget makes more, noisier updates and a long one fewer, larger ones (the
+  critical batch size grows as training goes on; McCandlish et al. 2018); a power of
+  two, bounded by the memory the machine has.
+- **Dropout** (`choose_dropout`): a function of the epochs the budget buys. Near one
+  epoch there is nothing to overfit; after tens of epochs, regularize hard.
+- **Peak learning rate** (`choose_learning_rate`): lower for wider models
+  (`(REFERENCE_WIDTH / d_model) ** 0.75`), as the paper's `d_model ** -0.5` schedule.
+- **Warmup** (`choose_warmup_fraction`): a number of updates that grows with width, as a
+  fraction of the updates bought.
+- **Validation cadence** (`choose_eval_every`): validation takes time from updates; a
+  short budget validates once, at the end.
+- **Vocabulary size** (`choose_vocab_size`): grows with the corpus' characters (small
+  corpora want small vocabularies; Sennrich and Zhang 2019).
+
+The constants were fit on validation BLEU, never a test set: the trial grid of
+`bench/planner.py` (Multi30k subsets of several sizes, both directions; the figures and
+which cells were held out are in bench/RESULTS.md) and the earlier trials of the minutes
+table this planner replaced (Multi30k EN->DE, 5 to 60 minutes). Nothing is looked up by
+minutes: a 10x faster machine buys 10x the tokens and gets the plan of those tokens.
+
+This module is pure Python (no TensorFlow): `training.planning` measures the machine and
+counts the corpus, then calls `make_plan`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+# The width every other width's learning rate and warmup are scaled from.
+REFERENCE_WIDTH = 128
+# Target tokens (labels, EOS included) of one epoch of Multi30k's 29k training pairs
+# under an 8,000-piece joint vocabulary: the corpus the constants were first fit on.
+REFERENCE_CORPUS_TOKENS = 474_000
+# Characters of Multi30k's training pairs (both sides), the vocabulary rule's reference.
+REFERENCE_CORPUS_CHARACTERS = 3_820_000
+# Non-embedding parameters the data limit allows on the reference corpus: between the
+# narrow shape, which won on it at every budget tried, and the next one up.
+DATA_PARAMETERS = 3.5e6
+# How the data limit grows with the corpus (below 1: data scaling exponents of NMT).
+DATA_EXPONENT = 0.75
+# Target tokens a budget must buy per non-embedding parameter for a shape to be chosen:
+# set where the minutes table's 5-minute trials put the narrow model ahead of a three
+# times larger one.
+TOKENS_PER_PARAMETER = 1.0
+# Batch tokens at the reference purchase, that purchase (about what 5 minutes of a 2-core
+# CPU buy), and how the batch grows with the tokens bought: fit on the 2-minute cells of
+# bench/planner.py and the minutes table's 5- to 60-minute trials (bench/RESULTS.md).
+REFERENCE_BATCH_TOKENS = 2048
+REFERENCE_TOKENS_BOUGHT = 2.8e6
+BATCH_EXPONENT = 1 / 3
+MIN_BATCH_TOKENS, MAX_BATCH_TOKENS = 1024, 65536
+# Real target tokens per update over `batch_tokens` (padding and the source side take
+# the rest), when no measurement says otherwise (about Multi30k's).
+TARGET_FILL = 0.8
+# The narrow model's peak learning rate, which won the trials at width 128.
+REFERENCE_LEARNING_RATE = 0.005
+# Warmup updates at the reference width (they grow with the width).
+REFERENCE_WARMUP_UPDATES = 80
+# Budgets under this many seconds validate once, at the end.
+VALIDATE_ONCE_UNDER_SECONDS = 20 * 60
+# Validations in a longer run.
+VALIDATIONS_PER_RUN = 8
+# Characters per piece of an 8,000-piece vocabulary (for a piece count before one exists).
+CHARACTERS_PER_PIECE = 4.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """One candidate architecture (encoder and decoder of the same depth)."""
+
+    # The name the plan and the measurements use.
+    name: str
+    # The `TransformerConfig` preset it starts from (its other fields: activation, ...).
+    preset: str
+    # Encoder blocks (and as many decoder blocks).
+    layers: int
+    d_model: int
+    num_heads: int
+    ffn_dim: int
+
+    @property
+    def parameters(self) -> int:
+        """Non-embedding parameters: attention and feed-forward weights of every block."""
+        d, f = self.d_model, self.ffn_dim
+        encoder = 4 * d * d + 2 * d * f  # self-attention q, k, v, o; feed-forward
+        decoder = 8 * d * d + 2 * d * f  # self- and cross-attention; feed-forward
+        return self.layers * (encoder + decoder)
+
+    def model_overrides(self) -> dict[str, int]:
+        """The `model.overrides` entries of this shape."""
+        return {
+            "num_encoder_layers": self.layers,
+            "num_decoder_layers": self.layers,
+            "d_model": self.d_model,
+            "num_heads": self.num_heads,
+            "ffn_dim": self.ffn_dim,
+        }
+
+    def describe(self) -> str:
+        """`narrow (4+4 x 128, ffn 256, 1.3M parameters)`."""
+        return (
+            f"{self.name} ({self.layers}+{self.layers} x {self.d_model}, ffn {self.ffn_dim}, "
+            f"{self.parameters / 1e6:.1f}M parameters)"
+        )
+
+
+# The candidates, smallest first. narrow: Wu et al. 2021's Transformer-Tiny for Multi30k;
+# base and big: the paper's models.
+SHAPES: tuple[Shape, ...] = (
+    Shape("narrow", "small", 4, 128, 4, 256),
+    Shape("small", "small", 6, 256, 4, 1024),
+    Shape("base", "base", 6, 512, 8, 2048),
+    Shape("big", "big", 6, 1024, 16, 4096),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class CorpusCounts:
+    """The training corpus, as the planner sees it."""
+
+    # Sentence pairs (lines).
+    pairs: int
+    # Characters of both sides.
+    characters: int
+    # Target tokens of one epoch (pieces + EOS of the kept pairs); None before the
+    # vocabulary exists, then estimated from the characters.
+    target_tokens: int | None = None
+
+    @property
+    def epoch_tokens(self) -> float:
+        """Target tokens of one epoch, counted or estimated."""
+        if self.target_tokens:
+            return float(self.target_tokens)
+        # About half the characters are the target side's; + EOS per pair.
+        return self.characters / 2 / CHARACTERS_PER_PIECE + self.pairs
+
+
+@dataclasses.dataclass(frozen=True)
+class Speed:
+    """One shape's training speed on this machine."""
+
+    # Real target tokens trained on per second (validation not included).
+    tokens_per_second: float
+    # Real target tokens per update at `batch_tokens`.
+    tokens_per_update: float
+    # The batch tokens it was measured at.
+    batch_tokens: int
+    # True: timed on this machine; False: scaled from a timed shape by their FLOPs.
+    measured: bool
+    # Seconds from the start of training to the end of its first update (the tracing of
+    # the training step): spent by every run before its updates count.
+    startup_seconds: float = 0.0
+
+    def at_batch(self, batch_tokens: int) -> float:
+        """Real target tokens per update at another batch size (proportional)."""
+        return self.tokens_per_update * batch_tokens / self.batch_tokens
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """What the user gives: wall time, or updates."""
+
+    # Seconds of training (None: a budget in updates).
+    seconds: float | None = None
+    # Optimizer updates (used when `seconds` is None).
+    updates: int | None = None
+
+    def __post_init__(self) -> None:
+        if (self.seconds is None) == (self.updates is None):
+            raise ValueError("a budget is either seconds or updates")
+        if (self.seconds or self.updates or 0) <= 0:
+            raise ValueError(f"the budget must be positive, got {self.seconds or self.updates}")
+
+    def describe(self) -> str:
+        """`5 minutes` or `3,000 updates`."""
+        if self.seconds is not None:
+            return f"{self.seconds / 60:.1f} minutes"
+        return f"{self.updates:,} updates"
+
+
+@dataclasses.dataclass(frozen=True)
+class Given:
+    """Settings the user fixed (config or `--set`): the plan keeps them and plans around."""
+
+    shape: Shape | None = None
+    dropout: float | None = None
+    batch_tokens: int | None = None
+    peak_learning_rate: float | None = None
+    warmup_fraction: float | None = None
+    label_smoothing: float | None = None
+    eval_every_steps: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """One planned value and why."""
+
+    # The run-config key it sets (dotted).
+    key: str
+    value: Any
+    # The rule's reason, or "set by you".
+    reason: str
+    # False when the user set it (the plan then writes no override for it).
+    planned: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """The chosen settings and what the budget buys with them."""
+
+    budget: Budget
+    corpus: CorpusCounts
+    # Per shape name, the speeds the plan used.
+    speeds: Mapping[str, Speed]
+    shape: Shape
+    # Target tokens, updates and epochs the budget buys with the chosen settings.
+    tokens: float
+    updates: int
+    epochs: float
+    choices: tuple[Choice, ...]
+    # Seconds spent measuring speeds (counted inside a time budget).
+    measuring_seconds: float = 0.0
+
+    def overrides(self) -> list[str]:
+        """`--set` strings of the planned (not user-set) values, shape first."""
+        result = []
+        for choice in self.choices:
+            if not choice.planned:
+                continue
+            if choice.key == "model":
+                result.append(f"model.preset={self.shape.preset}")
+                result += [
+                    f"model.overrides.{key}={value}"
+                    for key, value in self.shape.model_overrides().items()
+                ]
+            else:
+                result.append(f"{choice.key}={choice.value}")
+        return result
+
+    def value(self, key: str) -> Any:
+        """The chosen (or given) value of one key."""
+        for choice in self.choices:
+            if choice.key == key:
+                return choice.value
+        raise KeyError(key)
+
+    def describe(self) -> list[str]:
+        """The plan as lines: counts, speeds, what the budget buys, each choice and why."""
+        corpus = self.corpus
+        counted = "counted" if corpus.target_tokens else "estimated from the characters"
+        lines = [
+            f"corpus: {corpus.pairs:,} pairs, {corpus.characters:,} characters, "
+            f"{corpus.epoch_tokens:,.0f} target tokens per epoch ({counted})",
+            f"budget: {self.budget.describe()}"
+            + (
+                f" (measuring speeds took {self.measuring_seconds:.0f} s of it)"
+                if self.measuring_seconds
+                else ""
+            ),
+        ]
+        for name, speed in self.speeds.items():
+            if not speed.tokens_per_second:
+                continue  # an update budget: nothing timed
+            how = "measured" if speed.measured else "estimated from FLOPs"
+            lines.append(
+                f"speed: {name} {speed.tokens_per_second:,.0f} target tokens/s at "
+                f"{speed.batch_tokens:,} batch tokens ({how}; {speed.startup_seconds:.0f} s "
+                "to the first update)"
+            )
+        if self.tokens:
+            lines.append(
+                f"buys: {self.tokens / 1e6:,.1f}M target tokens = {self.updates:,} updates = "
+                f"{self.epochs:,.1f} epochs"
+            )
+        else:
+            lines.append("buys: not measured (every planned value is set; nothing timed)")
+        for choice in self.choices:
+            value = self.shape.describe() if choice.key == "model" else choice.value
+            lines.append(f"{choice.key} = {value}: {choice.reason}")
+        return lines
+
+    def to_json(self) -> str:
+        """The plan as JSON (`Plan.from_json` reads it back)."""
+        data = dataclasses.asdict(self)
+        return json.dumps(data, indent=2, sort_keys=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> Plan:
+        """Reads `to_json`'s output."""
+        data = json.loads(text)
+        return cls(
+            budget=Budget(**data["budget"]),
+            corpus=CorpusCounts(**data["corpus"]),
+            speeds={name: Speed(**speed) for name, speed in data["speeds"].items()},
+            shape=Shape(**data["shape"]),
+            tokens=data["tokens"],
+            updates=data["updates"],
+            epochs=data["epochs"],
+            choices=tuple(Choice(**choice) for choice in data["choices"]),
+            measuring_seconds=data.get("measuring_seconds", 0.0),
+        )
+
+
+# ---- The rules ---------------------------------------------------------------------------
+
+
+def data_limit(epoch_tokens: float) -> float:
+    """Non-embedding parameters worth training on a corpus of `epoch_tokens` per epoch."""
+    return DATA_PARAMETERS * (epoch_tokens / REFERENCE_CORPUS_TOKENS) ** DATA_EXPONENT
+
+
+def compute_limit(tokens_bought: float) -> float:
+    """Non-embedding parameters that `tokens_bought` target tokens can train."""
+    return tokens_bought / TOKENS_PER_PARAMETER
+
+
+def tokens_bought(speed: Speed, budget: Budget, batch_tokens: int) -> float:
+    """Target tokens a budget buys at `speed` (a time budget) or at `batch_tokens`."""
+    if budget.seconds is not None:
+        return speed.tokens_per_second * max(budget.seconds - speed.startup_seconds, 0.0)
+    return budget.updates * speed.at_batch(batch_tokens)
+
+
+def choose_shape(
+    corpus: CorpusCounts, budget: Budget, speeds: Mapping[str, Speed]
+) -> tuple[Shape, str]:
+    """The largest shape under both the data and the compute limit (else the smallest).
+
+    Returns:
+        The shape, and the reason: both limits, and which one stopped the next shape.
+    """
+    allowed_by_data = data_limit(corpus.epoch_tokens)
+    chosen, stopped = SHAPES[0], ""
+    for shape in SHAPES:
+        speed = speeds.get(shape.name)
+        if speed is None:
+            stopped = f"{shape.name} was not measured"
+            break
+        allowed = compute_limit(tokens_bought(speed, budget, REFERENCE_BATCH_TOKENS))
+        if shape.parameters > allowed_by_data or shape.parameters > allowed:
+            which = "data" if shape.parameters > allowed_by_data else "compute"
+            stopped = f"{shape.name} ({shape.parameters / 1e6:.1f}M) is over the {which} limit" + (
+                f" ({allowed / 1e6:.1f}M for the tokens it buys)" if which == "compute" else ""
+            )
+            break
+        chosen = shape
+    reason = (
+        f"the data limit allows {allowed_by_data / 1e6:.1f}M parameters for "
+        f"{corpus.epoch_tokens / 1e6:.2f}M tokens per epoch, the compute limit 1 parameter "
+        f"per {TOKENS_PER_PARAMETER:g} target tokens bought"
+    )
+    if stopped:
+        reason += f"; {stopped}"
+    return chosen, reason
+
+
+def choose_batch_tokens(tokens: float, memory_limit: int = MAX_BATCH_TOKENS) -> int:
+    """The power of two nearest to `REFERENCE_BATCH_TOKENS * (tokens / T_ref) ** (1/3)`.
+
+    Args:
+        tokens: Target tokens the budget buys.
+        memory_limit: The most batch tokens the machine's memory holds.
+    """
+    ideal = REFERENCE_BATCH_TOKENS * (tokens / REFERENCE_TOKENS_BOUGHT) ** BATCH_EXPONENT
+    power = 2 ** round(math.log2(max(ideal, 1.0)))
+    return int(min(max(power, MIN_BATCH_TOKENS), max(memory_limit, MIN_BATCH_TOKENS)))
+
+
+def batch_tokens_for_updates(updates: int, fill: float, memory_limit: int) -> int:
+    """The batch of an update budget: where `choose_batch_tokens(updates * fill * B) = B`.
+
+    B = R * (updates * fill * B / T_ref) ** e solves to B = (R * (updates * fill /
+    T_ref) ** e) ** (1 / (1 - e)), R and T_ref the reference batch and purchase.
+    """
+    e = BATCH_EXPONENT
+    ideal = (REFERENCE_BATCH_TOKENS * (updates * fill / REFERENCE_TOKENS_BOUGHT) ** e) ** (
+        1 / (1 - e)
+    )
+    return choose_batch_tokens(
+        REFERENCE_TOKENS_BOUGHT * (ideal / REFERENCE_BATCH_TOKENS) ** (1 / e), memory_limit
+    )
+
+
+def choose_dropout(epochs: float) -> float:
+    """Dropout for `epochs` passes over the data, in steps of 0.05.
+
+    0.1 from 2 to 20 epochs (the short-budget trials); rising with log(epochs) to 0.3 at
+    80 epochs (an hour of Multi30k on a 2-core CPU); falling to 0 as epochs fall below 2
+    (data seen about once cannot be memorized).
+    """
+    if epochs < 2:
+        value = 0.1 * epochs / 2
+    else:
+        value = 0.1 + 0.2 * min(max(math.log(epochs / 20) / math.log(4), 0.0), 1.0)
+    return round(round(value / 0.05) * 0.05, 2)
+
+
+def choose_learning_rate(d_model: int) -> float:
+    """The peak learning rate: the narrow model's, scaled by (128 / d_model) ** 0.75."""
+    return float(f"{REFERENCE_LEARNING_RATE * (REFERENCE_WIDTH / d_model) ** 0.75:.2g}")
+
+
+def choose_warmup_fraction(d_model: int, updates: int) -> float:
+    """Warmup of 80 updates per 128 of width, as a fraction of the run in [0.05, 0.25]."""
+    warmup = REFERENCE_WARMUP_UPDATES * d_model / REFERENCE_WIDTH
+    return round(min(max(warmup / max(updates, 1), 0.05), 0.25), 3)
+
+
+def choose_eval_every(budget: Budget, updates: int) -> int:
+    """0 (once, at the end) for short budgets, else about 8 validations per run."""
+    short = (
+        budget.seconds < VALIDATE_ONCE_UNDER_SECONDS
+        if budget.seconds is not None
+        else updates < 4000
+    )
+    if short:
+        return 0
+    return max(100, round(updates / VALIDATIONS_PER_RUN / 100) * 100)
+
+
+def choose_vocab_size(characters: int) -> int:
+    """A joint vocabulary: 8,000 pieces at Multi30k's size, growing as characters ** 0.4.
+
+    Rounded to a thousand, within [1,000, 32,000] (the paper's 37k-piece vocabulary was
+    for 4.5M pairs, where this gives 32,000).
+    """
+    ideal = 8000 * (characters / REFERENCE_CORPUS_CHARACTERS) ** 0.4
+    return int(min(max(round(ideal / 1000) * 1000, 1000), 32000))
+
+
+# ---- The plan ----------------------------------------------------------------------------
+
+
+def make_plan(
+    corpus: CorpusCounts,
+    budget: Budget,
+    speeds: Mapping[str, Speed],
+    *,
+    given: Given | None = None,
+    memory_batch_tokens: Mapping[str, int] | None = None,
+    measuring_seconds: float = 0.0,
+) -> Plan:
+    """Applies the rules, keeping what the user fixed.
+
+    Args:
+        corpus: The training corpus' counts.
+        budget: The run's budget (already net of the measuring time).
+        speeds: Speeds per shape name (`SHAPES`, and "yours" for a user-set shape).
+        given: Settings the user fixed.
+        memory_batch_tokens: The most batch tokens the machine's memory holds, per shape
+            name (missing: `MAX_BATCH_TOKENS`).
+        measuring_seconds: Time spent measuring, to report.
+
+    Returns:
+        The `Plan`.
+    """
+    given = given or Given()
+    choices: list[Choice] = []
+    if given.shape is not None:
+        shape, speed = given.shape, speeds[given.shape.name]
+        choices.append(Choice("model", shape.name, "set by you", planned=False))
+    else:
+        shape, reason = choose_shape(corpus, budget, speeds)
+        speed = speeds[shape.name]
+        choices.append(Choice("model", shape.name, reason))
+
+    memory = (memory_batch_tokens or {}).get(shape.name, MAX_BATCH_TOKENS)
+    if given.batch_tokens is not None:
+        batch = given.batch_tokens
+        choices.append(Choice("data.pipeline.batch_tokens", batch, "set by you", planned=False))
+    else:
+        if budget.seconds is not None:
+            batch = choose_batch_tokens(tokens_bought(speed, budget, batch_tokens=0), memory)
+        else:
+            fill = speed.tokens_per_update / speed.batch_tokens
+            batch = batch_tokens_for_updates(budget.updates, fill, memory)
+        choices.append(
+            Choice(
+                "data.pipeline.batch_tokens",
+                batch,
+                f"{REFERENCE_BATCH_TOKENS:,} x (tokens bought / "
+                f"{REFERENCE_TOKENS_BOUGHT / 1e6:g}M) ** {BATCH_EXPONENT:.2g}, the nearest "
+                f"power of two (memory allows {memory:,})",
+            )
+        )
+    tokens = tokens_bought(speed, budget, batch)
+    updates = int(budget.updates or tokens / speed.at_batch(batch))
+    epochs = tokens / corpus.epoch_tokens
+
+    def planned(key: str, fixed: Any, value: Any, reason: str) -> None:
+        if fixed is not None:
+            choices.append(Choice(key, fixed, "set by you", planned=False))
+        else:
+            choices.append(Choice(key, value, reason))
+
+    planned(
+        "model.overrides.dropout",
+        given.dropout,
+        choose_dropout(epochs),
+        f"{epochs:,.1f} epochs: 0.1 from 2 to 20 epochs, up to 0.3 at 80, down to 0 below 2",
+    )
+    planned(
+        "optimizer.peak_learning_rate",
+        given.peak_learning_rate,
+        choose_learning_rate(shape.d_model),
+        f"{REFERENCE_LEARNING_RATE} x ({REFERENCE_WIDTH} / d_model {shape.d_model}) ** 0.75",
+    )
+    planned(
+        "optimizer.warmup_fraction",
+        given.warmup_fraction,
+        choose_warmup_fraction(shape.d_model, updates),
+        f"{REFERENCE_WARMUP_UPDATES * shape.d_model / REFERENCE_WIDTH:.0f} warmup updates "
+        f"of {updates:,}, within [0.05, 0.25]",
+    )
+    planned(
+        "optimizer.label_smoothing",
+        given.label_smoothing,
+        0.1,
+        "the paper's value (the trials do not vary it)",
+    )
+    planned(
+        "eval.every_steps",
+        given.eval_every_steps,
+        choose_eval_every(budget, updates),
+        "validate once at the end under 20 minutes, else about 8 times",
+    )
+    return Plan(
+        budget=budget,
+        corpus=corpus,
+        speeds=dict(speeds),
+        shape=shape,
+        tokens=tokens,
+        updates=updates,
+        epochs=epochs,
+        choices=tuple(choices),
+        measuring_seconds=measuring_seconds,
+    )

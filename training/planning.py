@@ -1,0 +1,512 @@
+"""Planning a run on this machine: count the corpus, time the candidate shapes, plan.
+
+`plan_run` is what `translator train` and `translator recipe` call before training:
+
+1. It counts the training corpus (pairs, characters, and target pieces under the run's
+   vocabulary, through the pipeline's own scan).
+2. Under a time budget it times a few updates of each candidate shape that could be
+   chosen, on the real pipeline, in the run's precision and strategy, the tracing and
+   first updates excluded. The measuring is counted inside the budget and bounded by
+   `MEASURE_SHARE` of it, except that the smallest shape is always timed: its first
+   update carries the tracing of the training step, which can alone exceed the share
+   of a budget of a few minutes (the plan reports the seconds spent). The results are
+   cached (`speed.json`) under a signature of the
+   machine, precision, strategy, vocabulary and corpus, so a resumed or repeated run
+   measures nothing. A shape not timed gets its speed scaled from a timed one by their
+   FLOPs (said as much in the plan).
+3. It applies `training.plan.make_plan` and saves the plan (`plan.json` in the run
+   directory): a resumed run trains the plan it started with.
+
+Under an update budget nothing is timed: the tokens an update buys are `TARGET_FILL`
+of its batch tokens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import platform
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from training.config import RunConfig, load_config
+from training.plan import (
+    MAX_BATCH_TOKENS,
+    MIN_BATCH_TOKENS,
+    REFERENCE_BATCH_TOKENS,
+    SHAPES,
+    TARGET_FILL,
+    Budget,
+    CorpusCounts,
+    Given,
+    Plan,
+    Shape,
+    Speed,
+    compute_limit,
+    data_limit,
+    make_plan,
+    tokens_bought,
+)
+from translator.io import write_atomic
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+    from translator.config import TransformerConfig
+    from translator.pipelines.tokenizer import Vocabulary
+
+log = logging.getLogger(__name__)
+
+PLAN_FILE = "plan.json"
+SPEED_FILE = "speed.json"
+# The most of a time budget spent timing shapes.
+MEASURE_SHARE = 0.10
+# Updates run before the timed ones (the first carries the tracing), and timed updates.
+WARMUP_UPDATES = 2
+TIMED_UPDATES = 8
+# A shape is timed only if this much of the measuring share is left (else estimated).
+MIN_MEASURE_SECONDS = 4.0
+# The share of the machine's memory a batch's activations may take.
+MEMORY_SHARE = 0.5
+# Memory assumed per GPU when TensorFlow cannot say (the smallest common training GPU).
+DEFAULT_GPU_BYTES = 16 * 2**30
+
+# `model.*` keys that fix the architecture when the user sets them (`model.overrides`
+# as a whole replaces every override, the planned ones too).
+SHAPE_KEYS = frozenset(
+    {"model.preset", "model.overrides"}
+    | {
+        f"model.overrides.{key}"
+        for key in ("num_encoder_layers", "num_decoder_layers", "d_model", "num_heads", "ffn_dim")
+    }
+)
+
+
+def given_settings(config: RunConfig, keys: frozenset[str], vocab_sizes: tuple[int, int]) -> Given:
+    """What the user fixed, read from the resolved config for the keys they set."""
+    shape = None
+    if keys & SHAPE_KEYS:
+        shape = shape_of(config.model.transformer_config(*vocab_sizes), config.model.preset)
+
+    def value(key: str, read: Callable[[], object]) -> object:
+        whole = key.startswith("model.overrides.") and "model.overrides" in keys
+        return read() if key in keys or whole else None
+
+    return Given(
+        shape=shape,
+        dropout=value(
+            "model.overrides.dropout", lambda: config.model.transformer_config(*vocab_sizes).dropout
+        ),
+        batch_tokens=value("data.pipeline.batch_tokens", lambda: config.data.pipeline.batch_tokens),
+        peak_learning_rate=value(
+            "optimizer.peak_learning_rate", lambda: config.optimizer.peak_learning_rate
+        ),
+        warmup_fraction=value(
+            "optimizer.warmup_fraction", lambda: config.optimizer.warmup_fraction
+        ),
+        label_smoothing=value(
+            "optimizer.label_smoothing", lambda: config.optimizer.label_smoothing
+        ),
+        eval_every_steps=value("eval.every_steps", lambda: config.eval.every_steps),
+    )
+
+
+def shape_of(model: TransformerConfig, preset: str) -> Shape:
+    """The user's architecture as a planner `Shape` named "yours"."""
+    return Shape(
+        "yours",
+        preset,
+        round((model.num_encoder_layers + model.num_decoder_layers) / 2),
+        model.d_model,
+        model.num_heads,
+        model.ffn_dim,
+    )
+
+
+def count_characters(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> int:
+    """Characters of both sides of a parallel corpus (streamed; line ends not counted)."""
+    from translator.pipelines.corpus import iter_lines
+
+    return sum(len(line) for path in (source, target) for line in iter_lines(path))
+
+
+def count_corpus(config: RunConfig, vocabulary: Vocabulary) -> CorpusCounts:
+    """Pairs, characters and target tokens of one epoch of the run's training corpus.
+
+    Raises:
+        CorpusError: the training or validation corpus has no pair to learn from (before
+            anything is timed), or a file is bad (naming it).
+    """
+    from translator.pipelines.dataset import check_learnable, scan_corpus
+
+    data = config.data
+    stats = scan_corpus(data.train_source, data.train_target, vocabulary, data.pipeline)
+    check_learnable(stats, training=True)
+    if data.valid_source:
+        valid = scan_corpus(data.valid_source, data.valid_target, vocabulary, data.pipeline)
+        check_learnable(valid, training=False)
+    characters = count_characters(data.train_source, data.train_target)
+    return CorpusCounts(stats.pairs, characters, stats.target_tokens)
+
+
+# ---- Timing shapes -----------------------------------------------------------------------
+
+
+def machine_signature(
+    config: RunConfig, vocabulary: Vocabulary, strategy, precision: str, mean_length: float
+) -> dict:
+    """What a speed measurement depends on: a cached one with another signature is stale.
+
+    The corpus and the vocabulary enter through the mean target length (rounded) and the
+    vocabulary sizes: tokens per second depend on those, not on which sentences or
+    pieces they are.
+    """
+    import tensorflow as tf
+
+    devices = [device.name for device in tf.config.list_logical_devices()]
+    return {
+        "processor": _processor(),
+        "devices": devices,
+        "tensorflow": tf.__version__,
+        "precision": precision,
+        "strategy": type(strategy).__name__,
+        "replicas": strategy.num_replicas_in_sync,
+        "vocabulary_sizes": [vocabulary.source_vocab_size, vocabulary.target_vocab_size],
+        "mean_target_length": round(mean_length),
+        "max_lengths": [
+            config.data.pipeline.max_source_length,
+            config.data.pipeline.max_target_length,
+        ],
+    }
+
+
+def _processor() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return f"{line.split(':', 1)[1].strip()} x{os.cpu_count()}"
+    except OSError:
+        pass
+    return f"{platform.processor() or platform.machine()} x{os.cpu_count()}"
+
+
+class SpeedCache:
+    """`speed.json`: measured speeds under one machine signature."""
+
+    def __init__(self, path: Path, signature: dict):
+        self.path, self.signature = path, signature
+        self.speeds: dict[str, dict] = {}
+        if path.is_file():
+            try:
+                data = json.loads(path.read_text("utf-8"))
+            except ValueError:
+                data = {}
+            if data.get("signature") == signature:
+                self.speeds = data.get("speeds", {})
+
+    @staticmethod
+    def key(shape: Shape, batch_tokens: int) -> str:
+        """The entry of one shape at one batch size."""
+        return (
+            f"{shape.preset}:{shape.layers}x{shape.d_model}:ffn{shape.ffn_dim}:"
+            f"h{shape.num_heads}@{batch_tokens}"
+        )
+
+    def get(self, shape: Shape, batch_tokens: int) -> Speed | None:
+        """The cached speed, or None."""
+        entry = self.speeds.get(self.key(shape, batch_tokens))
+        return Speed(**entry) if entry else None
+
+    def put(self, shape: Shape, batch_tokens: int, speed: Speed) -> None:
+        """Records a measurement and writes the file."""
+        self.speeds[self.key(shape, batch_tokens)] = dataclasses.asdict(speed)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(
+            self.path, json.dumps({"signature": self.signature, "speeds": self.speeds}, indent=2)
+        )
+
+
+def measure_speed(
+    shape: Shape,
+    batch_tokens: int,
+    config: RunConfig,
+    vocabulary: Vocabulary,
+    strategy: tf.distribute.Strategy,
+    seconds: float,
+) -> Speed:
+    """Trains `shape` for a few updates on the real pipeline and times the steady ones.
+
+    Args:
+        shape: The candidate.
+        batch_tokens: Batch tokens per replica.
+        config: The run config (data, optimizer, precision and strategy settings).
+        vocabulary: The run's vocabulary.
+        strategy: The run's strategy (the timing is of its replicas together).
+        seconds: Stop timing after this long (at least two timed updates are made);
+            ignored when the strategy spans workers, which must all make the same
+            number of updates.
+    """
+    import keras
+
+    from training.run import distributed_dataset, make_optimizer
+    from training.strategy import spans_workers
+    from training.trainer import TranslationTrainer
+    from translator.model import Transformer
+
+    if spans_workers(strategy):
+        seconds = float("inf")
+    config = _with_shape(config, shape, batch_tokens)
+    model_config = config.model.transformer_config(
+        vocabulary.source_vocab_size, vocabulary.target_vocab_size
+    )
+    marks: list[tuple[float, float]] = []  # (time, cumulative target tokens) per update
+    started = time.monotonic()
+
+    class Clock(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            marks.append((time.monotonic(), float((logs or {}).get("tokens", 0.0))))
+            timed = len(marks) - WARMUP_UPDATES
+            if timed >= 2 and time.monotonic() - started > seconds:
+                self.model.stop_training = True
+
+    with strategy.scope():
+        trainer = TranslationTrainer(Transformer(model_config))
+        trainer.compile(
+            optimizer=make_optimizer(config, model_config.d_model),
+            steps_per_execution=1,
+            jit_compile=config.train.jit_compile,
+        )
+        trainer.build()  # as training does: under a strategy, before `fit` sees batches
+        trainer.optimizer.build(trainer.transformer.trainable_variables)
+    data = distributed_dataset(
+        config, vocabulary, strategy, config.data.train_source, config.data.train_target, skip=0
+    )
+    fit_started = time.monotonic()
+    trainer.fit(
+        data,
+        epochs=1,
+        steps_per_epoch=WARMUP_UPDATES + TIMED_UPDATES,
+        verbose=0,
+        callbacks=[Clock()],
+        shuffle=False,  # the pipeline shuffles
+    )
+    (t0, tokens0), (t1, tokens1) = marks[WARMUP_UPDATES - 1], marks[-1]
+    updates = len(marks) - WARMUP_UPDATES
+    rate, per_update, startup = _agree(
+        strategy,
+        (tokens1 - tokens0) / max(t1 - t0, 1e-9),
+        (tokens1 - tokens0) / updates,
+        marks[0][0] - fit_started,
+    )
+    return Speed(rate, per_update, batch_tokens, measured=True, startup_seconds=startup)
+
+
+def _agree(strategy, *values: float) -> tuple[float, ...]:
+    """The workers' means of `values` (the values themselves on one worker).
+
+    Every worker of a multi-worker run must make the same plan, or their batches and
+    steps would differ.
+    """
+    from training.strategy import spans_workers
+
+    if not spans_workers(strategy):
+        return values
+    import tensorflow as tf
+
+    local = strategy.run(lambda: tf.constant(values, tf.float64))
+    return tuple(float(v) for v in strategy.reduce(tf.distribute.ReduceOp.MEAN, local, None))
+
+
+def _with_shape(config: RunConfig, shape: Shape, batch_tokens: int) -> RunConfig:
+    """`config` with the shape's model fields and the batch size."""
+    overrides = {**config.model.overrides, **shape.model_overrides()}
+    model = dataclasses.replace(config.model, preset=shape.preset, overrides=overrides)
+    pipeline = dataclasses.replace(config.data.pipeline, batch_tokens=batch_tokens)
+    return dataclasses.replace(
+        config, model=model, data=dataclasses.replace(config.data, pipeline=pipeline)
+    )
+
+
+def flops_per_token(
+    shape: Shape, config: RunConfig, vocab_sizes: tuple[int, int], length: float
+) -> float:
+    """Training FLOPs per target token of a shape, for pairs of `length` tokens a side."""
+    from translator.flops import training_flops
+
+    model = _with_shape(config, shape, MIN_BATCH_TOKENS).model.transformer_config(*vocab_sizes)
+    return float(training_flops(model, length, length)) / length
+
+
+def scaled_speed(timed: Speed, timed_flops: float, flops: float) -> Speed:
+    """A shape's speed estimated from a timed shape's, in proportion to their FLOPs."""
+    return dataclasses.replace(
+        timed, tokens_per_second=timed.tokens_per_second * timed_flops / flops, measured=False
+    )
+
+
+def time_shapes(
+    candidates: tuple[Shape, ...],
+    counts: CorpusCounts,
+    budget_seconds: float,
+    batch_tokens: int,
+    config: RunConfig,
+    vocabulary: Vocabulary,
+    strategy,
+    cache: SpeedCache,
+) -> tuple[dict[str, Speed], float]:
+    """Speeds of the candidates: timed (or cached) where one could be chosen, else scaled.
+
+    The smallest is always timed. A larger one is timed only while its FLOP-scaled
+    estimate, doubled, would pass both limits and the measuring share has time left
+    (never across workers, whose clocks could disagree on that).
+
+    Returns:
+        Speeds by shape name, and the seconds spent timing.
+    """
+    from training.strategy import spans_workers
+
+    share = MEASURE_SHARE * budget_seconds
+    started = time.monotonic()
+    vocab_sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
+    speeds: dict[str, Speed] = {}
+    reference: tuple[Speed, float] | None = None
+    timed = False
+    length = counts.epoch_tokens / max(counts.pairs, 1)  # the corpus' mean target length
+    for shape in candidates:
+        flops = flops_per_token(shape, config, vocab_sizes, length)
+        speed = cache.get(shape, batch_tokens)
+        if speed is None and reference is not None:
+            estimate = scaled_speed(reference[0], reference[1], flops)
+            left = share - (time.monotonic() - started)
+            bought = 2 * tokens_bought(estimate, Budget(seconds=budget_seconds), batch_tokens)
+            worth_timing = shape.parameters <= min(
+                data_limit(counts.epoch_tokens), compute_limit(bought)
+            )
+            if not worth_timing or left < MIN_MEASURE_SECONDS or spans_workers(strategy):
+                speeds[shape.name] = estimate
+                continue
+        if speed is None:
+            left = max(share - (time.monotonic() - started), MIN_MEASURE_SECONDS)
+            log.info("plan: timing %s at %d batch tokens", shape.describe(), batch_tokens)
+            speed = measure_speed(shape, batch_tokens, config, vocabulary, strategy, left)
+            cache.put(shape, batch_tokens, speed)
+            timed = True
+        speeds[shape.name] = speed
+        reference = (speed, flops)
+    return speeds, (time.monotonic() - started) if timed else 0.0
+
+
+def memory_batch_tokens(shape: Shape, vocab_size: int, strategy) -> int:
+    """The most batch tokens whose activations fit in `MEMORY_SHARE` of a replica's memory.
+
+    Per token: each block keeps about 16 * d_model + 3 * ffn_dim activations for the
+    backward pass (4 bytes each, to be safe), and the output layer 12 bytes per
+    vocabulary entry (logits, their softmax and gradient).
+    """
+    import tensorflow as tf
+
+    if tf.config.list_logical_devices("GPU"):
+        memory = DEFAULT_GPU_BYTES
+    else:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        memory //= max(strategy.num_replicas_in_sync, 1)
+    per_token = 2 * shape.layers * (16 * shape.d_model + 3 * shape.ffn_dim) * 4 + 12 * vocab_size
+    tokens = int(MEMORY_SHARE * memory / per_token)
+    return max(MIN_BATCH_TOKENS, min(MAX_BATCH_TOKENS, 2 ** max(tokens.bit_length() - 1, 0)))
+
+
+# ---- The run's plan ----------------------------------------------------------------------
+
+
+def plan_run(
+    config: RunConfig,
+    keys: frozenset[str],
+    vocabulary: Vocabulary,
+    strategy,
+    precision: str,
+    cache_dir: Path,
+) -> Plan:
+    """Counts, times and plans one run (see the module docstring).
+
+    Args:
+        config: The resolved config (the user's values and the defaults).
+        keys: The keys the user set (`training.config.explicit_keys`): kept as they are.
+        vocabulary: The run's vocabulary.
+        strategy: The run's strategy.
+        precision: The run's dtype policy name.
+        cache_dir: Where `speed.json` is kept.
+    """
+    from training.strategy import spans_workers
+
+    counts = count_corpus(config, vocabulary)
+    vocab_sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
+    given = given_settings(config, keys, vocab_sizes)
+    candidates = (given.shape,) if given.shape else SHAPES
+    batch = given.batch_tokens or REFERENCE_BATCH_TOKENS
+    settled = all(getattr(given, field.name) is not None for field in dataclasses.fields(given))
+    if settled and config.train.max_minutes > 0:
+        # Every planned value is set: the speed would decide nothing, so nothing is timed
+        # (no share of the budget goes to measuring); the plan only records the values.
+        fill = Speed(0.0, TARGET_FILL * batch, batch, measured=False)
+        speeds, spent = {shape.name: fill for shape in candidates}, 0.0
+        budget = Budget(seconds=config.train.max_minutes * 60)
+    elif config.train.max_minutes > 0:
+        seconds = config.train.max_minutes * 60
+        mean_length = counts.epoch_tokens / max(counts.pairs, 1)
+        signature = machine_signature(config, vocabulary, strategy, precision, mean_length)
+        cache = SpeedCache(cache_dir / SPEED_FILE, signature)
+        if spans_workers(strategy):
+            cache.speeds = {}  # every worker times, together: a cache one has could differ
+        speeds, spent = time_shapes(
+            candidates, counts, seconds, batch, config, vocabulary, strategy, cache
+        )
+        (spent,) = _agree(strategy, spent)  # the same net budget on every worker
+        budget = Budget(seconds=max(seconds - spent, 1.0))
+    else:
+        fill = Speed(0.0, TARGET_FILL * batch, batch, measured=False)
+        speeds, spent = {shape.name: fill for shape in candidates}, 0.0
+        budget = Budget(updates=config.train.max_steps)
+    memory = {
+        shape.name: memory_batch_tokens(shape, max(vocab_sizes), strategy) for shape in candidates
+    }
+    return make_plan(
+        counts,
+        budget,
+        speeds,
+        given=given,
+        memory_batch_tokens=memory,
+        measuring_seconds=spent,
+    )
+
+
+def planned_config(
+    config_path: str | Path | None, overrides: list[str] | tuple[str, ...], plan: Plan
+) -> RunConfig:
+    """The run config: the file, the plan's values, then the user's `--set` (which win).
+
+    Under a time budget, the minutes left after measuring become `train.max_minutes`.
+    """
+    config = load_config(config_path, [*plan.overrides(), *overrides])
+    if plan.budget.seconds is not None:
+        train = dataclasses.replace(config.train, max_minutes=plan.budget.seconds / 60)
+        config = dataclasses.replace(config, train=train)
+    return config
+
+
+def save_plan(plan: Plan, run_dir: Path) -> Path:
+    """Writes `plan.json` into the run directory."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / PLAN_FILE
+    write_atomic(path, plan.to_json())
+    return path
+
+
+def load_plan(run_dir: Path) -> Plan | None:
+    """The plan a run started with, or None."""
+    path = run_dir / PLAN_FILE
+    return Plan.from_json(path.read_text("utf-8")) if path.is_file() else None
