@@ -12,3 +12,9 @@ import pytest
 def _seed():
     keras.utils.set_random_seed(1234)
     yield
+
+
+@pytest.fixture(autouse=True)
+def _speed_cache(tmp_path_factory, monkeypatch):
+    """Each test its own machine speed cache (the planner's), also in its subprocesses."""
+    monkeypatch.setenv("TRANSLATOR_CACHE_DIR", str(tmp_path_factory.mktemp("speed-cache")))

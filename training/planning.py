@@ -195,19 +195,39 @@ def _processor() -> str:
     return f"{platform.processor() or platform.machine()} x{os.cpu_count()}"
 
 
-class SpeedCache:
-    """`speed.json`: measured speeds under one machine signature."""
+def machine_cache_path() -> Path:
+    """Where speeds are shared across work directories on this machine.
 
-    def __init__(self, path: Path, signature: dict):
-        self.path, self.signature = path, signature
-        self.speeds: dict[str, dict] = {}
-        if path.is_file():
-            try:
-                data = json.loads(path.read_text("utf-8"))
-            except ValueError:
-                data = {}
-            if data.get("signature") == signature:
-                self.speeds = data.get("speeds", {})
+    `$TRANSLATOR_CACHE_DIR`, else `$XDG_CACHE_HOME/translator`, else
+    `~/.cache/translator`; the file is `speed.json`.
+    """
+    root = os.environ.get("TRANSLATOR_CACHE_DIR")
+    if not root:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        root = os.path.join(base, "translator")
+    return Path(root) / SPEED_FILE
+
+
+class SpeedCache:
+    """Measured speeds under one signature: the run's `speed.json`, then the machine's.
+
+    A run reads its own file first, then the machine's cache (`machine_cache_path`), so a
+    new work directory on the same machine, with a corpus of the same mean length and a
+    vocabulary of the same size, measures nothing. Measurements go to both.
+    """
+
+    def __init__(
+        self, path: Path, signature: dict, shared: Path | None = None, *, read: bool = True
+    ):
+        self.path, self.signature, self.shared = path, signature, shared
+        self.name = json.dumps(signature, sort_keys=True)
+        own = _read_json(path) if read else {}
+        self.speeds: dict[str, dict] = (
+            own.get("speeds", {}) if own.get("signature") == signature else {}
+        )
+        self.machine: dict[str, dict] = (
+            _read_json(shared).get(self.name, {}) if shared and read else {}
+        )
 
     @staticmethod
     def key(shape: Shape, batch_tokens: int) -> str:
@@ -219,16 +239,34 @@ class SpeedCache:
 
     def get(self, shape: Shape, batch_tokens: int) -> Speed | None:
         """The cached speed, or None."""
-        entry = self.speeds.get(self.key(shape, batch_tokens))
+        key = self.key(shape, batch_tokens)
+        entry = self.speeds.get(key) or self.machine.get(key)
         return Speed(**entry) if entry else None
 
     def put(self, shape: Shape, batch_tokens: int, speed: Speed) -> None:
-        """Records a measurement and writes the file."""
+        """Records a measurement in the run's file and the machine's cache."""
         self.speeds[self.key(shape, batch_tokens)] = dataclasses.asdict(speed)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(
             self.path, json.dumps({"signature": self.signature, "speeds": self.speeds}, indent=2)
         )
+        if self.shared is None:
+            return
+        try:  # a cache that cannot be written (read-only home) only costs a measurement
+            shared = _read_json(self.shared)
+            shared.setdefault(self.name, {}).update(self.speeds)
+            self.shared.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(self.shared, json.dumps(shared, indent=2))
+        except OSError as error:
+            log.warning("plan: cannot write the speed cache %s: %s", self.shared, error)
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def measure_speed(
@@ -459,9 +497,11 @@ def plan_run(
         seconds = config.train.max_minutes * 60
         mean_length = counts.epoch_tokens / max(counts.pairs, 1)
         signature = machine_signature(config, vocabulary, strategy, precision, mean_length)
-        cache = SpeedCache(cache_dir / SPEED_FILE, signature)
         if spans_workers(strategy):
-            cache.speeds = {}  # every worker times, together: a cache one has could differ
+            # Every worker times, together: a cache one of them has could differ.
+            cache = SpeedCache(cache_dir / SPEED_FILE, signature, read=False)
+        else:
+            cache = SpeedCache(cache_dir / SPEED_FILE, signature, machine_cache_path())
         speeds, spent = time_shapes(
             candidates, counts, seconds, batch, config, vocabulary, strategy, cache
         )

@@ -319,17 +319,12 @@ def prepare_data(paths: RecipePaths, settings: RecipeSettings) -> RecipeCorpus:
     if settings.train is None:
         return _multi30k(paths, settings, source_lang, target_lang)
     from translator.pipelines.corpus import ParallelCorpus
+    from translator.pipelines.errors import CorpusError
 
     pairs = ParallelCorpus(*settings.train).validate()  # one error line naming the file
-    if settings.valid:
-        ParallelCorpus(*settings.valid).validate()
-        train, valid, origin = settings.train, settings.valid, f"{settings.valid[0]} (given)"
-    else:
-        train, valid, held = hold_out(paths.data, settings.train, pairs, (source_lang, target_lang))
-        origin = (
-            f"{held:,} of the {pairs:,} training pairs, held out (seed {HOLD_OUT_SEED}) and "
-            "never trained on"
-        )
+    if pairs == 0:
+        raise CorpusError(f"{settings.train[0]} | {settings.train[1]}: no sentence pairs")
+    train, valid, origin = _validation(paths, settings, pairs, (source_lang, target_lang))
     tests = []
     for source, reference in settings.tests:
         ParallelCorpus(source, reference).validate()
@@ -340,6 +335,29 @@ def prepare_data(paths: RecipePaths, settings: RecipeSettings) -> RecipeCorpus:
     if not tests:
         print("  no --test: the report is on the validation set", flush=True)
     return corpus
+
+
+def _validation(
+    paths: RecipePaths, settings: RecipeSettings, pairs: int, langs: tuple[str, str]
+) -> tuple[tuple[Path, Path], tuple[Path, Path], str]:
+    """The training and validation files, and where the validation set comes from."""
+    from translator.pipelines.corpus import ParallelCorpus
+    from translator.pipelines.errors import CorpusError
+
+    if settings.valid:
+        ParallelCorpus(*settings.valid).validate()
+        return settings.train, settings.valid, f"{settings.valid[0]} (given)"
+    if pairs < 2:
+        raise CorpusError(
+            f"{settings.train[0]}: {pairs} pair, too few to hold a validation slice out of; "
+            "give --valid SRC TGT"
+        )
+    train, valid, held = hold_out(paths.data, settings.train, pairs, langs)
+    origin = (
+        f"{held:,} of the {pairs:,} training pairs, held out (seed {HOLD_OUT_SEED}) and never "
+        "trained on"
+    )
+    return train, valid, origin
 
 
 def _multi30k(

@@ -89,6 +89,11 @@ def test_plan_times_the_shape_on_the_real_pipeline_once_and_reuses_the_measureme
     assert speed_line in second.stdout.splitlines()  # the same measurement
     assert "measuring speeds took" not in second.stdout
 
+    # Another run directory on the same machine: the machine's cache has the speed.
+    other = translator("train", "--config", config, "--run-dir", tmp_path / "other", "--plan")
+    assert other.returncode == 0, other.stderr[-3000:]
+    assert "plan: timing" not in other.stderr and speed_line in other.stdout.splitlines()
+
 
 def test_plan_and_no_plan_together_are_one_error_line(copy_task, tmp_path):
     config = write_user_config(tmp_path, copy_task, max_steps=5)

@@ -105,6 +105,11 @@ def test_bad_corpus_files_are_one_error_line_naming_the_file(tmp_path):
     assert result.returncode == 2 and "line 3" in result.stderr.strip().splitlines()[-1]
     result = translator("recipe", "--workdir", tmp_path / "w3", "--test", source, target)
     assert result.returncode == 2 and "need --train" in result.stderr
+    source.write_text("")
+    target.write_text("")
+    result = translator("recipe", "--workdir", tmp_path / "w4", "--train", source, target)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].endswith(f"{target}: no sentence pairs")
 
 
 @pytest.mark.slow
