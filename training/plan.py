@@ -451,6 +451,38 @@ def choose_vocab_size(characters: int) -> int:
 # ---- The plan ----------------------------------------------------------------------------
 
 
+def _choice(key: str, fixed: Any, value: Any, reason: str) -> Choice:
+    """The user's value ("set by you") when they fixed one, else the rule's."""
+    if fixed is not None:
+        return Choice(key, fixed, "set by you", planned=False)
+    return Choice(key, value, reason)
+
+
+def _shape_choice(
+    corpus: CorpusCounts, budget: Budget, speeds: Mapping[str, Speed], given: Given
+) -> tuple[Shape, Choice]:
+    if given.shape is not None:
+        return given.shape, Choice("model", given.shape.name, "set by you", planned=False)
+    shape, reason = choose_shape(corpus, budget, speeds)
+    return shape, Choice("model", shape.name, reason)
+
+
+def _batch_choice(budget: Budget, speed: Speed, given: Given, memory: int) -> Choice:
+    if given.batch_tokens is not None:
+        return _choice("data.pipeline.batch_tokens", given.batch_tokens, None, "")
+    if budget.seconds is not None:
+        batch = choose_batch_tokens(tokens_bought(speed, budget, batch_tokens=0), memory)
+    else:
+        fill = speed.tokens_per_update / speed.batch_tokens
+        batch = batch_tokens_for_updates(budget.updates, fill, memory)
+    return Choice(
+        "data.pipeline.batch_tokens",
+        batch,
+        f"{REFERENCE_BATCH_TOKENS:,} x (tokens bought / {REFERENCE_TOKENS_BOUGHT / 1e6:g}M) "
+        f"** {BATCH_EXPONENT:.2g}, the nearest power of two (memory allows {memory:,})",
+    )
+
+
 def make_plan(
     corpus: CorpusCounts,
     budget: Budget,
@@ -461,6 +493,9 @@ def make_plan(
     measuring_seconds: float = 0.0,
 ) -> Plan:
     """Applies the rules, keeping what the user fixed.
+
+    The shape comes first (it sets the speed), then the batch (it sets the updates),
+    then what depends on the epochs, the width and the updates.
 
     Args:
         corpus: The training corpus' counts.
@@ -475,83 +510,49 @@ def make_plan(
         The `Plan`.
     """
     given = given or Given()
-    choices: list[Choice] = []
-    if given.shape is not None:
-        shape, speed = given.shape, speeds[given.shape.name]
-        choices.append(Choice("model", shape.name, "set by you", planned=False))
-    else:
-        shape, reason = choose_shape(corpus, budget, speeds)
-        speed = speeds[shape.name]
-        choices.append(Choice("model", shape.name, reason))
-
+    shape, shape_choice = _shape_choice(corpus, budget, speeds, given)
+    speed = speeds[shape.name]
     memory = (memory_batch_tokens or {}).get(shape.name, MAX_BATCH_TOKENS)
-    if given.batch_tokens is not None:
-        batch = given.batch_tokens
-        choices.append(Choice("data.pipeline.batch_tokens", batch, "set by you", planned=False))
-    else:
-        if budget.seconds is not None:
-            batch = choose_batch_tokens(tokens_bought(speed, budget, batch_tokens=0), memory)
-        else:
-            fill = speed.tokens_per_update / speed.batch_tokens
-            batch = batch_tokens_for_updates(budget.updates, fill, memory)
-        choices.append(
-            Choice(
-                "data.pipeline.batch_tokens",
-                batch,
-                f"{REFERENCE_BATCH_TOKENS:,} x (tokens bought / "
-                f"{REFERENCE_TOKENS_BOUGHT / 1e6:g}M) ** {BATCH_EXPONENT:.2g}, the nearest "
-                f"power of two (memory allows {memory:,})",
-            )
-        )
+    batch_choice = _batch_choice(budget, speed, given, memory)
+    batch = batch_choice.value
     tokens = tokens_bought(speed, budget, batch)
     updates = int(budget.updates or tokens / speed.at_batch(batch))
     epochs = tokens / corpus.epoch_tokens
-
-    def planned(key: str, fixed: Any, value: Any, reason: str) -> None:
-        if fixed is not None:
-            choices.append(Choice(key, fixed, "set by you", planned=False))
-        else:
-            choices.append(Choice(key, value, reason))
-
-    planned(
-        "model.overrides.dropout",
-        given.dropout,
-        choose_dropout(epochs),
-        f"{epochs:,.1f} epochs: 0.1 from 2 to 20 epochs, up to 0.3 at 80, down to 0 below 2",
-    )
-    planned(
-        "optimizer.peak_learning_rate",
-        given.peak_learning_rate,
-        choose_learning_rate(shape.d_model),
-        f"{REFERENCE_LEARNING_RATE} x ({REFERENCE_WIDTH} / d_model {shape.d_model}) ** 0.75",
-    )
-    planned(
-        "optimizer.warmup_fraction",
-        given.warmup_fraction,
-        choose_warmup_fraction(shape.d_model, updates),
-        f"{REFERENCE_WARMUP_UPDATES * shape.d_model / REFERENCE_WIDTH:.0f} warmup updates "
-        f"of {updates:,}, within [0.05, 0.25]",
-    )
-    planned(
-        "optimizer.label_smoothing",
-        given.label_smoothing,
-        0.1,
-        "the paper's value (the trials do not vary it)",
-    )
-    planned(
-        "eval.every_steps",
-        given.eval_every_steps,
-        choose_eval_every(budget, updates),
-        "validate once at the end under 20 minutes, else about 8 times",
+    width, warmup = shape.d_model, REFERENCE_WARMUP_UPDATES * shape.d_model / REFERENCE_WIDTH
+    choices = (
+        shape_choice,
+        batch_choice,
+        _choice(
+            "model.overrides.dropout",
+            given.dropout,
+            choose_dropout(epochs),
+            f"{epochs:,.1f} epochs: 0.1 from 2 to 20 epochs, up to 0.3 at 80, down to 0 below 2",
+        ),
+        _choice(
+            "optimizer.peak_learning_rate",
+            given.peak_learning_rate,
+            choose_learning_rate(width),
+            f"{REFERENCE_LEARNING_RATE} x ({REFERENCE_WIDTH} / d_model {width}) ** 0.75",
+        ),
+        _choice(
+            "optimizer.warmup_fraction",
+            given.warmup_fraction,
+            choose_warmup_fraction(width, updates),
+            f"{warmup:.0f} warmup updates of {updates:,}, within [0.05, 0.25]",
+        ),
+        _choice(
+            "optimizer.label_smoothing",
+            given.label_smoothing,
+            0.1,
+            "the paper's value (the trials do not vary it)",
+        ),
+        _choice(
+            "eval.every_steps",
+            given.eval_every_steps,
+            choose_eval_every(budget, updates),
+            "validate once at the end under 20 minutes, else about 8 times",
+        ),
     )
     return Plan(
-        budget=budget,
-        corpus=corpus,
-        speeds=dict(speeds),
-        shape=shape,
-        tokens=tokens,
-        updates=updates,
-        epochs=epochs,
-        choices=tuple(choices),
-        measuring_seconds=measuring_seconds,
+        budget, corpus, dict(speeds), shape, tokens, updates, epochs, choices, measuring_seconds
     )

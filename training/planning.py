@@ -291,17 +291,12 @@ def measure_speed(
     """
     import keras
 
-    from training.run import distributed_dataset, make_optimizer
+    from training.run import distributed_dataset
     from training.strategy import spans_workers
-    from training.trainer import TranslationTrainer
-    from translator.model import Transformer
 
     if spans_workers(strategy):
         seconds = float("inf")
     config = _with_shape(config, shape, batch_tokens)
-    model_config = config.model.transformer_config(
-        vocabulary.source_vocab_size, vocabulary.target_vocab_size
-    )
     marks: list[tuple[float, float]] = []  # (time, cumulative target tokens) per update
     started = time.monotonic()
 
@@ -312,15 +307,7 @@ def measure_speed(
             if timed >= 2 and time.monotonic() - started > seconds:
                 self.model.stop_training = True
 
-    with strategy.scope():
-        trainer = TranslationTrainer(Transformer(model_config))
-        trainer.compile(
-            optimizer=make_optimizer(config, model_config.d_model),
-            steps_per_execution=1,
-            jit_compile=config.train.jit_compile,
-        )
-        trainer.build()  # as training does: under a strategy, before `fit` sees batches
-        trainer.optimizer.build(trainer.transformer.trainable_variables)
+    trainer = _trainer(config, vocabulary, strategy)
     data = distributed_dataset(
         config, vocabulary, strategy, config.data.train_source, config.data.train_target, skip=0
     )
@@ -342,6 +329,27 @@ def measure_speed(
         marks[0][0] - fit_started,
     )
     return Speed(rate, per_update, batch_tokens, measured=True, startup_seconds=startup)
+
+
+def _trainer(config: RunConfig, vocabulary: Vocabulary, strategy):
+    """A `TranslationTrainer` of the config's model, built as training builds it."""
+    from training.run import make_optimizer
+    from training.trainer import TranslationTrainer
+    from translator.model import Transformer
+
+    model_config = config.model.transformer_config(
+        vocabulary.source_vocab_size, vocabulary.target_vocab_size
+    )
+    with strategy.scope():
+        trainer = TranslationTrainer(Transformer(model_config))
+        trainer.compile(
+            optimizer=make_optimizer(config, model_config.d_model),
+            steps_per_execution=1,
+            jit_compile=config.train.jit_compile,
+        )
+        trainer.build()  # under a strategy, before `fit` sees batches
+        trainer.optimizer.build(trainer.transformer.trainable_variables)
+    return trainer
 
 
 def _agree(strategy, *values: float) -> tuple[float, ...]:
@@ -479,49 +487,60 @@ def plan_run(
         precision: The run's dtype policy name.
         cache_dir: Where `speed.json` is kept.
     """
-    from training.strategy import spans_workers
-
     counts = count_corpus(config, vocabulary)
     vocab_sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
     given = given_settings(config, keys, vocab_sizes)
     candidates = (given.shape,) if given.shape else SHAPES
     batch = given.batch_tokens or REFERENCE_BATCH_TOKENS
     settled = all(getattr(given, field.name) is not None for field in dataclasses.fields(given))
-    if settled and config.train.max_minutes > 0:
-        # Every planned value is set: the speed would decide nothing, so nothing is timed
-        # (no share of the budget goes to measuring); the plan only records the values.
-        fill = Speed(0.0, TARGET_FILL * batch, batch, measured=False)
-        speeds, spent = {shape.name: fill for shape in candidates}, 0.0
-        budget = Budget(seconds=config.train.max_minutes * 60)
-    elif config.train.max_minutes > 0:
-        seconds = config.train.max_minutes * 60
-        mean_length = counts.epoch_tokens / max(counts.pairs, 1)
-        signature = machine_signature(config, vocabulary, strategy, precision, mean_length)
-        if spans_workers(strategy):
-            # Every worker times, together: a cache one of them has could differ.
-            cache = SpeedCache(cache_dir / SPEED_FILE, signature, read=False)
-        else:
-            cache = SpeedCache(cache_dir / SPEED_FILE, signature, machine_cache_path())
-        speeds, spent = time_shapes(
-            candidates, counts, seconds, batch, config, vocabulary, strategy, cache
+    if config.train.max_minutes > 0 and not settled:
+        signature = machine_signature(
+            config, vocabulary, strategy, precision, counts.epoch_tokens / max(counts.pairs, 1)
         )
-        (spent,) = _agree(strategy, spent)  # the same net budget on every worker
-        budget = Budget(seconds=max(seconds - spent, 1.0))
+        speeds, spent, budget = _timed_speeds(
+            candidates, counts, config, vocabulary, strategy, batch, signature, cache_dir
+        )
     else:
+        # An update budget, or every planned value set (the speed would decide nothing):
+        # nothing is timed; an update buys `TARGET_FILL` of its batch tokens.
         fill = Speed(0.0, TARGET_FILL * batch, batch, measured=False)
         speeds, spent = {shape.name: fill for shape in candidates}, 0.0
-        budget = Budget(updates=config.train.max_steps)
+        minutes = config.train.max_minutes
+        budget = (
+            Budget(seconds=minutes * 60) if minutes > 0 else Budget(updates=config.train.max_steps)
+        )
     memory = {
         shape.name: memory_batch_tokens(shape, max(vocab_sizes), strategy) for shape in candidates
     }
     return make_plan(
-        counts,
-        budget,
-        speeds,
-        given=given,
-        memory_batch_tokens=memory,
-        measuring_seconds=spent,
+        counts, budget, speeds, given=given, memory_batch_tokens=memory, measuring_seconds=spent
     )
+
+
+def _timed_speeds(
+    candidates: tuple[Shape, ...],
+    counts: CorpusCounts,
+    config: RunConfig,
+    vocabulary: Vocabulary,
+    strategy,
+    batch: int,
+    signature: dict,
+    cache_dir: Path,
+) -> tuple[dict[str, Speed], float, Budget]:
+    """`time_shapes` under the run's time budget: (speeds, seconds spent, net budget)."""
+    from training.strategy import spans_workers
+
+    seconds = config.train.max_minutes * 60
+    if spans_workers(strategy):
+        # Every worker times, together: a cache one of them has could differ.
+        cache = SpeedCache(cache_dir / SPEED_FILE, signature, read=False)
+    else:
+        cache = SpeedCache(cache_dir / SPEED_FILE, signature, machine_cache_path())
+    speeds, spent = time_shapes(
+        candidates, counts, seconds, batch, config, vocabulary, strategy, cache
+    )
+    (spent,) = _agree(strategy, spent)  # the same net budget on every worker
+    return speeds, spent, Budget(seconds=max(seconds - spent, 1.0))
 
 
 def planned_config(
