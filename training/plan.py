@@ -282,10 +282,14 @@ class Plan:
             if not speed.tokens_per_second:
                 continue  # an update budget: nothing timed
             how = "measured" if speed.measured else "estimated from FLOPs"
+            batch = self.value("data.pipeline.batch_tokens")
+            bought = tokens_bought(speed, self.budget, batch)
             lines.append(
                 f"speed: {name} {speed.tokens_per_second:,.0f} target tokens/s at "
                 f"{speed.batch_tokens:,} batch tokens ({how}; {speed.startup_seconds:.0f} s "
-                "to the first update)"
+                f"to the first update): would buy {bought / 1e6:,.1f}M tokens = "
+                f"{bought / speed.at_batch(batch):,.0f} updates = "
+                f"{bought / self.corpus.epoch_tokens:,.1f} epochs"
             )
         if self.tokens:
             lines.append(
