@@ -37,7 +37,6 @@ from training.config import RunConfig, load_config
 from training.plan import (
     MAX_BATCH_TOKENS,
     MIN_BATCH_TOKENS,
-    REFERENCE_BATCH_TOKENS,
     SHAPES,
     TARGET_FILL,
     Budget,
@@ -68,6 +67,9 @@ MEASURE_SHARE = 0.10
 # Updates run before the timed ones (the first carries the tracing), and timed updates.
 WARMUP_UPDATES = 2
 TIMED_UPDATES = 8
+# The batch tokens a shape is timed at, unless the user set the batch: the middle of what
+# plans on a CPU use (a token costs about the same at the others there).
+TIMED_BATCH_TOKENS = 2048
 # A shape is timed only if this much of the measuring share is left (else estimated).
 MIN_MEASURE_SECONDS = 4.0
 # The share of the machine's memory a batch's activations may take.
@@ -491,7 +493,7 @@ def plan_run(
     vocab_sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
     given = given_settings(config, keys, vocab_sizes)
     candidates = (given.shape,) if given.shape else SHAPES
-    batch = given.batch_tokens or REFERENCE_BATCH_TOKENS
+    batch = given.batch_tokens or TIMED_BATCH_TOKENS
     settled = all(getattr(given, field.name) is not None for field in dataclasses.fields(given))
     if config.train.max_minutes > 0 and not settled:
         signature = machine_signature(
