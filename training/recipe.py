@@ -23,10 +23,16 @@ import logging
 import random
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from training.cli import DEFAULT_CONFIG
 from translator.errors import ConfigError
 from translator.io import atomic_file, read_lines, write_atomic
+
+if TYPE_CHECKING:
+    from training.config import RunConfig
+    from training.plan import Plan
+    from training.run import PlanRequest
 
 log = logging.getLogger(__name__)
 
@@ -492,7 +498,9 @@ def build_vocab(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorp
 # ---- Stage 3: training -------------------------------------------------------------------
 
 
-def _request(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus):
+def _request(
+    paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus
+) -> tuple[RunConfig, PlanRequest]:
     """The run config and its plan request.
 
     The default config, then the corpus and the budget, then the user's `--set`.
@@ -514,7 +522,7 @@ def _request(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus)
     return load_config(DEFAULT_CONFIG, overrides), request
 
 
-def preview(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus):
+def preview(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus) -> Plan:
     """The plan the training stage would train (`--plan`)."""
     from training.run import preview_plan
 
