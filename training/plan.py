@@ -12,7 +12,7 @@ depends on them, by a few small rules, each a documented function below:
   limit, `tokens bought / TOKENS_PER_PARAMETER` parameters, the tokens bought *by that
   shape* at its measured speed: a model trained for too few tokens per parameter is
   still far from converged when the budget ends (Li et al. 2020, budgeted training).
-- **Batch tokens** (`choose_batch_tokens`): grows as the square root of the tokens bought,
+- **Batch tokens** (`choose_batch_tokens`): grows as the cube root of the tokens bought,
   so a short budget makes more, noisier updates and a long one fewer, larger ones (the
   critical batch size grows as training goes on; McCandlish et al. 2018); a power of
   two, bounded by the memory the machine has.
@@ -62,12 +62,13 @@ DATA_EXPONENT = 0.75
 # times larger one.
 TOKENS_PER_PARAMETER = 1.0
 # Batch tokens at the reference purchase, that purchase (about what 5 minutes of a 2-core
-# CPU buy), and how the batch grows with the tokens bought (as the square root): fit on
-# the trials of bench/planner.py and the minutes table's 5- to 60-minute trials
-# (bench/RESULTS.md says which cells the fit used and which it was checked on).
-REFERENCE_BATCH_TOKENS = 1024
-REFERENCE_TOKENS_BOUGHT = 1.8e6
-BATCH_EXPONENT = 1 / 2
+# CPU buy), and how the batch grows with the tokens bought (as the cube root): fit on the
+# minutes table's 5- to 60-minute trials and the 2-minute cells of bench/planner.py. (The
+# grid's 5-minute cells favour smaller batches, but at equal tokens, not equal time; see
+# bench/RESULTS.md.)
+REFERENCE_BATCH_TOKENS = 2048
+REFERENCE_TOKENS_BOUGHT = 2.8e6
+BATCH_EXPONENT = 1 / 3
 MIN_BATCH_TOKENS, MAX_BATCH_TOKENS = 1024, 65536
 # Real target tokens per update over `batch_tokens` (padding and the source side take
 # the rest), when no measurement says otherwise (about Multi30k's).
@@ -379,7 +380,7 @@ def choose_shape(
 
 
 def choose_batch_tokens(tokens: float, memory_limit: int = MAX_BATCH_TOKENS) -> int:
-    """The power of two nearest to `REFERENCE_BATCH_TOKENS * (tokens / T_ref) ** 0.5`.
+    """The power of two nearest to `REFERENCE_BATCH_TOKENS * (tokens / T_ref) ** (1/3)`.
 
     Args:
         tokens: Target tokens the budget buys.

@@ -134,7 +134,7 @@ def test_the_quality_section_holds_each_budget_and_no_unfilled_field():
     assert f"{row} {setting} |" in text
     assert "| 60 min | **39.79** | >= 38 meets |" in text and "| 10,937 | 36.8M |" in text
     # A planned run says what the plan chose and the rule's reasons; an older run says so.
-    assert "- 5 min trains model = narrow; data.pipeline.batch_tokens = 1024;" in text
+    assert "- 5 min trains model = narrow; data.pipeline.batch_tokens = 2048;" in text
     assert ", chosen by the planner (training/plan.py): model: the data limit allows" in text
     hand = "- 60 min trains small (d_model 128, dropout 0.1); peak lr 0.005, chosen by a "
     assert hand + "setting set by hand." in text
