@@ -19,7 +19,7 @@ import sacrebleu
 import tensorflow as tf
 
 from training.checkpoints import Checkpoints
-from training.strategy import spans_workers
+from training.strategy import spans_workers, worker_means
 
 log = logging.getLogger(__name__)
 
@@ -138,11 +138,10 @@ class Budget(keras.callbacks.Callback):
         others then wait forever in the next all-reduce). One collective per update.
         """
         strategy = getattr(self.model, "distribute_strategy", None)
-        if strategy is None or not spans_workers(strategy):
+        if strategy is None:
             return elapsed, end
-        local = strategy.run(lambda: tf.constant([elapsed, end], tf.float64))
-        mean = strategy.reduce(tf.distribute.ReduceOp.MEAN, local, axis=None).numpy()
-        return float(mean[0]), float(mean[1])
+        elapsed, end = worker_means(strategy, elapsed, end)
+        return elapsed, end
 
     @property
     def time_bound(self) -> bool:

@@ -294,7 +294,7 @@ def measure_speed(
     import keras
 
     from training.run import distributed_dataset
-    from training.strategy import spans_workers
+    from training.strategy import spans_workers, worker_means
 
     if spans_workers(strategy):
         seconds = float("inf")
@@ -324,7 +324,7 @@ def measure_speed(
     )
     (t0, tokens0), (t1, tokens1) = marks[WARMUP_UPDATES - 1], marks[-1]
     updates = len(marks) - WARMUP_UPDATES
-    rate, per_update, startup = _agree(
+    rate, per_update, startup = worker_means(
         strategy,
         (tokens1 - tokens0) / max(t1 - t0, 1e-9),
         (tokens1 - tokens0) / updates,
@@ -352,22 +352,6 @@ def _trainer(config: RunConfig, vocabulary: Vocabulary, strategy):
         trainer.build()  # under a strategy, before `fit` sees batches
         trainer.optimizer.build(trainer.transformer.trainable_variables)
     return trainer
-
-
-def _agree(strategy, *values: float) -> tuple[float, ...]:
-    """The workers' means of `values` (the values themselves on one worker).
-
-    Every worker of a multi-worker run must make the same plan, or their batches and
-    steps would differ.
-    """
-    from training.strategy import spans_workers
-
-    if not spans_workers(strategy):
-        return values
-    import tensorflow as tf
-
-    local = strategy.run(lambda: tf.constant(values, tf.float64))
-    return tuple(float(v) for v in strategy.reduce(tf.distribute.ReduceOp.MEAN, local, None))
 
 
 def _with_shape(config: RunConfig, shape: Shape, batch_tokens: int) -> RunConfig:
@@ -530,7 +514,7 @@ def _timed_speeds(
     cache_dir: Path,
 ) -> tuple[dict[str, Speed], float, Budget]:
     """`time_shapes` under the run's time budget: (speeds, seconds spent, net budget)."""
-    from training.strategy import spans_workers
+    from training.strategy import spans_workers, worker_means
 
     seconds = config.train.max_minutes * 60
     if spans_workers(strategy):
@@ -541,7 +525,7 @@ def _timed_speeds(
     speeds, spent = time_shapes(
         candidates, counts, seconds, batch, config, vocabulary, strategy, cache
     )
-    (spent,) = _agree(strategy, spent)  # the same net budget on every worker
+    (spent,) = worker_means(strategy, spent)  # the same net budget on every worker
     return speeds, spent, Budget(seconds=max(seconds - spent, 1.0))
 
 

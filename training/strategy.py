@@ -65,6 +65,19 @@ def spans_workers(strategy: tf.distribute.Strategy) -> bool:
     )
 
 
+def worker_means(strategy: tf.distribute.Strategy, *values: float) -> tuple[float, ...]:
+    """The means of `values` over the workers (the values themselves on one worker).
+
+    For what every worker of a MultiWorkerMirrored run must agree on though their clocks
+    differ (the time spent, a measured speed): one collective.
+    """
+    if not spans_workers(strategy):
+        return values
+    local = strategy.run(lambda: tf.constant(values, tf.float64))
+    mean = strategy.reduce(tf.distribute.ReduceOp.MEAN, local, axis=None).numpy()
+    return tuple(float(value) for value in mean)
+
+
 def _auto_strategy_name() -> str:
     if os.environ.get("TPU_NAME"):
         return "tpu"
