@@ -139,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
     """Runs `translator serve` until SIGTERM or Ctrl-C."""
     import time
 
-    from translator.cli import CommandError
+    from translator.errors import CommandError
 
     if args.max_request_sentences < 1 or args.max_request_bytes < 1:
         raise CommandError("--max-request-sentences and --max-request-bytes must be >= 1")

@@ -33,7 +33,7 @@ def trained(tmp_path_factory):
     """A tiny model trained 400 steps to reverse word sequences, and its exports."""
     from training.run import train
     from translator.artifacts import load_model_dir
-    from translator.ctranslate2 import export_ctranslate2
+    from translator.engines.ctranslate2_export import export_ctranslate2
     from translator.pipelines.vocab import build_vocabulary
 
     root = tmp_path_factory.mktemp("ctranslate2")
@@ -66,22 +66,17 @@ def _ours(trained, config):
     from translator.inference import Translator
 
     model = trained["model"]
-    return Translator(model.model, model.vocabulary, config).translate_n_best(trained["sources"])
+    translator = Translator.from_model(model.model, model.vocabulary, config)
+    return translator.search(trained["sources"]).hypotheses
 
 
 def _theirs(trained, config, quantization="float32"):
-    from translator.ctranslate2 import CTranslate2Decoder, engine_config, load_ctranslate2
+    from translator.engines.ctranslate2_runtime import CTranslate2Decoder, load_ctranslate2
     from translator.inference import Translator
 
     loaded = load_ctranslate2(trained["exports"][quantization])
-    translator = Translator(
-        None,
-        loaded.vocabulary,
-        engine_config(config),
-        max_source_length=1024,
-        decoder=CTranslate2Decoder(loaded, config),
-    )
-    return translator.translate_n_best(trained["sources"])
+    translator = Translator(CTranslate2Decoder(loaded, config), loaded.vocabulary)
+    return translator.search(trained["sources"]).hypotheses
 
 
 def _compare(ours, theirs):
@@ -151,7 +146,7 @@ def test_converted_model_scores_like_ours(trained, tmp_path, name):
 
     from translator.artifacts import TrainedModel
     from translator.config import TransformerConfig
-    from translator.ctranslate2 import export_ctranslate2
+    from translator.engines.ctranslate2_export import export_ctranslate2
     from translator.model import Transformer
 
     vocabulary = trained["model"].vocabulary
@@ -191,7 +186,7 @@ def test_every_configurable_value_converts_and_is_checked_equal():
     """The converter knows every activation and position encoding the config accepts, and
     the equality test above covers each of them."""
     from translator import config
-    from translator import ctranslate2 as converter
+    from translator.engines import ctranslate2_export as converter
 
     assert set(config.ACTIVATIONS) == set(converter.ACTIVATIONS)
     assert set(config.POSITION_ENCODINGS) == set(converter.POSITION_ENCODINGS)
@@ -209,7 +204,7 @@ def _tiny_defaults() -> dict:
 
 @needs_ctranslate2
 def test_a_value_the_converter_lacks_fails_before_anything_is_written(trained, tmp_path):
-    from translator.ctranslate2 import export_ctranslate2
+    from translator.engines.ctranslate2_export import export_ctranslate2
 
     model = trained["model"]
     config = model.model.config
@@ -263,14 +258,18 @@ def test_cli_export_then_translate_and_evaluate(trained, tmp_path, capsys):
     assert report["search"]["engine"] == "ctranslate2"
     assert report["search"]["exact_stop"] is False
     assert report["search"]["length_penalty_form"] == "power"
-    assert report["search"]["compute_dtype"] is None  # not our search
+    assert "compute_dtype" not in report["search"]  # not our search
+    assert report["search"]["quantization"] == "float32"
     capsys.readouterr()
     assert main([*args, "--precision", "float32"]) == 2  # CTranslate2 has its own weights
     assert "--quantization" in capsys.readouterr().err
 
 
 def test_missing_package_is_one_clear_error(monkeypatch, tmp_path):
-    from translator.ctranslate2 import CTranslate2NotInstalledError, import_ctranslate2
+    from translator.engines.ctranslate2_files import (
+        CTranslate2NotInstalledError,
+        import_ctranslate2,
+    )
 
     monkeypatch.setitem(sys.modules, "ctranslate2", None)  # import fails as if absent
     with pytest.raises(CTranslate2NotInstalledError, match=r"pip install -e \".\[ctranslate2\]\""):

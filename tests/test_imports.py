@@ -2,6 +2,9 @@
 
 - `translator` (the library) never imports `training`, `serving` or `bench`, not even
   inside a function; `training` and `serving` never import `bench`, nor each other.
+- The command-line modules (`translator.cli`, `translator.commands.*`) are leaves: no
+  library module, and nothing in `training`, `serving` or `bench`, imports them; a
+  command imports no other command, only the shared `translator.commands.options`.
 - No cycles among the modules of `translator`, `training` and `serving` at import time
   (module-level imports; imports inside functions run later and are allowed to point
   back, as the lazy package `__init__`s do).
@@ -80,6 +83,29 @@ def test_direction_of_imports(package):
             for target in imported(node):
                 if target.split(".")[0] in FORBIDDEN[package]:
                     wrong.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {target}")
+    assert not wrong, "\n".join(wrong)
+
+
+CLI_MODULES = ("translator.cli", "translator.commands")
+SHARED_COMMAND_MODULES = {"translator.commands", "translator.commands.options"}
+
+
+def is_cli(name: str) -> bool:
+    return any(name == cli or name.startswith(cli + ".") for cli in CLI_MODULES)
+
+
+def test_nothing_but_a_command_imports_the_command_line_modules():
+    wrong = []
+    for name, path in MODULES.items():
+        if name == "translator.__main__":
+            continue  # `python -m translator` runs the command line
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            for target in imported(node):
+                if not is_cli(target) or target == name:
+                    continue
+                if is_cli(name) and (target in SHARED_COMMAND_MODULES or name == "translator.cli"):
+                    continue  # a command uses the shared options; the CLI finds commands
+                wrong.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {target}")
     assert not wrong, "\n".join(wrong)
 
 

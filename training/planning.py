@@ -131,7 +131,7 @@ def shape_of(model: TransformerConfig, preset: str) -> Shape:
 
 def count_characters(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> int:
     """Characters of both sides of a parallel corpus (streamed; line ends not counted)."""
-    from translator.pipelines.corpus import iter_lines
+    from translator.io import iter_lines
 
     return sum(len(line) for path in (source, target) for line in iter_lines(path))
 

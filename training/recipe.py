@@ -549,7 +549,7 @@ def train_model(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorp
 
 def evaluate(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus) -> None:
     """Stage 4: beam-search translation of each report set, scored into a report."""
-    from translator.commands.evaluate import evaluate_model
+    from translator.evaluation import evaluate_model
     from translator.search.config import SearchConfig
 
     for test in corpus.reports:
@@ -565,7 +565,7 @@ def evaluate(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus)
                 for i, path in enumerate((source, reference))
             )
         report.mkdir(parents=True, exist_ok=True)
-        evaluate_model(
+        written = evaluate_model(
             paths.run,
             source,
             reference,
@@ -573,6 +573,7 @@ def evaluate(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus)
             hypotheses_out=report / f"translations.{corpus.target_lang}",
             report_dir=report,
         )
+        print(written.summary(), flush=True)
 
 
 def export_model(paths: RecipePaths, settings: RecipeSettings) -> None:

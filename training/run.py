@@ -598,4 +598,4 @@ def greedy_translator(
     from translator.inference import Translator
     from translator.search import SearchConfig
 
-    return Translator(model, vocabulary, SearchConfig(beam_size=1)).translate
+    return Translator.from_model(model, vocabulary, SearchConfig(beam_size=1)).translate

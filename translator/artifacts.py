@@ -16,10 +16,15 @@ import dataclasses
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from translator.errors import TranslatorError
 from translator.io import atomic_directory
+
+if TYPE_CHECKING:  # pragma: no cover
+    from translator.config import TransformerConfig
+    from translator.model import Transformer
+    from translator.pipelines.tokenizer import Vocabulary
 
 MODEL_FILE = "model.keras"
 VOCAB_DIR = "vocab"
@@ -36,9 +41,9 @@ class TrainedModel:
     """A loaded model directory."""
 
     # The Transformer, built, weights loaded.
-    model: Any
-    # `translator.pipelines.vocab.Vocabulary` it was trained with.
-    vocabulary: Any
+    model: Transformer
+    # The vocabulary it was trained with.
+    vocabulary: Vocabulary
     # Contents of metadata.json.
     metadata: dict[str, Any]
     # The model directory itself.
@@ -48,6 +53,11 @@ class TrainedModel:
     def model_file(self) -> Path:
         """The weights file (for a report's checksum)."""
         return self.directory / MODEL_FILE
+
+    @property
+    def model_config(self) -> TransformerConfig:
+        """The architecture."""
+        return self.model.config
 
 
 def save_model_dir(

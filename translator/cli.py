@@ -38,10 +38,6 @@ ENTRY_POINT_GROUP = "translator.commands"
 VERBOSE_FLAGS = ("-v", "--verbose", "--debug")
 
 
-class CommandError(TranslatorError):
-    """An error meant for the user: printed as `translator <cmd>: error: ...`, exit 2."""
-
-
 def build_parser() -> argparse.ArgumentParser:
     """Builds the top-level parser with every registered subcommand."""
     parser = argparse.ArgumentParser(

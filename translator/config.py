@@ -65,6 +65,15 @@ class TransformerConfig(DictConfig):
     # Output projection = transposed target embedding (the paper's weight tying).
     tie_output_projection: bool = True
 
+    @property
+    def position_limit(self) -> int | None:
+        """The most positions the model embeds: the learned table's size; None if unbounded.
+
+        Bounds the sources (`translator.text.default_max_source_length`) and the outputs
+        (`translator.search.common.output_length_limits`) alike.
+        """
+        return self.max_length if self.position_encoding == "learned" else None
+
     def __post_init__(self) -> None:
         problems = []
         for name in ("source_vocab_size", "target_vocab_size", "d_model", "num_heads"):

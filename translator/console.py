@@ -19,6 +19,7 @@ import logging
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 
 LOG_FORMAT = "%(asctime)s %(name)s: %(message)s"
 # Python loggers of the libraries below us, and the level they print at without -v.
@@ -97,3 +98,15 @@ def quiet_native_logs() -> None:
             filter_process.wait(timeout=5)
 
     atexit.register(restore)
+
+
+@contextlib.contextmanager
+def progress_bar(total: int | None, description: str) -> Iterator[Callable[[int], None]]:
+    """A tqdm bar on stderr when stderr is a terminal; yields its `update` (or a no-op)."""
+    if not sys.stderr.isatty():
+        yield lambda n: None
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=total, unit="line", desc=description, file=sys.stderr, leave=False) as bar:
+        yield bar.update

@@ -1,4 +1,6 @@
-"""Special ids and pieces: the vocabulary convention of every model `translator` trains.
+"""Special ids and pieces, and the one default that training and decoding share.
+
+The ids are the vocabulary convention of every model `translator` trains.
 
 A leaf module (it imports nothing), so the layers, the search, the pipelines and the
 export all read these facts from one place.
@@ -21,3 +23,8 @@ EOS_PIECE = "</s>"
 
 # (pad, unk, bos, eos): the order SentencePiece reports them in.
 SPECIAL_IDS = (PAD_ID, UNK_ID, BOS_ID, EOS_ID)
+
+# Tokens per batch, padding included, where nothing else is set: the training batch
+# (`translator.pipelines.PipelineConfig`) and the decoding batch
+# (`translator.engines.InferenceOptions`, `--batch-tokens`).
+DEFAULT_BATCH_TOKENS = 4096

@@ -24,3 +24,15 @@ class ConfigError(TranslatorError, ValueError):
     Raised for a YAML key, a `--set`, a command-line option or a config dataclass field.
     Also a `ValueError`, as Python code catching bad values expects.
     """
+
+
+class PipelineError(TranslatorError):
+    """Base of every error about data, vocabularies or downloads the user can fix."""
+
+
+class CorpusError(PipelineError, ValueError):
+    """A text file is missing, unreadable, not UTF-8, or misaligned with its pair."""
+
+
+class CommandError(TranslatorError):
+    """A command-line usage error (printed as `translator <cmd>: error: ...`, exit 2)."""

@@ -13,15 +13,19 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import tensorflow as tf
 
-from translator.constants import EOS_ID, PAD_ID
+from translator.constants import DEFAULT_BATCH_TOKENS, EOS_ID, PAD_ID
 from translator.search import Decoder, SearchConfig
-from translator.search.common import SearchResult
 from translator.text import batch_ranges, default_max_source_length, finish, prepare
+
+if TYPE_CHECKING:  # pragma: no cover
+    from translator.engines.base import BatchDecoder
+    from translator.model import Transformer
+    from translator.pipelines.tokenizer import Vocabulary
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,7 +42,7 @@ class Hypothesis:
 
 @dataclasses.dataclass
 class TranslationStats:
-    """Counts of one `translate` call."""
+    """Counts of one `Translator.search` call."""
 
     # Input lines, empty ones included.
     lines: int = 0
@@ -52,45 +56,47 @@ class TranslationStats:
     target_tokens: int = 0
 
 
+@dataclasses.dataclass(frozen=True)
+class Translations:
+    """What one `Translator.search` call returns: the hypotheses and their counts."""
+
+    # Per input line, its hypotheses, best first; an empty list for an empty line.
+    hypotheses: list[list[Hypothesis]]
+    stats: TranslationStats
+
+    @property
+    def texts(self) -> list[str]:
+        """The best translation of each line, in input order; "" for an empty line."""
+        return [hypotheses[0].text if hypotheses else "" for hypotheses in self.hypotheses]
+
+
 class Translator:
-    """Translates sentences with a trained model.
+    """Translates sentences: the text path around a `BatchDecoder`.
 
     Args:
-        model: A `translator.model.Transformer`; None when `decoder` is given.
-        vocabulary: Its `translator.pipelines.Vocabulary`.
-        config: The search settings (beam size, length penalty, n-best, length limits).
+        decoder: What searches a batch (`translator.engines.BatchDecoder`): our
+            `translator.search.Decoder` (see `from_model`) or another engine's, e.g.
+            `translator.engines.ctranslate2_runtime.CTranslate2Decoder`.
+        vocabulary: The model's `translator.pipelines.Vocabulary`.
         batch_tokens: Source tokens per batch, padding included.
         max_source_length: Longer sources are cut to this many tokens (EOS included) and
-            counted in `stats.truncated`; default: the model's position limit for learned
-            positions, else 1024.
-        jit_compile: Compile the search with XLA (one compile per batch shape).
-        decoder: What searches a batch: a callable from int32 source ids `[batch, width]`
-            (0 = padding, EOS ended) to a `translator.search.SearchResult`. Default:
-            `translator.search.Decoder` over `model`; another engine (e.g.
-            `translator.ctranslate2.CTranslate2Decoder`) goes through the same text path.
+            counted in `TranslationStats.truncated`; default: the model's limit
+            (`translator.text.default_max_source_length`).
     """
 
     def __init__(
         self,
-        model,
-        vocabulary,
-        config: SearchConfig | None = None,
-        batch_tokens: int = 4096,
+        decoder: BatchDecoder,
+        vocabulary: Vocabulary,
+        batch_tokens: int = DEFAULT_BATCH_TOKENS,
         max_source_length: int | None = None,
-        jit_compile: bool = False,
-        decoder: Callable[[Any], SearchResult] | None = None,
     ):
-        self.model = model
+        self.decoder = decoder
         self.vocabulary = vocabulary
-        self.config = config or SearchConfig()
         self.batch_tokens = batch_tokens
         if max_source_length is None:
-            max_source_length = default_max_source_length(model.config)
+            max_source_length = default_max_source_length(decoder.model_config)
         self.max_source_length = max_source_length
-        self.decoder = decoder or Decoder(model, self.config, jit_compile=jit_compile)
-        # What runs the search (reports say it): "tensorflow", or the decoder's own name.
-        self.engine = getattr(decoder, "engine", "tensorflow")
-        self.stats = TranslationStats()
         lines = tf.TensorSpec([None], tf.string)
         self._prepare = tf.function(
             lambda texts: prepare(texts, vocabulary.source, self.max_source_length),
@@ -106,32 +112,59 @@ class Translator:
             ],
         )
 
+    @classmethod
+    def from_model(
+        cls,
+        model: Transformer,
+        vocabulary: Vocabulary,
+        config: SearchConfig | None = None,
+        *,
+        batch_tokens: int = DEFAULT_BATCH_TOKENS,
+        max_source_length: int | None = None,
+        jit_compile: bool = False,
+    ) -> Translator:
+        """A `Translator` over our compiled search of `model`.
+
+        Args:
+            model: A `translator.model.Transformer`.
+            vocabulary: Its vocabulary.
+            config: The search settings (beam size, length penalty, n-best, length limits).
+            batch_tokens: Source tokens per batch, padding included.
+            max_source_length: See the class.
+            jit_compile: Compile the search with XLA (one compile per batch shape).
+        """
+        decoder = Decoder(model, config or SearchConfig(), jit_compile=jit_compile)
+        return cls(decoder, vocabulary, batch_tokens, max_source_length)
+
+    @property
+    def config(self) -> SearchConfig:
+        """The search that runs (an engine may run other rules than asked for)."""
+        return self.decoder.config
+
+    @property
+    def engine(self) -> str:
+        """What runs the search: "tensorflow", or another engine's name."""
+        return self.decoder.engine
+
     def translate(
         self, lines: Sequence[str], progress: Callable[[int], None] | None = None
     ) -> list[str]:
         """The best translation of each line, in input order; "" for an empty line."""
-        return [
-            hypotheses[0].text if hypotheses else ""
-            for hypotheses in self.translate_n_best(lines, progress)
-        ]
+        return self.search(lines, progress).texts
 
-    def translate_n_best(
+    def search(
         self, lines: Sequence[str], progress: Callable[[int], None] | None = None
-    ) -> list[list[Hypothesis]]:
-        """The `config.n_best` best translations of each line, best first.
+    ) -> Translations:
+        """The `config.n_best` best translations of each line, best first, and the counts.
 
         Args:
             lines: Source sentences (no trailing newlines needed).
             progress: Called with the number of lines finished after each batch.
-
-        Returns:
-            Per line, its hypotheses; an empty list for an empty line.
         """
         stats = TranslationStats(lines=len(lines))
         results: list[list[Hypothesis]] = [[] for _ in lines]  # [] for an empty line
         if not lines:
-            self.stats = stats
-            return results
+            return Translations(results, stats)
         prepared = self._prepare(tf.constant(list(lines), tf.string))
         rows, lengths = prepared.rows.numpy(), prepared.lengths.numpy()  # [searched] x2
         stats.empty = int(np.sum(prepared.empty.numpy()))
@@ -157,8 +190,7 @@ class Translator:
                 stats.target_tokens += int(sizes_all[position, 0])
         if progress is not None and stats.empty:
             progress(stats.empty)
-        self.stats = stats
-        return results
+        return Translations(results, stats)
 
 
 def _hypotheses(

@@ -1,9 +1,22 @@
-"""Files, written once: atomic writes of files and directories, sha256, text lines.
+r"""Files: atomic writes of files and directories, sha256, and the one text-line reader.
 
 Whatever `translator` writes (vocabularies, downloads, translations, reports, model
 directories, SavedModel versions) goes through a temporary sibling renamed into place on
 success, so a crash or Ctrl-C leaves the old file (or none), never half of a new one; a
 failure removes the temporary.
+
+Every text file and stream is read here, exactly as `tf.data.TextLineDataset` reads it,
+so the Python checks and the in-graph pipeline always agree on what "line N" is:
+
+* a line ends at `\n`; the last line needs no `\n` (a file ending in `\n` has no extra
+  empty line after it);
+* every `\r` is removed (TextLineDataset drops them, so `\r\n` files read like `\n`
+  files);
+* nothing else is changed: no stripping of spaces, no Unicode normalization (that is
+  the tokenizer's job).
+
+Gzip is detected by the file's magic bytes, not its name. This module imports no
+TensorFlow.
 """
 
 from __future__ import annotations
@@ -14,11 +27,18 @@ import hashlib
 import os
 import shutil
 import tempfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+from translator.errors import CorpusError
+
 PathLike = str | os.PathLike[str]
+
+_GZIP_MAGIC = b"\x1f\x8b"
+# Read size of block-wise reads; any size works, 1 MiB keeps Python overhead low.
+BLOCK_BYTES = 1 << 20
 
 
 def _open_permissions(path: PathLike) -> None:
@@ -119,25 +139,136 @@ def sha256_file(path: PathLike) -> str:
     return digest.hexdigest()
 
 
-def read_lines(path: PathLike, limit: int = 0) -> list[str]:
-    """The lines of a UTF-8 text file, plain or gzip, without line ends.
+def is_gzip(path: PathLike) -> bool:
+    """True when the file starts with the gzip magic bytes.
 
-    Lines are split as `tf.data.TextLineDataset` splits them
-    (`translator.pipelines.corpus.iter_lines`).
+    Raises:
+        CorpusError: if the file does not exist or cannot be read.
+    """
+    try:
+        with open(path, "rb") as file:
+            return file.read(2) == _GZIP_MAGIC
+    except OSError as error:
+        raise CorpusError(f"{path}: cannot read: {error.strerror or error}") from error
+
+
+def open_binary(path: PathLike) -> IO[bytes]:
+    """Opens a plain or gzip text file for binary reading (decompressing transparently)."""
+    if is_gzip(path):
+        return gzip.open(path, "rb")
+    return open(path, "rb")
+
+
+def stream_lines(stream: IO[bytes], name: str) -> Iterator[str]:
+    """Yields the lines of a binary stream (a file, stdin) as `str`, without line ends.
+
+    Args:
+        stream: Open for binary reading.
+        name: What errors call it (a path, or "<stdin>").
+
+    Raises:
+        CorpusError: naming `name` and the 1-based line number of the first line that is
+            not valid UTF-8.
+    """
+    for number, raw in enumerate(stream, start=1):
+        line = raw[:-1] if raw.endswith(b"\n") else raw
+        if b"\r" in line:
+            line = line.replace(b"\r", b"")
+        try:
+            yield line.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise _utf8_error(name, number, line, error.start) from None
+
+
+def iter_lines(path: PathLike) -> Iterator[str]:
+    """Yields the lines of a UTF-8 text file, plain or gzip, streaming (see module doc).
+
+    Raises:
+        CorpusError: naming the file and the 1-based line number of the first line that is
+            not valid UTF-8, or naming the file if it is missing or a broken gzip.
+    """
+    number = 0
+    try:
+        with open_binary(path) as file:
+            for line in stream_lines(file, str(path)):
+                number += 1
+                yield line
+    except (OSError, EOFError, zlib.error) as error:
+        raise CorpusError(f"{path}: cannot read after line {number}: {error}") from error
+
+
+def count_lines(path: PathLike) -> int:
+    r"""Counts the lines of a text file and checks that all of it is valid UTF-8.
+
+    Reads block by block (fast, constant memory). Blocks are decoded up to their last
+    `\n`, which is never part of a multi-byte UTF-8 sequence, so no character is split.
+
+    Returns:
+        The number of lines, as `tf.data.TextLineDataset` would yield them.
+
+    Raises:
+        CorpusError: naming the file and line number of the first invalid UTF-8 line, or
+            naming the file if it is missing or a broken gzip.
+    """
+    lines = 0  # complete lines (ended by \n) before `pending`
+    pending = b""  # bytes after the last \n seen so far
+    try:
+        with open_binary(path) as file:
+            while block := file.read(BLOCK_BYTES):
+                data = pending + block
+                cut = data.rfind(b"\n") + 1
+                complete, pending = data[:cut], data[cut:]
+                _check_utf8(path, complete, lines)
+                lines += complete.count(b"\n")
+    except (OSError, EOFError, zlib.error) as error:
+        raise CorpusError(f"{path}: cannot read after line {lines}: {error}") from error
+    if pending:
+        _check_utf8(path, pending, lines)
+        lines += 1
+    return lines
+
+
+def _check_utf8(path: PathLike, data: bytes, lines_before: int) -> None:
+    """Raises a CorpusError naming the line if `data` (whole lines) is not UTF-8."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        start = data.rfind(b"\n", 0, error.start) + 1
+        end = data.find(b"\n", error.start)
+        line = data[start : end if end >= 0 else len(data)]
+        number = lines_before + data.count(b"\n", 0, error.start) + 1
+        raise _utf8_error(path, number, line, error.start - start) from None
+
+
+def _utf8_error(name: PathLike, number: int, line: bytes, column: int) -> CorpusError:
+    snippet = line[max(0, column - 20) : column + 20]
+    return CorpusError(
+        f"{name}, line {number}: not valid UTF-8 (byte 0x{line[column]:02x} at byte offset "
+        f"{column}, near {snippet!r}); re-encode the file as UTF-8"
+    )
+
+
+def read_lines(path: PathLike, limit: int = 0) -> list[str]:
+    """The lines of a UTF-8 text file, plain or gzip, without line ends (`iter_lines`).
 
     Args:
         path: The file.
         limit: Read at most this many lines; 0 reads all.
 
     Raises:
-        translator.pipelines.errors.CorpusError: a missing or unreadable file, or the
-            line number of the first line that is not valid UTF-8.
+        CorpusError: a missing or unreadable file, or the line number of the first line
+            that is not valid UTF-8.
     """
-    from translator.pipelines.corpus import iter_lines
-
     lines = []
     for line in iter_lines(path):
         if limit and len(lines) >= limit:
             break
         lines.append(line)
     return lines
+
+
+def one_line(text: str) -> str:
+    """A translation made safe for line-based output (no line breaks inside)."""
+    if "\n" in text or "\r" in text:
+        return text.replace("\r", " ").replace("\n", " ")
+    return text

@@ -30,6 +30,10 @@ LENGTH_MULTIPLE = 8
 # Zero or more characters for which Python's str.isspace is true, as an RE2 pattern.
 _WHITESPACE = r"[\t\n\x0b\x0c\r\x1c-\x1f\x85\p{Z}]*"
 
+# The source cut of a model whose positions are unbounded (sinusoidal, rotary): longer
+# than any sentence, short enough to bound a batch's memory.
+UNBOUNDED_SOURCE_CUT = 1024
+
 
 class Prepared(NamedTuple):
     """A batch of lines made ready for the search."""
@@ -48,8 +52,11 @@ class Prepared(NamedTuple):
 
 
 def default_max_source_length(config) -> int:
-    """A model's source cut (`TransformerConfig`): the learned position table, else 1024."""
-    return config.max_length if config.position_encoding == "learned" else 1024
+    """A model's source cut: its position limit, else `UNBOUNDED_SOURCE_CUT`.
+
+    Also the rows of the position table a CTranslate2 export writes.
+    """
+    return config.position_limit or UNBOUNDED_SOURCE_CUT
 
 
 def padded_length(length):

@@ -61,5 +61,5 @@ def alone(model_dir, lines) -> dict[str, str]:
     from translator.inference import Translator
 
     loaded = load_model_dir(model_dir)
-    translator = Translator(loaded.model, loaded.vocabulary)
+    translator = Translator.from_model(loaded.model, loaded.vocabulary)
     return {line: translator.translate([line])[0] for line in set(lines) if line.strip()}

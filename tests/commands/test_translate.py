@@ -91,11 +91,13 @@ def test_translator_skips_whitespace_only_lines_without_decoding(model_dir, alon
     from translator.inference import Translator
 
     loaded = load_model_dir(model_dir)
-    translator = Translator(loaded.model, loaded.vocabulary)
+    translator = Translator.from_model(loaded.model, loaded.vocabulary)
     sentence = next(iter(alone))
     lines = ["\t", sentence, " \t ", "", "   "]
-    assert translator.translate(lines) == ["", alone[sentence], "", "", ""]
-    assert (translator.stats.lines, translator.stats.empty, translator.stats.batches) == (5, 4, 1)
+    translations = translator.search(lines)
+    assert translations.texts == ["", alone[sentence], "", "", ""]
+    stats = translations.stats
+    assert (stats.lines, stats.empty, stats.batches) == (5, 4, 1)
 
 
 @pytest.mark.slow
@@ -133,7 +135,7 @@ def test_precision_option_picks_what_the_search_computes_in(model_dir, lines, tm
         output, report = tmp_path / f"{precision}.txt", tmp_path / precision
         common = ["--model", str(mixed_dir), "--precision", precision]
         assert main(["translate", *common, "-q", "-i", str(source), "-o", str(output)]) == 0
-        want = Translator(mixed.for_inference(precision), trained.vocabulary).translate(text)
+        want = Translator.from_model(mixed.for_inference(precision), trained.vocabulary).translate(text)
         assert output.read_text(encoding="utf-8").split("\n")[:-1] == want
         args = ["evaluate", *common, "--src", str(source), "--ref", str(reference)]
         assert main([*args, "--report", str(report)]) == 0

@@ -4,13 +4,8 @@ import gzip
 
 import pytest
 
-from translator.pipelines.corpus import (
-    ParallelCorpus,
-    count_lines,
-    is_gzip,
-    iter_lines,
-    text_line_dataset,
-)
+from translator.io import count_lines, is_gzip, iter_lines
+from translator.pipelines.corpus import ParallelCorpus, text_line_dataset
 from translator.pipelines.errors import CorpusError
 
 TRICKY = [

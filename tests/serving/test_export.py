@@ -30,7 +30,7 @@ def trained(exported):
 def translator_for(trained, config):
     from translator.inference import Translator
 
-    return Translator(
+    return Translator.from_model(
         trained.model,
         trained.vocabulary,
         config,
@@ -42,8 +42,9 @@ def translator_for(trained, config):
 def test_fresh_process_export_equals_translate(trained, reference):
     assert reference["project_modules"] == []  # loaded with tensorflow + tensorflow_text only
     engine = translator_for(trained, BEST)
-    hypotheses = engine.translate_n_best(SENTENCES)
-    assert engine.stats.batches == 1 and engine.stats.truncated == 1 and engine.stats.empty == 4
+    translations = engine.search(SENTENCES)
+    hypotheses, stats = translations.hypotheses, translations.stats
+    assert stats.batches == 1 and stats.truncated == 1 and stats.empty == 4
     want_texts = [h[0].text if h else "" for h in hypotheses]
     want_scores = [h[0].score if h else 0.0 for h in hypotheses]  # empty: "" with score 0
     assert reference["batch"]["translations"] == want_texts
@@ -53,7 +54,7 @@ def test_fresh_process_export_equals_translate(trained, reference):
 
 
 def test_fresh_process_n_best_equals_translate_n_best(trained, reference):
-    hypotheses = translator_for(trained, SEARCH).translate_n_best(SENTENCES)
+    hypotheses = translator_for(trained, SEARCH).search(SENTENCES).hypotheses
     got = reference["batch_n_best"]
     for index, sentence_hypotheses in enumerate(hypotheses):
         texts, scores = got["translations"][index], got["scores"][index]

@@ -36,7 +36,7 @@ def test_tiny_model_learns_the_copy_task(copy_task, tmp_path):
 
     sources = copy_task["valid"][0].read_text().splitlines()  # held out: not trained on
     references = copy_task["valid"][1].read_text().splitlines()
-    translator = Translator(
+    translator = Translator.from_model(
         result.model, load_vocabulary(copy_task["vocab"]), SearchConfig(beam_size=1)
     )
     hypotheses = translator.translate(sources)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from translator.commands.options import add_model_option, add_search_options, search_config
-from translator.ctranslate2 import QUANTIZATIONS
+from translator.engines.base import CTRANSLATE2_QUANTIZATIONS
 from translator.search.config import SearchConfig
 
 
@@ -58,7 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--quantization",
-        choices=QUANTIZATIONS,
+        choices=CTRANSLATE2_QUANTIZATIONS,
         default="float32",
         help="--format ctranslate2: weight type; int8 is the usual CPU choice "
         "(default: %(default)s)",
@@ -132,8 +132,8 @@ def _run_ctranslate2(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from translator.artifacts import load_model_dir, resolve_model_dir
-    from translator.cli import CommandError
-    from translator.ctranslate2 import export_ctranslate2
+    from translator.engines.ctranslate2_export import export_ctranslate2
+    from translator.errors import CommandError
 
     resolve_model_dir(args.model)  # a wrong --model fails before TensorFlow starts
     out = Path(args.out)

@@ -1,4 +1,4 @@
-"""Command-line options that several commands share, each declared once.
+"""Command-line options (and output) that several commands share, each declared once.
 
 `translate`, `evaluate` and `export` take the same model and search options; their
 defaults are read from `SearchConfig`, so the dataclass stays the one place a default is
@@ -8,14 +8,18 @@ written, and `search_config` turns the parsed options back into one.
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from translator.config import PRECISIONS
-from translator.errors import ConfigError
+from translator.engines.base import ENGINES, InferenceOptions
+from translator.evaluation.scoring import DEFAULT_BOOTSTRAP_SAMPLES
 from translator.search.config import LENGTH_PENALTY_FORMS, SearchConfig
 
+if TYPE_CHECKING:  # pragma: no cover
+    from translator.evaluation import ReportFiles
+
 _DEFAULT = SearchConfig()
-# What can run the search of `translate` and `evaluate` (--engine).
-ENGINES = ("auto", "tensorflow", "ctranslate2")
+_RUN = InferenceOptions()
 
 TOP_BEAM_STOP_HELP = (
     "end a sentence's search as soon as its best candidate of a step ends (the rule of "
@@ -23,6 +27,46 @@ TOP_BEAM_STOP_HELP = (
     "translation where a longer one would score higher under the length penalty. Default: "
     "the exact stop, which searches until no unfinished hypothesis can still win"
 )
+
+
+METRICS_HELP = (
+    "Scores are sacreBLEU's with its defaults: BLEU (13a tokenization, cased), chrF2 and TER "
+    "(case-insensitive), each printed with its sacreBLEU signature, plus lowercased BLEU and "
+    "the hypothesis/reference length ratio. With --compare, sacreBLEU's paired bootstrap "
+    "resampling (1000 resamples, seed $SACREBLEU_SEED or 12345) tests the difference to the "
+    "other hypotheses: 95% confidence interval of the difference and p-value "
+    "(p < 0.05: significant, marked *)."
+)
+
+
+def add_report_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds --report, --compare and --bootstrap-samples."""
+    parser.add_argument(
+        "--report",
+        metavar="DIR",
+        help=(
+            "also write DIR/report.json (scores, signatures, settings, file sha256s, timing) "
+            "and DIR/report.md (scores table, comparison, samples, worst sentences by "
+            "sentence-level chrF); DIR is created if missing"
+        ),
+    )
+    parser.add_argument(
+        "--compare",
+        metavar="HYP_FILE",
+        help="another system's hypotheses of the same sources: paired bootstrap comparison",
+    )
+    parser.add_argument(
+        "--bootstrap-samples",
+        type=int,
+        default=DEFAULT_BOOTSTRAP_SAMPLES,
+        metavar="N",
+        help="resamples of the paired bootstrap test (default: %(default)s, as sacreBLEU)",
+    )
+
+
+def print_report(written: ReportFiles) -> None:
+    """Prints what `score` and `evaluate` print: counts, scores, and the report's files."""
+    print(written.summary())
 
 
 def add_model_option(parser: argparse.ArgumentParser) -> None:
@@ -111,15 +155,15 @@ def add_batching_options(parser: argparse.ArgumentParser) -> None:
     batching.add_argument(
         "--batch-tokens",
         type=int,
-        default=4096,
+        default=_RUN.batch_tokens,
         metavar="N",
         help="source tokens per batch, padding included; lines are sorted by length into "
-        "batches and put back in input order (default: 4096)",
+        "batches and put back in input order (default: %(default)s)",
     )
     batching.add_argument(
         "--engine",
         choices=ENGINES,
-        default="auto",
+        default=_RUN.engine,
         help="what runs the search: tensorflow (our search), or ctranslate2 for a model "
         "written by `translator export --format ctranslate2` (its own search, whose rules "
         "are printed where they differ from these options); auto picks by --model "
@@ -128,12 +172,11 @@ def add_batching_options(parser: argparse.ArgumentParser) -> None:
     batching.add_argument(
         "--precision",
         choices=PRECISIONS,
-        default="model",
+        default=_RUN.precision,
         help="what our search computes in: model, the model's training precision "
         "(bfloat16 for a mixed_bfloat16 model; weights stored in it), or float32. Which is "
-        "faster depends on the machine and the model's size: on a 2-core CPU a d_model 512 "
-        "model's decoder step was 1.5x faster in bfloat16, a d_model 128 model about as fast "
-        "either way (default: %(default)s)",
+        "faster depends on the machine and the model's size (bench/RESULTS.md, decoding) "
+        "(default: %(default)s)",
     )
     batching.add_argument(
         "--xla",
@@ -144,16 +187,27 @@ def add_batching_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def inference_options(args: argparse.Namespace) -> InferenceOptions:
+    """The `InferenceOptions` of the parsed batching options.
+
+    Raises:
+        ConfigError: naming the invalid option.
+    """
+    return InferenceOptions(
+        batch_tokens=args.batch_tokens,
+        max_source_length=args.max_source_length,
+        xla=args.xla,
+        engine=args.engine,
+        precision=args.precision,
+    )
+
+
 def search_config(args: argparse.Namespace, n_best: int = 1) -> SearchConfig:
     """The `SearchConfig` of the parsed options.
 
     Raises:
         ConfigError: naming the invalid option.
     """
-    if getattr(args, "batch_tokens", 1) < 1:
-        raise ConfigError(f"--batch-tokens must be >= 1, got {args.batch_tokens}")
-    if args.max_source_length is not None and args.max_source_length < 2:
-        raise ConfigError(f"--max-source-length must be >= 2, got {args.max_source_length}")
     return SearchConfig(
         beam_size=args.beam_size,
         length_penalty=args.length_penalty,

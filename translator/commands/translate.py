@@ -1,7 +1,7 @@
 """`translator translate`: translate text lines with a trained model.
 
-Also the helpers `evaluate` shares: loading a `translator.inference.Translator`,
-translating with a progress bar. (The options both take are `translator.commands.options`.)
+The service is `translator.engines.load_translator` and its `Translator`; this module reads
+lines in chunks, writes them (or the n-best lists) and prints the summary.
 """
 
 from __future__ import annotations
@@ -14,14 +14,20 @@ import textwrap
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING
 
 from translator.commands.options import (
     add_batching_options,
     add_model_option,
     add_search_options,
+    inference_options,
     search_config,
 )
+from translator.console import progress_bar
+from translator.io import one_line
+
+if TYPE_CHECKING:  # pragma: no cover
+    from translator.inference import Translator
 
 # Lines read, translated and written at a time: bounds memory on large inputs while
 # leaving plenty of lines to sort by length into well-filled batches.
@@ -36,143 +42,6 @@ NBEST_HELP = (
     "Slots without a hypothesis (an empty input line, or fewer finished hypotheses than "
     "K) have an empty translation and the score -inf."
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class LoadedTranslator:
-    """A loaded model directory and its `Translator`."""
-
-    # `translator.artifacts.TrainedModel`.
-    trained: Any
-    # `translator.inference.Translator`.
-    translator: Any
-    load_seconds: float
-    # Building the search graph, on one dummy sentence (so rates measure decoding only).
-    warmup_seconds: float
-
-
-def load_translator(
-    model: str | Path,
-    config: Any,
-    batch_tokens: int = 4096,
-    max_source_length: int | None = None,
-    xla: bool = False,
-    engine: str = "auto",
-    precision: str = "model",
-) -> LoadedTranslator:
-    """Loads `model`, builds its `Translator` with the search `config` and warms it up.
-
-    Args:
-        model: A model or run directory, or a CTranslate2 export.
-        config: The `SearchConfig`.
-        batch_tokens: Source tokens per batch.
-        max_source_length: Cut longer sources (default: the model's limit).
-        xla: Compile our search with XLA.
-        engine: "auto", "tensorflow" or "ctranslate2" (`options.ENGINES`).
-        precision: What our search computes in (`translator.config.PRECISIONS`).
-
-    Raises:
-        ModelDirError, PipelineError: for a model directory that cannot be loaded.
-        ConfigError: for settings the engine cannot run.
-    """
-    from translator.inference import Translator
-
-    started = time.monotonic()
-    if uses_ctranslate2(model, engine):
-        trained, translator = _ctranslate2_translator(
-            model, config, batch_tokens, max_source_length, xla, precision
-        )
-    else:
-        from translator.artifacts import load_model_dir
-
-        trained = load_model_dir(model)
-        translator = Translator(
-            trained.model.for_inference(precision),
-            trained.vocabulary,
-            config,
-            batch_tokens=batch_tokens,
-            max_source_length=max_source_length,
-            jit_compile=xla,
-        )
-    loaded = time.monotonic()
-    translator.translate(["warm up"])  # traces the search once; later batches reuse it
-    return LoadedTranslator(
-        trained, translator, loaded - started, warmup_seconds=time.monotonic() - loaded
-    )
-
-
-def uses_ctranslate2(model: str | Path, engine: str) -> bool:
-    """Whether `--engine` (and, for auto, what `--model` is) picks CTranslate2."""
-    from translator.ctranslate2 import is_ctranslate2_dir
-
-    return engine == "ctranslate2" or (engine == "auto" and is_ctranslate2_dir(model))
-
-
-def check_model(model: str | Path, engine: str) -> None:
-    """Fails fast, before TensorFlow starts, on a --model the engine cannot load."""
-    from translator.artifacts import resolve_model_dir
-    from translator.ctranslate2 import check_ctranslate2_dir
-
-    if uses_ctranslate2(model, engine):
-        check_ctranslate2_dir(model)
-    else:
-        resolve_model_dir(model)
-
-
-def _ctranslate2_translator(model, config, batch_tokens, max_source_length, xla, precision):
-    """The loaded CTranslate2 export and a `Translator` searching with it."""
-    from translator.ctranslate2 import (
-        CTranslate2Decoder,
-        engine_config,
-        load_ctranslate2,
-        rule_changes,
-    )
-    from translator.errors import ConfigError
-    from translator.inference import Translator
-    from translator.text import default_max_source_length
-
-    if xla:
-        raise ConfigError("--xla compiles our TensorFlow search; CTranslate2 has its own")
-    if precision != "model":
-        raise ConfigError(
-            "--precision sets our TensorFlow search's; a CTranslate2 export has the weights "
-            "it was written with (translator export --quantization)"
-        )
-    loaded = load_ctranslate2(model)
-    changes = rule_changes(config)
-    if changes:
-        print(f"ctranslate2 runs {' and '.join(changes)}", file=sys.stderr)
-    if max_source_length is None:
-        max_source_length = default_max_source_length(loaded.model_config)
-    decoder = CTranslate2Decoder(loaded, config)
-    translator = Translator(
-        None,
-        loaded.vocabulary,
-        engine_config(config),
-        batch_tokens=batch_tokens,
-        max_source_length=max_source_length,
-        decoder=decoder,
-    )
-    return loaded, translator
-
-
-def one_line(text: str) -> str:
-    """A translation made safe for line-based output (no line breaks inside)."""
-    if "\n" in text or "\r" in text:
-        return text.replace("\r", " ").replace("\n", " ")
-    return text
-
-
-@contextlib.contextmanager
-def progress_bar(total: int | None, description: str) -> Iterator[Callable[[int], None]]:
-    """A tqdm bar on stderr when stderr is a terminal; yields its `update` (or a no-op)."""
-    if not sys.stderr.isatty():
-        yield lambda n: None
-        return
-    from tqdm import tqdm
-
-    with tqdm(total=total, unit="line", desc=description, file=sys.stderr, leave=False) as bar:
-        yield bar.update
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -238,22 +107,17 @@ class _Totals:
 
 def run(args: argparse.Namespace) -> int:
     """Runs the subcommand."""
-    from translator.cli import CommandError
+    from translator.engines import check_model, load_translator
+    from translator.errors import CommandError
 
     check_model(args.model, args.engine)  # a wrong --model fails before TensorFlow starts
     total = _count_input_lines(args.input)
     if args.output is not None and not Path(args.output).resolve().parent.is_dir():
         raise CommandError(f"{args.output}: cannot write: its directory does not exist")
     config = search_config(args, n_best=args.n_best)
-    loaded = load_translator(
-        args.model,
-        config,
-        args.batch_tokens,
-        args.max_source_length,
-        args.xla,
-        args.engine,
-        args.precision,
-    )
+    loaded = load_translator(args.model, config, inference_options(args))
+    for note in loaded.notes:
+        print(note, file=sys.stderr)
     totals = _Totals()
     # Someone typing at a terminal gets each line translated as soon as it is entered.
     chunk_lines = 1 if args.input is None and sys.stdin.isatty() else CHUNK_LINES
@@ -279,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _translate_chunk(
-    translator: Any,
+    translator: Translator,
     chunk: list[str],
     n_best: int,
     totals: _Totals,
@@ -287,12 +151,13 @@ def _translate_chunk(
     progress: Callable[[int], None],
 ) -> None:
     first = totals.lines  # 0-based index of the chunk's first line in the whole input
+    translations = translator.search(chunk, progress)
     if n_best == 1:
-        texts = translator.translate(chunk, progress)
+        texts = translations.texts
         sink.write("".join(one_line(text) + "\n" for text in texts).encode("utf-8"))
     else:
         rows = []
-        for offset, hypotheses in enumerate(translator.translate_n_best(chunk, progress)):
+        for offset, hypotheses in enumerate(translations.hypotheses):
             for k in range(n_best):
                 text, score = "", "-inf"
                 if k < len(hypotheses):
@@ -300,7 +165,7 @@ def _translate_chunk(
                 rows.append(f"{first + offset}{SEPARATOR}{text}{SEPARATOR}{score}\n")
         sink.write("".join(rows).encode("utf-8"))
     sink.flush()  # a reader of stdout sees each chunk when it is done
-    stats = translator.stats
+    stats = translations.stats
     totals.lines += stats.lines
     totals.empty += stats.empty
     totals.truncated += stats.truncated
@@ -311,36 +176,16 @@ def _count_input_lines(path: str | None) -> int | None:
     """Lines of the input file (for the progress bar); None for stdin."""
     if path is None:
         return None
-    from translator.pipelines.corpus import count_lines
+    from translator.io import count_lines
 
     return count_lines(path)
 
 
 def _input_lines(path: str | None) -> Iterator[str]:
     """Lines of --input (plain or gzip) or of stdin, without line ends."""
-    if path is not None:
-        from translator.pipelines.corpus import iter_lines
+    from translator.io import iter_lines, stream_lines
 
-        return iter_lines(path)
-    return _stream_lines(sys.stdin.buffer, "<stdin>")
-
-
-def _stream_lines(stream: IO[bytes], name: str) -> Iterator[str]:
-    r"""Lines of a binary stream, read like `translator.pipelines.corpus.iter_lines`.
-
-    A line ends at `\n` and every `\r` is dropped, so files and pipes read alike.
-    """
-    from translator.pipelines.errors import CorpusError
-
-    for number, raw in enumerate(stream, start=1):
-        line = raw[:-1] if raw.endswith(b"\n") else raw
-        try:
-            yield line.replace(b"\r", b"").decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise CorpusError(
-                f"{name}, line {number}: not valid UTF-8 (byte 0x{line[error.start]:02x} at "
-                f"byte offset {error.start}); re-encode the input as UTF-8"
-            ) from None
+    return stream_lines(sys.stdin.buffer, "<stdin>") if path is None else iter_lines(path)
 
 
 def _chunks(lines: Iterable[str], size: int) -> Iterator[list[str]]:

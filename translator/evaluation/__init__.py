@@ -14,8 +14,13 @@ Metrics are sacreBLEU's own, with its defaults and signatures (`scoring` lists t
 `report.json` (for programs) and `report.md` (for people). Nothing here imports
 TensorFlow.
 
+`score_files` and `evaluate_model` are the services of `translator score` and
+`translator evaluate`: they read and check the files, translate (the latter, through
+`translator.engines.load_translator`), score and write the report.
+
 Modules: `scoring` (metrics, sentence scores, the paired test), `report` (the report's
-records), `render` (JSON, Markdown and terminal text, written atomically).
+records), `render` (JSON, Markdown and terminal text, written atomically), `service`
+(the two services).
 """
 
 from translator.evaluation.render import (
@@ -52,6 +57,14 @@ from translator.evaluation.scoring import (
     score_corpus,
     sentence_chrf,
 )
+from translator.evaluation.service import (
+    ReportFiles,
+    evaluate_model,
+    model_identity,
+    read_aligned,
+    score_files,
+    search_record,
+)
 
 __all__ = [
     "COMPARED",
@@ -70,16 +83,22 @@ __all__ = [
     "LengthStats",
     "MetricScore",
     "ModelIdentity",
+    "ReportFiles",
     "SentenceScore",
     "Timing",
     "check_same_length",
     "compare_systems",
     "corpus_metrics",
     "evaluate",
+    "evaluate_model",
     "file_identity",
     "format_scores",
+    "model_identity",
+    "read_aligned",
     "render_markdown",
     "score_corpus",
+    "score_files",
+    "search_record",
     "sentence_chrf",
     "write_report",
 ]

@@ -33,7 +33,7 @@ from translator.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 if TYPE_CHECKING:  # pragma: no cover
     from translator.pipelines.config import Bucket, PipelineConfig
-    from translator.pipelines.corpus import ParallelCorpus, count_lines, iter_lines
+    from translator.pipelines.corpus import ParallelCorpus
     from translator.pipelines.dataset import CorpusStats, make_dataset, scan_corpus
     from translator.pipelines.download import DATASETS, MULTI30K, DatasetSpec, fetch_dataset
     from translator.pipelines.errors import (
@@ -49,8 +49,6 @@ _LAZY = {
     "Bucket": "config",
     "PipelineConfig": "config",
     "ParallelCorpus": "corpus",
-    "count_lines": "corpus",
-    "iter_lines": "corpus",
     "CorpusStats": "dataset",
     "make_dataset": "dataset",
     "scan_corpus": "dataset",
@@ -90,9 +88,7 @@ __all__ = [
     "VocabularyError",
     "VocabularyMetadata",
     "build_vocabulary",
-    "count_lines",
     "fetch_dataset",
-    "iter_lines",
     "load_vocabulary",
     "make_dataset",
     "scan_corpus",

@@ -1,142 +1,23 @@
-r"""Reading parallel corpora: two aligned text files, plain or gzip, one sentence a line.
+"""Parallel corpora: two aligned text files, plain or gzip, one sentence a line.
 
 Everything here streams: no function loads a whole file into memory, so corpora larger
-than RAM work. Lines are read exactly as `tf.data.TextLineDataset` reads them, so the
-Python checks (`ParallelCorpus.validate`) and the in-graph pipeline (`text_dataset`)
-always agree on what "line N" is:
-
-* a line ends at `\n`; the last line needs no `\n` (a file ending in `\n` has no extra
-  empty line after it);
-* every `\r` is removed (TextLineDataset drops them, so `\r\n` files read like `\n`
-  files);
-* nothing else is changed: no stripping of spaces, no Unicode normalization (that is
-  the tokenizer's job).
-
-Gzip is detected by the file's magic bytes, not its name.
+than RAM work. Lines are read by `translator.io.iter_lines`, exactly as
+`tf.data.TextLineDataset` reads them, so the Python checks (`ParallelCorpus.validate`)
+and the in-graph pipeline (`text_dataset`) always agree on what "line N" is.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import gzip
-import os
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import TYPE_CHECKING
 
-from translator.pipelines.errors import CorpusError
+from translator.errors import CorpusError
+from translator.io import BLOCK_BYTES, PathLike, count_lines, is_gzip, iter_lines
 
 if TYPE_CHECKING:  # pragma: no cover
     import tensorflow as tf
-
-_GZIP_MAGIC = b"\x1f\x8b"
-# Read size of the block-wise validation; any size works, 1 MiB keeps Python overhead low.
-_BLOCK = 1 << 20
-
-PathLike = str | os.PathLike[str]
-
-
-def is_gzip(path: PathLike) -> bool:
-    """True when the file starts with the gzip magic bytes.
-
-    Raises:
-        CorpusError: if the file does not exist or cannot be read.
-    """
-    try:
-        with open(path, "rb") as file:
-            return file.read(2) == _GZIP_MAGIC
-    except OSError as error:
-        raise CorpusError(f"{path}: cannot read: {error.strerror or error}") from error
-
-
-def open_binary(path: PathLike) -> IO[bytes]:
-    """Opens a plain or gzip text file for binary reading (decompressing transparently)."""
-    if is_gzip(path):
-        return gzip.open(path, "rb")
-    return open(path, "rb")
-
-
-def iter_lines(path: PathLike) -> Iterator[str]:
-    """Yields the lines of a text file as `str`, without line ends, streaming.
-
-    Args:
-        path: A UTF-8 text file, plain or gzip.
-
-    Yields:
-        One string per line, exactly as `tf.data.TextLineDataset` sees it (see module doc).
-
-    Raises:
-        CorpusError: naming the file and the 1-based line number of the first line that is
-            not valid UTF-8, or naming the file if it is missing or a broken gzip.
-    """
-    number = 0
-    try:
-        with open_binary(path) as file:
-            for number, raw in enumerate(file, start=1):
-                line = raw[:-1] if raw.endswith(b"\n") else raw
-                if b"\r" in line:
-                    line = line.replace(b"\r", b"")
-                try:
-                    yield line.decode("utf-8")
-                except UnicodeDecodeError as error:
-                    raise _utf8_error(path, number, line, error.start) from None
-    except (OSError, EOFError, zlib.error) as error:
-        raise CorpusError(f"{path}: cannot read after line {number}: {error}") from error
-
-
-def count_lines(path: PathLike) -> int:
-    r"""Counts the lines of a text file and checks that all of it is valid UTF-8.
-
-    Reads block by block (fast, constant memory). Blocks are decoded up to their last
-    `\n`, which is never part of a multi-byte UTF-8 sequence, so no character is split.
-
-    Args:
-        path: A text file, plain or gzip.
-
-    Returns:
-        The number of lines, as `tf.data.TextLineDataset` would yield them.
-
-    Raises:
-        CorpusError: naming the file and line number of the first invalid UTF-8 line, or
-            naming the file if it is missing or a broken gzip.
-    """
-    lines = 0  # complete lines (ended by \n) before `pending`
-    pending = b""  # bytes after the last \n seen so far
-    try:
-        with open_binary(path) as file:
-            while block := file.read(_BLOCK):
-                data = pending + block
-                cut = data.rfind(b"\n") + 1
-                complete, pending = data[:cut], data[cut:]
-                _check_utf8(path, complete, lines)
-                lines += complete.count(b"\n")
-    except (OSError, EOFError, zlib.error) as error:
-        raise CorpusError(f"{path}: cannot read after line {lines}: {error}") from error
-    if pending:
-        _check_utf8(path, pending, lines)
-        lines += 1
-    return lines
-
-
-def _check_utf8(path: PathLike, data: bytes, lines_before: int) -> None:
-    """Raises a CorpusError naming the line if `data` (whole lines) is not UTF-8."""
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        start = data.rfind(b"\n", 0, error.start) + 1
-        end = data.find(b"\n", error.start)
-        line = data[start : end if end >= 0 else len(data)]
-        number = lines_before + data.count(b"\n", 0, error.start) + 1
-        raise _utf8_error(path, number, line, error.start - start) from None
-
-
-def _utf8_error(path: PathLike, number: int, line: bytes, column: int) -> CorpusError:
-    snippet = line[max(0, column - 20) : column + 20]
-    return CorpusError(
-        f"{path}, line {number}: not valid UTF-8 (byte 0x{line[column]:02x} at byte offset "
-        f"{column}, near {snippet!r}); re-encode the file as UTF-8"
-    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,4 +103,4 @@ def text_line_dataset(path: PathLike) -> tf.data.Dataset:
 
     compression = "GZIP" if is_gzip(path) else ""
     # A 1 MiB read buffer: TextLineDataset's default (256 KiB) is slower on gzip input.
-    return tf.data.TextLineDataset(str(path), compression_type=compression, buffer_size=_BLOCK)
+    return tf.data.TextLineDataset(str(path), compression_type=compression, buffer_size=BLOCK_BYTES)

@@ -6,15 +6,10 @@ prints the message; none of them wraps a traceback the user would need to read.
 
 from __future__ import annotations
 
-from translator.errors import TranslatorError
+# The two that `translator.io` raises too live beside the base error, below the pipelines.
+from translator.errors import CorpusError, PipelineError
 
-
-class PipelineError(TranslatorError):
-    """Base of every error about data, vocabularies or downloads the user can fix."""
-
-
-class CorpusError(PipelineError, ValueError):
-    """A corpus file is missing, unreadable, not UTF-8, or misaligned with its pair."""
+__all__ = ["CorpusError", "DownloadError", "PipelineError", "VocabularyError"]
 
 
 class VocabularyError(PipelineError, ValueError):

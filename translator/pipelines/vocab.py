@@ -302,7 +302,7 @@ class VocabularyMetadata:
 
 
 def _sentences(paths: Sequence[str | os.PathLike[str]]) -> Iterator[str]:
-    from translator.pipelines.corpus import iter_lines
+    from translator.io import iter_lines
 
     return itertools.chain.from_iterable(iter_lines(path) for path in paths)
 

@@ -28,16 +28,11 @@ def prepare(model, source_ids, config: SearchConfig, compact: bool = True) -> Se
     """
     source_ids = tf.convert_to_tensor(source_ids, tf.int32)
     max_lengths, cache_length = output_length_limits(
-        source_ids, config, model_position_limit(model.config)
+        source_ids, config, model.config.position_limit
     )  # [batch], scalar
     encoder_output = model.encode(source_ids, training=False)  # [batch, src, d_model]
     cache = model.init_cache(encoder_output, source_ids, None if compact else cache_length)
     return SearchInputs(model.decode_step, cache, max_lengths, cache_length)
-
-
-def model_position_limit(config) -> int | None:
-    """The longest target a model can embed: the learned table size, else unbounded."""
-    return config.max_length if config.position_encoding == "learned" else None
 
 
 def search(model, source_ids, config: SearchConfig, compact: bool = True) -> SearchResult:
@@ -92,11 +87,22 @@ class Decoder(tf.Module):
         self.model = model
         self.config = config or SearchConfig()
         self.jit_compile = jit_compile
+        # What reports name this engine (`translator.engines.BatchDecoder`).
+        self.engine = "tensorflow"
         self.translate = tf.function(
             self._translate,
             input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")],
             jit_compile=jit_compile,
         )
+
+    @property
+    def model_config(self):
+        """The searched model's `TransformerConfig`."""
+        return self.model.config
+
+    def describe(self) -> dict:
+        """How the search runs, for a report: XLA and the dtype it computes in."""
+        return {"xla": self.jit_compile, "compute_dtype": self.model.compute_dtype}
 
     def _translate(self, source_ids) -> SearchResult:
         return search(self.model, source_ids, self.config, compact=not self.jit_compile)

@@ -1,0 +1,109 @@
+"""The seam between the text path and the engines: two protocols and the run options.
+
+`translator.inference.Translator` tokenizes, batches and detokenizes; what searches a
+batch is a `BatchDecoder`: `translator.search.Decoder` (ours) or
+`translator.engines.ctranslate2_runtime.CTranslate2Decoder`. What was loaded is a
+`LoadedModel`: `translator.artifacts.TrainedModel` or
+`translator.engines.ctranslate2_runtime.CTranslate2Model`. Reports and commands read
+only what these protocols name. This module imports no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from translator.config import PRECISIONS
+from translator.constants import DEFAULT_BATCH_TOKENS
+from translator.errors import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from translator.config import TransformerConfig
+    from translator.pipelines.tokenizer import Vocabulary
+    from translator.search.common import SearchResult
+    from translator.search.config import SearchConfig
+
+# What can run the search of `translate` and `evaluate` (--engine): auto picks by the
+# model directory.
+ENGINES = ("auto", "tensorflow", "ctranslate2")
+# Weight types of a CTranslate2 export (`export --format ctranslate2 --quantization`,
+# CTranslate2's names). Here, not in the converter, so `translator export` reads them
+# without loading any CTranslate2 code.
+CTRANSLATE2_QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16")
+
+
+@dataclasses.dataclass(frozen=True)
+class InferenceOptions:
+    """How a loaded model runs: batching and engine, not what the search computes."""
+
+    # Source tokens per batch, padding included.
+    batch_tokens: int = DEFAULT_BATCH_TOKENS
+    # Longer sources are cut to this many tokens, EOS included; None: the model's limit
+    # (`translator.text.default_max_source_length`).
+    max_source_length: int | None = None
+    # Compile our search with XLA (one compile per batch shape).
+    xla: bool = False
+    # One of ENGINES.
+    engine: str = "auto"
+    # What our search computes in (`translator.config.PRECISIONS`).
+    precision: str = "model"
+
+    def __post_init__(self) -> None:
+        if self.batch_tokens < 1:
+            raise ConfigError(f"--batch-tokens must be >= 1, got {self.batch_tokens}")
+        if self.max_source_length is not None and self.max_source_length < 2:
+            raise ConfigError(f"--max-source-length must be >= 2, got {self.max_source_length}")
+        if self.engine not in ENGINES:
+            raise ConfigError(f"--engine must be one of {ENGINES}, got {self.engine!r}")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"--precision must be one of {PRECISIONS}, got {self.precision!r}")
+
+
+class BatchDecoder(Protocol):
+    """Searches one batch of source ids; what a `Translator` calls per batch."""
+
+    # What reports name the engine: "tensorflow" or "ctranslate2".
+    engine: str
+
+    @property
+    def config(self) -> SearchConfig:
+        """The search that runs (an engine may run other rules than asked for)."""
+
+    @property
+    def model_config(self) -> TransformerConfig:
+        """The architecture searched (its position limit bounds the sources)."""
+
+    def __call__(self, source_ids: Any) -> SearchResult:
+        """int32 `[batch, width]` source ids (0 = padding, EOS ended) -> a `SearchResult`.
+
+        The result's arrays: ids `[batch, n_best, length]`, scores and lengths
+        `[batch, n_best]` (tensors or numpy arrays).
+        """
+
+    def describe(self) -> dict[str, Any]:
+        """Facts of how it runs, for a report (e.g. XLA, compute dtype, quantization)."""
+
+
+class LoadedModel(Protocol):
+    """A loaded model: a model directory of ours, or an export another engine runs."""
+
+    @property
+    def directory(self) -> Path:
+        """Where it was loaded from."""
+
+    @property
+    def vocabulary(self) -> Vocabulary:
+        """Its source and target tokenizers."""
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The facts recorded with the model (metadata.json)."""
+
+    @property
+    def model_file(self) -> Path:
+        """The weights file (for a report's checksum)."""
+
+    @property
+    def model_config(self) -> TransformerConfig:
+        """The architecture."""

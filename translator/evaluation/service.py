@@ -1,0 +1,214 @@
+"""The two evaluation services: score files made elsewhere, and translate-then-score.
+
+`score_files` is `translator score`; `evaluate_model` is `translator evaluate` and the
+recipe's test reports. Both read and check every input before anything slow starts (a
+misaligned file is one error naming both files), and write the report only when asked.
+They print nothing: the command prints what they return.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from translator.evaluation.render import format_scores, write_report
+from translator.evaluation.report import EvaluationReport, ModelIdentity, Timing, file_identity
+from translator.evaluation.scoring import (
+    DEFAULT_BOOTSTRAP_SAMPLES,
+    EvaluationError,
+    check_same_length,
+    evaluate,
+)
+from translator.io import one_line, read_lines, sha256_file, write_atomic
+
+if TYPE_CHECKING:  # pragma: no cover
+    from translator.engines import InferenceOptions, LoadedModel, LoadedTranslator
+    from translator.search.config import SearchConfig
+
+PathLike = str | os.PathLike[str]
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportFiles:
+    """A report, and where it was written (None when no directory was asked for)."""
+
+    report: EvaluationReport
+    json_path: Path | None = None
+    markdown_path: Path | None = None
+    # What the engine ran differently from the search asked for (one phrase each).
+    notes: tuple[str, ...] = ()
+
+    def summary(self) -> str:
+        """What a command prints: the translation counts (if any), scores and files."""
+        parts = []
+        stats, timing = self.report.translation, self.report.timing
+        if stats is not None and timing is not None:
+            model = self.report.model.directory if self.report.model else "the model"
+            parts.append(
+                f"translated {stats['lines']:,} lines ({stats['empty']:,} empty, "
+                f"{stats['truncated']:,} truncated) in {timing.translate_seconds:.1f} s "
+                f"with {model}\n"
+            )
+        parts.append(format_scores(self.report.evaluation))
+        if self.json_path is not None:
+            parts.append(f"\nwrote {self.json_path} and {self.markdown_path}")
+        return "\n".join(parts)
+
+
+def read_aligned(path: PathLike, references: Sequence[str], reference_path: PathLike) -> list[str]:
+    """The lines of `path`, checked to align with the references line by line.
+
+    Raises:
+        CorpusError: a missing or unreadable file, or invalid UTF-8 (file and line).
+        EvaluationError: naming both files and counts when they differ, or no references.
+    """
+    lines = read_lines(path)
+    check_same_length(lines, path, references, reference_path)
+    if not references:
+        raise EvaluationError(f"{reference_path}: no lines to score")
+    return lines
+
+
+def score_files(
+    hypotheses: PathLike,
+    reference: PathLike,
+    *,
+    baseline: PathLike | None = None,
+    bootstrap_samples: int = DEFAULT_BOOTSTRAP_SAMPLES,
+    report_dir: PathLike | None = None,
+) -> ReportFiles:
+    """Scores a hypotheses file against references (`translator score`).
+
+    Args:
+        hypotheses: One translation per line (plain or .gz).
+        reference: The references, aligned with `hypotheses`.
+        baseline: Another system's hypotheses, for the paired bootstrap test.
+        bootstrap_samples: Resamples of the paired test.
+        report_dir: Also write report.json and report.md there.
+    """
+    references = read_lines(reference)
+    hypothesis_lines = read_aligned(hypotheses, references, reference)
+    others = _baseline(baseline, bootstrap_samples, references, reference)
+    evaluation = evaluate(
+        hypothesis_lines, references, baseline=others, bootstrap_samples=bootstrap_samples
+    )
+    files = {"hypotheses": hypotheses, "reference": reference, "baseline": baseline}
+    data = {role: file_identity(path, len(references)) for role, path in files.items() if path}
+    return _written(EvaluationReport(evaluation=evaluation, data=data), report_dir)
+
+
+def evaluate_model(
+    model: PathLike,
+    source: PathLike,
+    reference: PathLike,
+    search: SearchConfig,
+    options: InferenceOptions | None = None,
+    *,
+    hypotheses_out: PathLike | None = None,
+    report_dir: PathLike | None = None,
+    baseline: PathLike | None = None,
+    bootstrap_samples: int = DEFAULT_BOOTSTRAP_SAMPLES,
+    progress: Callable[[int], None] | None = None,
+) -> ReportFiles:
+    """Translates `source` with `model` as `translate` does and scores it (`evaluate`).
+
+    Args:
+        model: A model or run directory, or a CTranslate2 export.
+        source: Source sentences, one per line (plain or .gz).
+        reference: References aligned with `source`.
+        search: The `SearchConfig`.
+        options: Batching, engine and precision (`translator.engines.InferenceOptions`).
+        hypotheses_out: Also write the translations there.
+        report_dir: Also write report.json and report.md there.
+        baseline: Another system's hypotheses of the same sources, for the paired test.
+        bootstrap_samples: Resamples of the paired test.
+        progress: Called with the number of lines finished after each batch.
+
+    Raises:
+        TranslatorError: naming the file or setting at fault (before the model loads).
+    """
+    from translator.engines import load_translator
+
+    references = read_lines(reference)
+    sources = read_aligned(source, references, reference)
+    others = _baseline(baseline, bootstrap_samples, references, reference)
+    loaded = load_translator(model, search, options)
+    started = time.monotonic()
+    translations = loaded.translator.search(sources, progress)
+    seconds = time.monotonic() - started
+    hypotheses = [one_line(text) for text in translations.texts]
+    if hypotheses_out:
+        write_atomic(hypotheses_out, "".join(h + "\n" for h in hypotheses))
+    files = {"source": source, "reference": reference, "hypotheses": hypotheses_out}
+    data = {
+        role: file_identity(path, len(sources))  # every file has a line per source line
+        for role, path in {**files, "baseline": baseline}.items()
+        if path is not None
+    }
+    evaluation = evaluate(
+        hypotheses,
+        references,
+        sources=sources,
+        baseline=others,
+        bootstrap_samples=bootstrap_samples,
+    )
+    stats = translations.stats
+    report = EvaluationReport(
+        evaluation=evaluation,
+        data=data,
+        model=model_identity(loaded.loaded),
+        search=search_record(loaded),
+        translation=dataclasses.asdict(stats),
+        timing=Timing(
+            load_seconds=loaded.load_seconds,
+            warmup_seconds=loaded.warmup_seconds,
+            translate_seconds=seconds,
+            sentences_per_second=len(sources) / seconds if seconds > 0 else 0.0,
+            target_tokens_per_second=stats.target_tokens / seconds if seconds > 0 else 0.0,
+        ),
+    )
+    return dataclasses.replace(_written(report, report_dir), notes=loaded.notes)
+
+
+def search_record(loaded: LoadedTranslator) -> dict[str, Any]:
+    """The search settings of a report: the `SearchConfig` that ran and how batches ran."""
+    translator = loaded.translator
+    return {
+        **translator.config.to_dict(),  # what ran: an engine may run other rules
+        "engine": translator.engine,
+        "batch_tokens": translator.batch_tokens,
+        "max_source_length": translator.max_source_length,
+        **translator.decoder.describe(),
+    }
+
+
+def model_identity(loaded: LoadedModel) -> ModelIdentity:
+    """Which model translated: its directory, checksums and metadata."""
+    return ModelIdentity(
+        directory=str(loaded.directory.resolve()),
+        model_sha256=sha256_file(loaded.model_file),
+        source_vocab_sha256=loaded.vocabulary.source.sha256,
+        target_vocab_sha256=loaded.vocabulary.target.sha256,
+        metadata=loaded.metadata,
+    )
+
+
+def _baseline(
+    path: PathLike | None, samples: int, references: Sequence[str], reference: PathLike
+) -> list[str] | None:
+    """The baseline's lines, checked, or None without one."""
+    if path is None:
+        return None
+    if samples < 1:
+        raise EvaluationError(f"--bootstrap-samples must be >= 1, got {samples}")
+    return read_aligned(path, references, reference)
+
+
+def _written(report: EvaluationReport, directory: PathLike | None) -> ReportFiles:
+    if directory is None:
+        return ReportFiles(report)
+    return ReportFiles(report, *write_report(report, directory))
