@@ -135,7 +135,8 @@ def test_precision_option_picks_what_the_search_computes_in(model_dir, lines, tm
         output, report = tmp_path / f"{precision}.txt", tmp_path / precision
         common = ["--model", str(mixed_dir), "--precision", precision]
         assert main(["translate", *common, "-q", "-i", str(source), "-o", str(output)]) == 0
-        want = Translator.from_model(mixed.for_inference(precision), trained.vocabulary).translate(text)
+        translator = Translator.from_model(mixed.for_inference(precision), trained.vocabulary)
+        want = translator.translate(text)
         assert output.read_text(encoding="utf-8").split("\n")[:-1] == want
         args = ["evaluate", *common, "--src", str(source), "--ref", str(reference)]
         assert main([*args, "--report", str(report)]) == 0
