@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from translator.errors import TranslatorError
+from translator.signatures import SERVING_SIGNATURE
 
 SAVED_MODEL_FILE = "saved_model.pb"
-DEFAULT_SIGNATURE = "serving_default"
 
 
 class ModelLoadError(TranslatorError, RuntimeError):
@@ -89,10 +89,10 @@ class ServedModel:
             if info is not None:
                 self._functions[signature] = function
                 self.signatures[signature] = info
-        if DEFAULT_SIGNATURE not in self.signatures:
+        if SERVING_SIGNATURE not in self.signatures:
             found = ", ".join(sorted(self._loaded.signatures)) or "none"
             raise ModelLoadError(
-                f"{self.path}: no '{DEFAULT_SIGNATURE}' signature taking one string tensor "
+                f"{self.path}: no '{SERVING_SIGNATURE}' signature taking one string tensor "
                 f"[batch] (signatures: {found}); export the model with `translator export`"
             )
         self.signature_defs = _signature_defs(self.path)

@@ -27,10 +27,11 @@ from typing import Any
 
 import numpy as np
 
+from translator.signatures import SERVING_SIGNATURE
+
 ROW_KEY = "instances"
 COLUMN_KEY = "inputs"
 SIGNATURE_KEY = "signature_name"
-DEFAULT_SIGNATURE = "serving_default"
 
 
 class RequestError(Exception):
@@ -109,10 +110,10 @@ def parse_predict(
             f"unknown key(s) {', '.join(map(repr, unknown))} in the request; expected "
             f"{SIGNATURE_KEY!r} and {ROW_KEY!r} or {COLUMN_KEY!r}"
         )
-    signature = request.get(SIGNATURE_KEY, DEFAULT_SIGNATURE)
+    signature = request.get(SIGNATURE_KEY, SERVING_SIGNATURE)
     if not isinstance(signature, str):
         raise RequestError(f"{SIGNATURE_KEY!r} must be a string, got {_kind(signature)}")
-    signature = signature or DEFAULT_SIGNATURE
+    signature = signature or SERVING_SIGNATURE
     if signature not in signatures:
         raise RequestError(
             f'Serving signature name: "{signature}" not found in signature def; the model '

@@ -5,12 +5,8 @@
 
 The SavedModel holds the whole translation: in-graph SentencePiece tokenization
 (tensorflow_text), the beam search of `translator.search` (the same function `Translator`
-runs), and detokenization. Its signatures:
-
-    serving_default   inputs: string [batch]
-                      -> translations: string [batch], scores: float32 [batch]
-    n_best            inputs: string [batch]
-                      -> translations: string [batch, n_best], scores: float32 [batch, n_best]
+runs), and detokenization. Its signatures are `translator.signatures`'s: the 1-best
+translations and scores of a batch of strings, and their n-best lists.
 
 Loading needs TensorFlow and `import tensorflow_text` (which registers the SentencePiece
 ops), no `translator` code. Plain TensorFlow ops only (no XLA), so stock TF Serving, whose
@@ -41,15 +37,15 @@ from typing import Any
 
 import tensorflow as tf
 
+from translator.engines.base import check_max_source_length
 from translator.errors import TranslatorError
 from translator.io import atomic_directory
 from translator.search import SearchConfig, search
+from translator.signatures import N_BEST_SIGNATURE, SERVING_SIGNATURE, describe_signatures
 
 # The padding rule of `Translator`: sharing it makes the exported batches identical.
 from translator.text import default_max_source_length, finish, prepare
 
-SERVING_SIGNATURE = "serving_default"
-N_BEST_SIGNATURE = "n_best"
 INPUT_KEY = "inputs"
 OUTPUT_TRANSLATIONS = "translations"
 OUTPUT_SCORES = "scores"
@@ -69,8 +65,11 @@ class ExportConfig:
     # size of the `n_best` signature's lists (`serving_default` always searches for 1).
     search: SearchConfig = dataclasses.field(default_factory=SearchConfig)
     # Longer sources are cut to this many tokens, EOS included; None: as `Translator`
-    # (the position table size for learned positions, else 1024).
+    # (`translator.text.default_max_source_length`).
     max_source_length: int | None = None
+
+    def __post_init__(self) -> None:
+        check_max_source_length(self.max_source_length)
 
 
 class TranslationModule(tf.Module):
@@ -215,13 +214,7 @@ def export_model(
             "model_dir": str(trained.directory),
             "search": module.n_best_config.to_dict(),
             "max_source_length": module.max_source_length,
-            "signatures": {
-                SERVING_SIGNATURE: "inputs string [batch] -> translations string [batch], "
-                "scores float [batch]",
-                N_BEST_SIGNATURE: f"inputs string [batch] -> translations string "
-                f"[batch, {module.n_best_config.n_best}], scores float "
-                f"[batch, {module.n_best_config.n_best}]",
-            },
+            "signatures": describe_signatures(module.n_best_config.n_best),
             "vocabulary": {
                 "source_sha256": trained.vocabulary.source.sha256,
                 "target_sha256": trained.vocabulary.target.sha256,

@@ -7,6 +7,9 @@ import argparse
 from translator.commands.options import add_model_option, add_search_options, search_config
 from translator.engines.base import CTRANSLATE2_QUANTIZATIONS
 from translator.search.config import SearchConfig
+from translator.signatures import describe_signatures
+
+SIGNATURES = "".join(f"  {name}: {what}\n" for name, what in describe_signatures().items())
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -19,11 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Writes EXPORT_BASE/<version>/, a SavedModel with in-graph SentencePiece\n"
             "tokenization, the beam search of `translator translate` and detokenization.\n"
-            "Signatures:\n"
-            "  serving_default  inputs: string [batch] -> translations: string [batch],\n"
-            "                   scores: float [batch]\n"
-            "  n_best           inputs: string [batch] -> translations: string [batch, N],\n"
-            "                   scores: float [batch, N]\n"
+            f"Signatures:\n{SIGNATURES}"
             "It loads with TensorFlow and `import tensorflow_text` alone, and serves with\n"
             "`translator serve` or TF Serving (model base path EXPORT_BASE).\n\n"
             "With --format ctranslate2, writes OUT/ as a CTranslate2 model directory\n"
@@ -114,14 +113,9 @@ def run(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
     )
     print(f"exported {args.model} to {path} in {time.monotonic() - start:.1f} s")
-    print(
-        f"  serving_default: inputs string [batch] -> translations string [batch], scores "
-        f"float [batch] (beam {search.beam_size}, length penalty {search.length_penalty})"
-    )
-    print(
-        f"  n_best: translations string [batch, {search.n_best}], scores float [batch, "
-        f"{search.n_best}]"
-    )
+    for name, what in describe_signatures(search.n_best).items():
+        print(f"  {name}: {what}")
+    print(f"  search: beam {search.beam_size}, length penalty {search.length_penalty}")
     print(f"  serve it: translator serve --model {args.out}")
     return 0
 

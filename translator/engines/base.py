@@ -52,12 +52,17 @@ class InferenceOptions:
     def __post_init__(self) -> None:
         if self.batch_tokens < 1:
             raise ConfigError(f"--batch-tokens must be >= 1, got {self.batch_tokens}")
-        if self.max_source_length is not None and self.max_source_length < 2:
-            raise ConfigError(f"--max-source-length must be >= 2, got {self.max_source_length}")
+        check_max_source_length(self.max_source_length)
         if self.engine not in ENGINES:
             raise ConfigError(f"--engine must be one of {ENGINES}, got {self.engine!r}")
         if self.precision not in PRECISIONS:
             raise ConfigError(f"--precision must be one of {PRECISIONS}, got {self.precision!r}")
+
+
+def check_max_source_length(value: int | None) -> None:
+    """Raises `ConfigError` unless a source cut leaves room for a piece and EOS (or None)."""
+    if value is not None and value < 2:
+        raise ConfigError(f"--max-source-length must be >= 2, got {value}")
 
 
 class BatchDecoder(Protocol):

@@ -12,6 +12,7 @@ import itertools
 from typing import NamedTuple
 
 from translator.config_base import DictConfig
+from translator.constants import DEFAULT_BATCH_TOKENS
 from translator.errors import ConfigError
 
 
@@ -39,7 +40,7 @@ class PipelineConfig(DictConfig):
     # Token budget of one batch, padding included, for source and for target separately
     # (batch_size * padded_length <= batch_tokens on each side). With tf.distribute and
     # an input_context, this is the budget *per replica*.
-    batch_tokens: int = 4096
+    batch_tokens: int = DEFAULT_BATCH_TOKENS
     # Longest source sequence kept, EOS included; longer pairs are skipped and counted.
     max_source_length: int = 256
     # Longest target sequence kept, BOS (decoder input) or EOS (labels) included.
