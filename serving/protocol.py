@@ -64,22 +64,8 @@ class PredictRequest:
     columnar: bool
 
 
-def parse_predict(
-    body: bytes, signatures: Mapping[str, str], limits: RequestLimits
-) -> PredictRequest:
-    """Parses and checks a predict request body.
-
-    Args:
-        body: The raw request body.
-        signatures: Input key of each servable signature, by signature name.
-        limits: Size limits.
-
-    Returns:
-        The `PredictRequest`.
-
-    Raises:
-        RequestError: saying what is wrong (400, or 413 over a size limit).
-    """
+def _request_object(body: bytes, limits: RequestLimits) -> dict[str, Any]:
+    """The request body as a JSON object, within the size limit."""
     if len(body) > limits.max_bytes:
         raise too_large(len(body), limits.max_bytes)
     try:
@@ -96,6 +82,11 @@ def parse_predict(
             f"the request body must be a JSON object with an {ROW_KEY!r} or {COLUMN_KEY!r} "
             f"key, got {_kind(request)}"
         )
+    return request
+
+
+def _signature(request: dict[str, Any], signatures: Mapping[str, str]) -> str:
+    """The signature a request names (or the default), after checking its keys."""
     unknown = sorted(set(request) - {SIGNATURE_KEY, ROW_KEY, COLUMN_KEY})
     if ROW_KEY in request and COLUMN_KEY in request:
         raise RequestError(
@@ -119,6 +110,27 @@ def parse_predict(
             f'Serving signature name: "{signature}" not found in signature def; the model '
             f"has {', '.join(sorted(signatures))}"
         )
+    return signature
+
+
+def parse_predict(
+    body: bytes, signatures: Mapping[str, str], limits: RequestLimits
+) -> PredictRequest:
+    """Parses and checks a predict request body.
+
+    Args:
+        body: The raw request body.
+        signatures: Input key of each servable signature, by signature name.
+        limits: Size limits.
+
+    Returns:
+        The `PredictRequest`.
+
+    Raises:
+        RequestError: saying what is wrong (400, or 413 over a size limit).
+    """
+    request = _request_object(body, limits)
+    signature = _signature(request, signatures)
     input_key = signatures[signature]
     if ROW_KEY in request:
         inputs = _parse_rows(request[ROW_KEY], input_key)

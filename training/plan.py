@@ -488,6 +488,45 @@ def _batch_choice(budget: Budget, speed: Speed, given: Given, memory: int) -> Ch
     )
 
 
+def _training_choices(
+    given: Given, budget: Budget, epochs: float, width: int, updates: int
+) -> tuple[Choice, ...]:
+    """What follows from the epochs, the width and the updates the budget buys."""
+    warmup = REFERENCE_WARMUP_UPDATES * width / REFERENCE_WIDTH
+    return (
+        _choice(
+            "model.overrides.dropout",
+            given.dropout,
+            choose_dropout(epochs),
+            f"{epochs:,.1f} epochs: 0.1 from 2 to 20 epochs, up to 0.3 at 80, down to 0 below 2",
+        ),
+        _choice(
+            "optimizer.peak_learning_rate",
+            given.peak_learning_rate,
+            choose_learning_rate(width),
+            f"{REFERENCE_LEARNING_RATE} x ({REFERENCE_WIDTH} / d_model {width}) ** 0.75",
+        ),
+        _choice(
+            "optimizer.warmup_fraction",
+            given.warmup_fraction,
+            choose_warmup_fraction(width, updates),
+            f"{warmup:.0f} warmup updates of {updates:,}, within [0.05, 0.25]",
+        ),
+        _choice(
+            "optimizer.label_smoothing",
+            given.label_smoothing,
+            0.1,
+            "the paper's value (the trials do not vary it)",
+        ),
+        _choice(
+            "eval.every_steps",
+            given.eval_every_steps,
+            choose_eval_every(budget, updates),
+            "validate once at the end under 20 minutes, else about 8 times",
+        ),
+    )
+
+
 def make_plan(
     corpus: CorpusCounts,
     budget: Budget,
@@ -523,40 +562,10 @@ def make_plan(
     tokens = tokens_bought(speed, budget, batch)
     updates = int(budget.updates or tokens / speed.at_batch(batch))
     epochs = tokens / corpus.epoch_tokens
-    width, warmup = shape.d_model, REFERENCE_WARMUP_UPDATES * shape.d_model / REFERENCE_WIDTH
     choices = (
         shape_choice,
         batch_choice,
-        _choice(
-            "model.overrides.dropout",
-            given.dropout,
-            choose_dropout(epochs),
-            f"{epochs:,.1f} epochs: 0.1 from 2 to 20 epochs, up to 0.3 at 80, down to 0 below 2",
-        ),
-        _choice(
-            "optimizer.peak_learning_rate",
-            given.peak_learning_rate,
-            choose_learning_rate(width),
-            f"{REFERENCE_LEARNING_RATE} x ({REFERENCE_WIDTH} / d_model {width}) ** 0.75",
-        ),
-        _choice(
-            "optimizer.warmup_fraction",
-            given.warmup_fraction,
-            choose_warmup_fraction(width, updates),
-            f"{warmup:.0f} warmup updates of {updates:,}, within [0.05, 0.25]",
-        ),
-        _choice(
-            "optimizer.label_smoothing",
-            given.label_smoothing,
-            0.1,
-            "the paper's value (the trials do not vary it)",
-        ),
-        _choice(
-            "eval.every_steps",
-            given.eval_every_steps,
-            choose_eval_every(budget, updates),
-            "validate once at the end under 20 minutes, else about 8 times",
-        ),
+        *_training_choices(given, budget, epochs, shape.d_model, updates),
     )
     return Plan(
         budget, corpus, dict(speeds), shape, tokens, updates, epochs, choices, measuring_seconds

@@ -33,7 +33,7 @@ import dataclasses
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tensorflow as tf
 
@@ -42,6 +42,9 @@ from translator.errors import TranslatorError
 from translator.io import atomic_directory
 from translator.search import SearchConfig, search
 from translator.signatures import N_BEST_SIGNATURE, SERVING_SIGNATURE, describe_signatures
+
+if TYPE_CHECKING:  # pragma: no cover
+    from translator.artifacts import TrainedModel
 
 # The padding rule of `Translator`: sharing it makes the exported batches identical.
 from translator.text import default_max_source_length, finish, prepare
@@ -208,21 +211,26 @@ def export_model(
         # saving time.
         options = tf.saved_model.SaveOptions(experimental_custom_gradients=False)
         tf.saved_model.save(module, str(staging), signatures=module.signatures(), options=options)
-        metadata = {
-            "format": EXPORT_FORMAT,
-            "version": version,
-            "model_dir": str(trained.directory),
-            "search": module.n_best_config.to_dict(),
-            "max_source_length": module.max_source_length,
-            "signatures": describe_signatures(module.n_best_config.n_best),
-            "vocabulary": {
-                "source_sha256": trained.vocabulary.source.sha256,
-                "target_sha256": trained.vocabulary.target.sha256,
-            },
-            "model": trained.metadata,
-        }
+        metadata = _metadata(trained, module, version)
         (staging / "assets.extra").mkdir(exist_ok=True)
         (staging / "assets.extra" / METADATA_FILE).write_text(
             json.dumps(metadata, indent=2, default=str) + "\n"
         )
     return target
+
+
+def _metadata(trained: TrainedModel, module: TranslationModule, version: int) -> dict[str, Any]:
+    """What assets.extra/translator.json records: the settings fixed in the graph, the model."""
+    return {
+        "format": EXPORT_FORMAT,
+        "version": version,
+        "model_dir": str(trained.directory),
+        "search": module.n_best_config.to_dict(),
+        "max_source_length": module.max_source_length,
+        "signatures": describe_signatures(module.n_best_config.n_best),
+        "vocabulary": {
+            "source_sha256": trained.vocabulary.source.sha256,
+            "target_sha256": trained.vocabulary.target.sha256,
+        },
+        "model": trained.metadata,
+    }

@@ -27,6 +27,7 @@ from translator.io import one_line, read_lines, sha256_file, write_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
     from translator.engines import InferenceOptions, LoadedModel, LoadedTranslator
+    from translator.inference import TranslationStats
     from translator.search.config import SearchConfig
 
 PathLike = str | os.PathLike[str]
@@ -144,32 +145,19 @@ def evaluate_model(
     if hypotheses_out:
         write_atomic(hypotheses_out, "".join(h + "\n" for h in hypotheses))
     files = {"source": source, "reference": reference, "hypotheses": hypotheses_out}
-    data = {
-        role: file_identity(path, len(sources))  # every file has a line per source line
-        for role, path in {**files, "baseline": baseline}.items()
-        if path is not None
-    }
-    evaluation = evaluate(
-        hypotheses,
-        references,
-        sources=sources,
-        baseline=others,
-        bootstrap_samples=bootstrap_samples,
-    )
-    stats = translations.stats
     report = EvaluationReport(
-        evaluation=evaluation,
-        data=data,
+        evaluation=evaluate(
+            hypotheses, references, sources, baseline=others, bootstrap_samples=bootstrap_samples
+        ),
+        data={  # every file has a line per source line
+            role: file_identity(path, len(sources))
+            for role, path in {**files, "baseline": baseline}.items()
+            if path is not None
+        },
         model=model_identity(loaded.loaded),
         search=search_record(loaded),
-        translation=dataclasses.asdict(stats),
-        timing=Timing(
-            load_seconds=loaded.load_seconds,
-            warmup_seconds=loaded.warmup_seconds,
-            translate_seconds=seconds,
-            sentences_per_second=len(sources) / seconds if seconds > 0 else 0.0,
-            target_tokens_per_second=stats.target_tokens / seconds if seconds > 0 else 0.0,
-        ),
+        translation=dataclasses.asdict(translations.stats),
+        timing=_timing(loaded, translations.stats, len(sources), seconds),
     )
     return dataclasses.replace(_written(report, report_dir), notes=loaded.notes)
 
@@ -194,6 +182,19 @@ def model_identity(loaded: LoadedModel) -> ModelIdentity:
         source_vocab_sha256=loaded.vocabulary.source.sha256,
         target_vocab_sha256=loaded.vocabulary.target.sha256,
         metadata=loaded.metadata,
+    )
+
+
+def _timing(
+    loaded: LoadedTranslator, stats: TranslationStats, sentences: int, seconds: float
+) -> Timing:
+    """Loading, warm-up and translation times, and the rates of the translation."""
+    return Timing(
+        load_seconds=loaded.load_seconds,
+        warmup_seconds=loaded.warmup_seconds,
+        translate_seconds=seconds,
+        sentences_per_second=sentences / seconds if seconds > 0 else 0.0,
+        target_tokens_per_second=stats.target_tokens / seconds if seconds > 0 else 0.0,
     )
 
 

@@ -17,6 +17,7 @@ subdirectory named after the dataset (`$TRANSLATOR_DATA_MIRROR/multi30k/`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import os
 import sys
@@ -160,35 +161,54 @@ def fetch_dataset(
     root = resolve_mirror(mirror, spec.name)
     out = Path(dest).expanduser()
     out.mkdir(parents=True, exist_ok=True)
+    fetch = functools.partial(
+        _fetch_file, out=out, root=root, base_url=spec.base_url, progress=progress, timeout=timeout
+    )
     results = []
     for remote in spec.files:
-        target = out / remote.name
-        if target.is_file():
-            if sha256_file(target) == remote.sha256:
-                results.append(FetchResult(target, "present", str(target)))
-                if log:
-                    log(f"{remote.name}: already present, sha256 ok")
-                continue
-            if log:
-                log(f"{remote.name}: present but its sha256 differs; fetching it again")
-        if root is not None:
-            origin = root / remote.name
-            if not origin.is_file():
-                raise DownloadError(
-                    f"{remote.name}: missing from the mirror directory {root} (expected {origin})"
-                )
-            with open(origin, "rb") as source:
-                _write_verified(target, remote, source, str(origin))
-            results.append(FetchResult(target, "copied", str(origin)))
-            if log:
-                log(f"{remote.name}: copied from {origin}, sha256 ok")
-        else:
-            url = spec.base_url + remote.name
-            _download(url, target, remote, progress=progress, timeout=timeout)
-            results.append(FetchResult(target, "downloaded", url))
-            if log:
-                log(f"{remote.name}: downloaded from {url}, sha256 ok")
+        result, line = fetch(remote)
+        results.append(result)
+        if log:
+            log(line)
     return results
+
+
+def _fetch_file(
+    remote: RemoteFile,
+    *,
+    out: Path,
+    root: Path | None,
+    base_url: str,
+    progress: bool,
+    timeout: float,
+) -> tuple[FetchResult, str]:
+    """One file into `out`: kept if its sha256 is right, else copied or downloaded.
+
+    Returns:
+        The result and the line that says what happened.
+    """
+    target = out / remote.name
+    again = ""
+    if target.is_file():
+        if sha256_file(target) == remote.sha256:
+            return FetchResult(target, "present", str(target)), (
+                f"{remote.name}: already present, sha256 ok"
+            )
+        again = f"{remote.name}: present but its sha256 differs; fetching it again\n"
+    if root is not None:
+        origin = root / remote.name
+        if not origin.is_file():
+            raise DownloadError(
+                f"{remote.name}: missing from the mirror directory {root} (expected {origin})"
+            )
+        with open(origin, "rb") as source:
+            _write_verified(target, remote, source, str(origin))
+        line = f"{again}{remote.name}: copied from {origin}, sha256 ok"
+        return FetchResult(target, "copied", str(origin)), line
+    url = base_url + remote.name
+    _download(url, target, remote, progress=progress, timeout=timeout)
+    line = f"{again}{remote.name}: downloaded from {url}, sha256 ok"
+    return FetchResult(target, "downloaded", url), line
 
 
 def _download(
