@@ -61,7 +61,10 @@ class TrainedModel:
 
 
 def save_model_dir(
-    directory: str | Path, model: Any, vocabulary_dir: str | Path, metadata: dict[str, Any]
+    directory: str | Path,
+    model: Transformer,
+    vocabulary_dir: str | Path,
+    metadata: dict[str, Any],
 ) -> Path:
     """Writes a model directory atomically (a temporary sibling, then a rename).
 

@@ -45,6 +45,8 @@ from translator.signatures import N_BEST_SIGNATURE, SERVING_SIGNATURE, describe_
 
 if TYPE_CHECKING:  # pragma: no cover
     from translator.artifacts import TrainedModel
+    from translator.model import Transformer
+    from translator.pipelines.tokenizer import Vocabulary
 
 # The padding rule of `Translator`: sharing it makes the exported batches identical.
 from translator.text import default_max_source_length, finish, prepare
@@ -84,7 +86,9 @@ class TranslationModule(tf.Module):
         config: The `ExportConfig`.
     """
 
-    def __init__(self, model: Any, vocabulary: Any, config: ExportConfig | None = None):
+    def __init__(
+        self, model: Transformer, vocabulary: Vocabulary, config: ExportConfig | None = None
+    ):
         super().__init__(name="translator")
         config = config or ExportConfig()
         if not model.built:

@@ -19,7 +19,7 @@ Rules, per line:
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import tensorflow as tf
 
@@ -40,15 +40,15 @@ class Prepared(NamedTuple):
 
     # Pieces + EOS of the searched lines, shortest first, then PAD:
     # int32 [searched, padded width].
-    source_ids: Any
+    source_ids: tf.Tensor
     # The input line of each searched row: int32 [searched].
-    rows: Any
+    rows: tf.Tensor
     # Source tokens (EOS included) of each searched row: int32 [searched].
-    lengths: Any
+    lengths: tf.Tensor
     # Per input line: empty (not searched): bool [batch].
-    empty: Any
+    empty: tf.Tensor
     # Per input line: cut to the length limit: bool [batch].
-    truncated: Any
+    truncated: tf.Tensor
 
 
 def default_max_source_length(config) -> int:
@@ -116,7 +116,7 @@ def prepare(lines, tokenizer, max_source_length: int) -> Prepared:
     return Prepared(source_ids, rows, lengths, empty, tf.logical_and(truncated, ~empty))
 
 
-def finish(ids, scores, rows, batch, tokenizer) -> tuple[Any, Any]:
+def finish(ids, scores, rows, batch, tokenizer) -> tuple[tf.Tensor, tf.Tensor]:
     """The search's hypotheses -> texts and scores per input line, in input order.
 
     Args:

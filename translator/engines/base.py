@@ -19,6 +19,9 @@ from translator.constants import DEFAULT_BATCH_TOKENS
 from translator.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+    import tensorflow as tf
+
     from translator.config import TransformerConfig
     from translator.pipelines.tokenizer import Vocabulary
     from translator.search.common import SearchResult
@@ -79,7 +82,7 @@ class BatchDecoder(Protocol):
     def model_config(self) -> TransformerConfig:
         """The architecture searched (its position limit bounds the sources)."""
 
-    def __call__(self, source_ids: Any) -> SearchResult:
+    def __call__(self, source_ids: tf.Tensor | np.ndarray) -> SearchResult:
         """int32 `[batch, width]` source ids (0 = padding, EOS ended) -> a `SearchResult`.
 
         The result's arrays: ids `[batch, n_best, length]`, scores and lengths

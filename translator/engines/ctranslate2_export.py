@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from translator.artifacts import VOCAB_DIR, TrainedModel
 from translator.config import TransformerConfig
@@ -22,8 +22,12 @@ from translator.errors import ConfigError
 from translator.io import atomic_directory
 from translator.text import default_max_source_length
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
+    from ctranslate2.specs import TransformerSpec
+
+    from translator.model import Transformer
+    from translator.pipelines.tokenizer import Vocabulary
 
 # Our feed-forward activations as CTranslate2's (`common_spec.Activation` names) and
 # whether the unit is gated. Keras' gelu is the tanh approximation.
@@ -97,7 +101,7 @@ def export_ctranslate2(
     return Path(out)
 
 
-def transformer_spec(model: Any, vocabulary: Any) -> Any:
+def transformer_spec(model: Transformer, vocabulary: Vocabulary) -> TransformerSpec:
     """CTranslate2's `TransformerSpec` holding `model`'s weights, in its layouts.
 
     Args:

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING
 
 from translator.artifacts import VOCAB_DIR, ModelDirError
 from translator.errors import TranslatorError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from translator.pipelines.tokenizer import SentencePieceTokenizer
 
 # What marks a directory as ours: the TransformerConfig and facts of the export.
 INFO_FILE = "translator.json"
@@ -58,6 +61,6 @@ def check_ctranslate2_dir(path: str | Path) -> Path:
     return path
 
 
-def vocabulary_pieces(tokenizer: Any) -> list[str]:
+def vocabulary_pieces(tokenizer: SentencePieceTokenizer) -> list[str]:
     """The pieces of a SentencePiece tokenizer, by id (CTranslate2 works on pieces)."""
     return [tokenizer.id_to_piece(i) for i in range(tokenizer.vocab_size)]

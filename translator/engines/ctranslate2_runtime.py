@@ -24,7 +24,7 @@ import dataclasses
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -41,6 +41,9 @@ from translator.engines.ctranslate2_files import (
 from translator.pipelines.tokenizer import Vocabulary
 from translator.search.common import SearchResult
 from translator.search.config import SearchConfig
+
+if TYPE_CHECKING:  # pragma: no cover
+    import tensorflow as tf
 
 
 def engine_config(config: SearchConfig) -> SearchConfig:
@@ -144,7 +147,7 @@ class CTranslate2Decoder:
         info = self.model.info
         return {"quantization": info["quantization"], "version": info["ctranslate2_version"]}
 
-    def __call__(self, source_ids: Any) -> SearchResult:
+    def __call__(self, source_ids: tf.Tensor | np.ndarray) -> SearchResult:
         """Translates int32 `[batch, width]` sources (EOS ended, 0 = padding).
 
         Returns:

@@ -16,7 +16,6 @@ import dataclasses
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import sentencepiece as spm
 import tensorflow as tf
@@ -108,7 +107,7 @@ class SentencePieceTokenizer(tf.Module):
         """The id of a piece string (UNK_ID for an unknown piece)."""
         return self._processor.piece_to_id(piece)
 
-    def tokenize(self, texts: Any) -> tf.RaggedTensor:
+    def tokenize(self, texts: tf.Tensor | str | list[str]) -> tf.RaggedTensor:
         """Tokenizes in-graph.
 
         Args:
@@ -120,7 +119,7 @@ class SentencePieceTokenizer(tf.Module):
         texts = tf.convert_to_tensor(texts, dtype=tf.string)  # [batch]
         return self._tokenizer.tokenize(texts)  # [batch, (pieces)] int32
 
-    def detokenize(self, ids: Any) -> tf.Tensor:
+    def detokenize(self, ids: tf.Tensor | tf.RaggedTensor) -> tf.Tensor:
         """Turns ids back into text in-graph, stopping at the first EOS.
 
         Every id from the first EOS on is ignored (so decoder output that continues after

@@ -41,7 +41,7 @@ for the active sentences (`BeamState.sentence` maps active position -> sentence)
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import tensorflow as tf
 
@@ -56,7 +56,7 @@ from translator.search.common import (
     write_at,
 )
 from translator.search.config import SearchConfig
-from translator.search.driver import SearchInputs, decode, gather_rows
+from translator.search.driver import Cache, SearchInputs, decode, gather_rows
 
 
 class BeamState(NamedTuple):
@@ -67,40 +67,40 @@ class BeamState(NamedTuple):
     """
 
     # Position being generated next (0 = first token after BOS): int32 scalar.
-    step: Any
+    step: tf.Tensor
     # The batch index of each active sentence: int32 [active].
-    sentence: Any
+    sentence: tf.Tensor
     # Alive hypotheses' tokens (positions < step), then PAD: int32 [active, beam, cache_length].
-    alive_ids: Any
+    alive_ids: tf.Tensor
     # log P of the alive hypotheses; -inf = empty slot: float32 [active, beam].
-    alive_log_probs: Any
+    alive_log_probs: tf.Tensor
     # The beam each alive hypothesis extends (set by a step, read by its `select`):
     # int32 [active, beam].
-    origins: Any
+    origins: tf.Tensor
     # Finished hypotheses, EOS included, then PAD: int32 [batch, n_best, cache_length].
-    finished_ids: Any
+    finished_ids: tf.Tensor
     # Their scores log P / lp, descending; -inf = empty slot: float32 [batch, n_best].
-    finished_scores: Any
+    finished_scores: tf.Tensor
     # Their lengths |Y|, EOS included: int32 [batch, n_best].
-    finished_lengths: Any
+    finished_lengths: tf.Tensor
     # Sentence can no longer change (early stop): bool [active]. With compaction a done
     # sentence leaves at the end of the step, so this is all False between steps.
-    done: Any
+    done: tf.Tensor
     # Decoder keys/values for the alive hypotheses: `DecodingCache` with active * beam rows.
-    cache: Any
+    cache: Cache
 
 
 class Candidates(NamedTuple):
     """The `beam` best extensions of each active sentence at one step."""
 
     # log P of each extension: float32 [active, beam].
-    log_probs: Any
+    log_probs: tf.Tensor
     # Its beam of origin: int32 [active, beam].
-    origins: Any
+    origins: tf.Tensor
     # Its tokens so far, the new one at `step` included: int32 [active, beam, cache_length].
-    sequences: Any
+    sequences: tf.Tensor
     # Whether it ends with EOS (and is a real candidate, not -inf): bool [active, beam].
-    ends: Any
+    ends: tf.Tensor
 
 
 class Beam:

@@ -13,15 +13,24 @@ model: only
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
 import tensorflow as tf
 
 from translator.search.common import SearchResult, shrinking_invariants
 
-# (token_ids int32 [rows], cache, index int32 scalar) -> (logits float32 [rows, vocab], cache)
-StepFn = Callable[[Any, Any, Any], tuple[Any, Any]]
+# The decoder's cache: a nest of tensors whose axis 0 is the row (`Transformer.init_cache`
+# makes it); the search only gathers and reorders its rows.
+Cache = Any
+
+
+class StepFn(Protocol):
+    """One decoder step (`Transformer.decode_step`), the search's only view of a model."""
+
+    def __call__(
+        self, token_ids: tf.Tensor, cache: Cache, index: tf.Tensor
+    ) -> tuple[tf.Tensor, Cache]:
+        """int32 [rows] tokens at int32 scalar `index` -> (float32 [rows, vocab] logits, cache)."""
 
 
 class SearchInputs(NamedTuple):
@@ -30,11 +39,11 @@ class SearchInputs(NamedTuple):
     # The decoder step (`Transformer.decode_step`).
     step_fn: StepFn
     # The decoding cache of the batch (`Transformer.init_cache`), one row per sentence.
-    cache: Any
+    cache: Cache
     # The most tokens sentence i may produce, EOS included: int32 [batch].
-    max_lengths: Any
+    max_lengths: tf.Tensor
     # Static length of the cache (>= every limit): int32 scalar.
-    cache_length: Any
+    cache_length: tf.Tensor
 
 
 class Strategy(Protocol):
@@ -50,13 +59,13 @@ class Strategy(Protocol):
     def initial_state(self, inputs: SearchInputs) -> NamedTuple:
         """The state before the first step."""
 
-    def step_inputs(self, state: NamedTuple) -> Any:
+    def step_inputs(self, state: NamedTuple) -> tf.Tensor:
         """The tokens fed at `state.step`: int32 [rows]."""
 
-    def update(self, state: NamedTuple, logits: Any, cache: Any) -> NamedTuple:
+    def update(self, state: NamedTuple, logits: tf.Tensor, cache: Cache) -> NamedTuple:
         """The state after a step's logits (`done` set; nothing dropped yet)."""
 
-    def select(self, state: NamedTuple, stay: Any, compact: bool) -> NamedTuple:
+    def select(self, state: NamedTuple, stay: tf.Tensor, compact: bool) -> NamedTuple:
         """Keeps the active sentences at positions `stay` (all of them without compaction)."""
 
     def finalize(self, state: NamedTuple) -> SearchResult:
@@ -82,11 +91,11 @@ def decode(strategy: Strategy, inputs: SearchInputs, compact: bool = True) -> Se
     """
     initial = strategy.initial_state(inputs)
 
-    def keep_going(state) -> Any:
+    def keep_going(state) -> tf.Tensor:
         not_all_done = tf.logical_not(tf.reduce_all(state.done))
         return tf.logical_and(state.step < inputs.cache_length, not_all_done)
 
-    def body(state) -> tuple[Any]:
+    def body(state) -> tuple[NamedTuple]:
         logits, cache = inputs.step_fn(strategy.step_inputs(state), state.cache, state.step)
         state = strategy.update(state, logits, cache)
         return (strategy.select(state, staying(state.done, compact), compact),)
@@ -112,7 +121,7 @@ def staying(done, compact: bool):
     return tf.cast(tf.reshape(tf.where(tf.logical_not(done)), [-1]), tf.int32)
 
 
-def gather_rows(nest: Any, rows, count) -> Any:
+def gather_rows(nest: Cache, rows, count) -> Cache:
     """`tf.gather(x, rows)` over a nest, skipped when `rows` keeps all `count` rows.
 
     A gather copies the whole tensor (the decoding cache is the largest state of a

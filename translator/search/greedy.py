@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import tensorflow as tf
 
@@ -15,7 +15,7 @@ from translator.search.common import (
     trim,
 )
 from translator.search.config import SearchConfig
-from translator.search.driver import SearchInputs, decode, gather_rows
+from translator.search.driver import Cache, SearchInputs, decode, gather_rows
 
 
 class GreedyState(NamedTuple):
@@ -26,20 +26,20 @@ class GreedyState(NamedTuple):
     """
 
     # Position being generated next (0 = first token after BOS): int32 scalar.
-    step: Any
+    step: tf.Tensor
     # The batch index of each active sentence: int32 [active].
-    sentence: Any
+    sentence: tf.Tensor
     # Token fed to the decoder at `step` (BOS at 0, PAD once done): int32 [active].
-    last_ids: Any
+    last_ids: tf.Tensor
     # EOS produced: bool [active]. With compaction a done sentence leaves at the end of
     # the step, so this is all False between steps.
-    done: Any
+    done: tf.Tensor
     # Tokens generated so far, EOS included, then PAD: int32 [batch, cache_length].
-    ids: Any
+    ids: tf.Tensor
     # log P of `ids`: float32 [batch].
-    log_probs: Any
+    log_probs: tf.Tensor
     # Decoder keys/values: `DecodingCache` with active rows.
-    cache: Any
+    cache: Cache
 
 
 class Greedy:
