@@ -35,9 +35,9 @@ def make_strategy(name: str) -> tf.distribute.Strategy:
         name = _auto_strategy_name()
         log.info("strategy auto -> %s", name)
     if name == "one_device":
-        # Not OneDeviceStrategy: under it, `fit` with a distributed dataset took 1.55x
-        # the step time of the same training without a wrapper (3.68 vs 2.39 s per
-        # 4,096-token step on a 2-core CPU, side by side), for nothing one device needs.
+        # Not OneDeviceStrategy: under it, `fit` with a distributed dataset measured a much
+        # slower step than the same training without a wrapper, side by side, for nothing
+        # one device needs (figures: bench/RESULTS.md, design measurements).
         return tf.distribute.get_strategy()
     if name == "mirrored":
         gpus = tf.config.list_logical_devices("GPU")
@@ -124,8 +124,9 @@ def select_precision(name: str, strategy: tf.distribute.Strategy) -> str:
 
     auto: mixed_float16 on GPUs (with loss scaling, added by `compile`), mixed_bfloat16 on
     TPUs, and on CPUs only where they compute bfloat16 natively (AVX512-BF16 or AMX):
-    elsewhere bfloat16 runs through slow conversion paths (measured here on an AVX2 CPU:
-    7x slower than float32 in training; see bench/RESULTS.md), so float32.
+    elsewhere bfloat16 runs through slow conversion paths (measured much slower than
+    float32 in training on an AVX2 CPU; figures: bench/RESULTS.md, design measurements),
+    so float32.
     """
     if name == "auto":
         device = _first_device(strategy)

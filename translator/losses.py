@@ -25,9 +25,9 @@ def masked_cross_entropy(labels, logits, label_smoothing: float = 0.0):
 
 # XLA fuses the float32 cast, the smoothed targets, the softmax and its gradient into a
 # few passes over the `[tokens, vocab]` logits, the largest tensor of a training step:
-# measured on the comparison shape (3,600 tokens, 8,000 pieces, 2 CPU cores) the loss
-# and its gradient took 45 ms instead of 100 ms, ~10% of the step. Compiled once per
-# logits shape, which is why `real_positions` pads its rows to a multiple.
+# measured, the loss and its gradient take much less time than unfused (figures:
+# bench/RESULTS.md, design measurements). Compiled once per logits shape, which is why
+# `real_positions` pads its rows to a multiple.
 @tf.function(jit_compile=True, reduce_retracing=True)
 def _fused_cross_entropy(labels, logits, label_smoothing):
     logits = tf.cast(logits, tf.float32)  # [..., vocab]
@@ -36,8 +36,8 @@ def _fused_cross_entropy(labels, logits, label_smoothing):
     # Label smoothing as a target distribution q = (1 - ls) onehot + ls / V: the cross-
     # entropy against q equals (1 - ls) nll + ls mean(-log p), and the fused kernel gives
     # it and its gradient (softmax - q) in one pass, with no gather/scatter over the
-    # vocabulary (a take_along_axis and its UnsortedSegmentSum gradient cost ~12% of a
-    # training step on CPU).
+    # vocabulary (a take_along_axis and its UnsortedSegmentSum gradient were a large share
+    # of a profiled training step on CPU).
     spread = label_smoothing / tf.cast(vocab, tf.float32)
     target = tf.one_hot(
         labels, vocab, on_value=1.0 - label_smoothing + spread, off_value=spread
@@ -51,9 +51,9 @@ def real_positions(states, labels, multiple: int = 256):
     """The states and labels of the real (non-padding) target positions, as rows.
 
     Scoring only these skips the padding's share of the output projection and the loss
-    (13% of target positions on Multi30k's buckets). The rows are padded with label 0
-    (ignored by the loss) to a multiple of `multiple`, so the fused loss sees a few
-    shapes, not one per batch.
+    (see `PipelineConfig.bucket_width`). The rows are padded with label 0 (ignored by
+    the loss) to a multiple of `multiple`, so the fused loss sees a few shapes, not one
+    per batch.
 
     Args:
         states: `[batch, length, d_model]` decoder states.

@@ -331,8 +331,9 @@ class Transformer(keras.Model):
             )
             new_self_attention.append(self_kv)
         # `hidden @ table^T`, as in training: `(table @ hidden^T)^T` was faster once, but
-        # measured in bfloat16 it is slower at every search row count (1.80 vs 1.24 ms
-        # at 312 rows: the transpose of the [vocab, rows] product outweighs it).
+        # measured in bfloat16 it is slower at every search row count: the transpose of
+        # the [vocab, rows] product outweighs it (figures: bench/RESULTS.md, design
+        # measurements).
         logits = self.logits(x[:, 0, :])  # [batch, vocab]
         return logits, cache._replace(self_attention=tuple(new_self_attention))
 
@@ -354,16 +355,17 @@ class Transformer(keras.Model):
 
         Args:
             precision: "model": the compute dtype of the model's policy (bfloat16 for a
-                mixed_bfloat16 model); "float32": float32 throughout (on a 2-core CPU
-                the 4-layer, d_model 128 benchmark model decodes about as fast so, while
-                a d_model 512 model's step is 1.5x faster in bfloat16).
+                mixed_bfloat16 model); "float32": float32 throughout. Which is faster
+                depends on the machine and the model's size (bench/RESULTS.md, decoding
+                and design measurements).
 
         Mixed precision keeps float32 variables for the optimizer and casts every weight
         to the compute dtype at each use. A decoding step uses each weight once, so it
-        paid those casts every step: a copy with bfloat16 variables made a step of the
-        4-layer benchmark model ~15% faster. The matmuls see the same rounded weights as
-        before; only the layer norms' scales and offsets are now rounded too (the norm
-        itself still computes in float32). Training never uses this copy.
+        paid those casts every step: a copy with bfloat16 variables measured a faster
+        step (figures: bench/RESULTS.md, design measurements). The matmuls see the same
+        rounded weights as before; only the layer norms' scales and offsets are now
+        rounded too (the norm itself still computes in float32). Training never uses
+        this copy.
 
         Raises:
             ConfigError: an unknown `precision`.

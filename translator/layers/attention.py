@@ -23,10 +23,10 @@ class GrowingCache(NamedTuple):
 
     Each decoding step appends one position, so attention and the search's reordering
     read the `written` positions, not a static `max_length` of them, and no write
-    copies a whole static cache (beam 4 on the 4-layer benchmark model: 5,531 -> 6,473
-    target tok/s over the static cache). Its length changes every step, which a
-    `tf.while_loop` allows (with `growing_axis` in its shape invariants) and XLA does
-    not, so a compiled search keeps the static cache.
+    copies a whole static cache (measured faster than the static cache in beam search;
+    figures: bench/RESULTS.md, design measurements). Its length changes every step,
+    which a `tf.while_loop` allows (with `growing_axis` in its shape invariants) and XLA
+    does not, so a compiled search keeps the static cache.
     """
 
     # [batch, heads, written, head_dim] each.
@@ -44,9 +44,9 @@ class HeadsProjection(keras.layers.EinsumDense):
     `btnh,nhd->btd` (out of them): the contracted dims are the input's after
     `[batch, length]`, the kernel's first ones. Keras runs these as a batch matmul that
     broadcasts the kernel; flattening the rows is the same product in a 2-D matmul,
-    0.047 instead of 0.074 ms at a decoding step's `[312, 1, 128]` (24 per step for the
-    benchmark's 4 decoder layers). Weights, names and build are EinsumDense's. Built
-    by `MultiHeadAttention` only (not exported).
+    measured faster at a decoding step's shape, where a step runs many of them
+    (figures: bench/RESULTS.md, design measurements). Weights, names and build are
+    EinsumDense's. Built by `MultiHeadAttention` only (not exported).
     """
 
     def call(self, inputs, training=None):
@@ -86,8 +86,8 @@ class MultiHeadAttention(keras.layers.Layer):
       `group * query_length` queries. So a beam search neither copies the encoder's
       keys/values per beam nor reads them once per beam each step: a step's
       cross-attention is a matrix product per sentence instead of `group` vector
-      products over the same memory (a decoder step of the 4-layer benchmark model
-      at 312 rows, 4 beams: ~12.9 -> ~12.0 ms). The mask must then be the same for
+      products over the same memory (a measured faster decoder step; figures:
+      bench/RESULTS.md, design measurements). The mask must then be the same for
       every query of a sentence: `[sources, 1, key]`.
 
     Args:
@@ -251,10 +251,11 @@ class MultiHeadAttention(keras.layers.Layer):
 
         Plain batch matmuls on heads-first operands (the layout of the decoding cache,
         so one path serves both) and an additive mask on `[batch, 1, query, key]`
-        instead of a select on the full scores. A profile on a loaded machine gave this
-        0.85-0.93x the step time of einsum on heads-last keys; an alternating A/B on a
-        quiet one was within noise. Keys/values have `sources` rows, `rows / sources`
-        query rows each (1 but for a shared cross-attention cache, see the class).
+        instead of a select on the full scores. A profile on a loaded machine measured it
+        slightly faster than einsum on heads-last keys; an alternating A/B on a quiet one
+        was within noise (figures: bench/RESULTS.md, design measurements). Keys/values
+        have `sources` rows, `rows / sources` query rows each (1 but for a shared
+        cross-attention cache, see the class).
         """
         rows, query_length = ops.shape(query)[0], ops.shape(query)[1]
         sources = ops.shape(key)[0]
@@ -301,13 +302,12 @@ def _write_cache(cache, update, index):
     """Returns `cache` with `update` written at positions `index ..`.
 
     One decoding step's token is scattered into place (`TensorScatterUpdate`), whose
-    cost hardly grows with the cache length: at 312 rows, 4 heads and 40 positions it
-    takes 0.17 ms where a select over the whole cache takes 0.37, and it made a
-    decoder step of the 4-layer benchmark model 20% faster without XLA (with XLA, the
-    static cache's user, both run alike: 3,088 vs 3,044 tok/s). Not `slice_update`: on
-    TensorFlow that lowers to an XLA-only op, and this graph must also run in stock TF
-    Serving. Several tokens at once (a prompt, not a decoding step) are placed with a
-    select on a position mask.
+    cost hardly grows with the cache length, unlike a select over the whole cache: it
+    measured faster, and made a decoder step faster without XLA (with XLA, the static
+    cache's user, both run alike; figures: bench/RESULTS.md, design measurements).
+    Not `slice_update`: on TensorFlow that lowers to an XLA-only op, and this graph
+    must also run in stock TF Serving. Several tokens at once (a prompt, not a decoding
+    step) are placed with a select on a position mask.
 
     Args:
         cache: `[batch, heads, max_length, head_dim]`.

@@ -1,4 +1,4 @@
-"""Dropout from 16 random bits per element: the same regularizer at half the cost on CPU."""
+"""Dropout from 16 random bits per element: the same regularizer, cheaper on CPU."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ class FastDropout(keras.layers.Dropout):
     """Inverted dropout drawing two keep/drop decisions from each random 32-bit word.
 
     `keras.layers.Dropout` draws one float per element (`stateless_dropout`); on a
-    2-core CPU the 17 dropouts of the comparison model's training step (3+3 layers,
-    d_model 256, 4,096-token batches) then took ~45 ms, ~9% of the step, and this layer
-    took ~18 ms for the same work (`bench.training` measures the whole step). Each
-    element is kept with probability `1 - rate` (to 1/65,536) and scaled by the inverse
-    of the applied keep probability, so the expectation is unchanged, as in Keras.
+    2-core CPU the dropouts of a training step were a measurable share of it, and this
+    layer does the same work in much less time (figures: bench/RESULTS.md, design
+    measurements; `bench.training` measures the whole step). Each element is kept with
+    probability `1 - rate` (to 1/65,536) and scaled by the inverse of the applied keep
+    probability, so the expectation is unchanged, as in Keras.
 
     Args:
         rate: Fraction of the inputs to drop, in [0, 1).

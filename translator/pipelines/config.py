@@ -46,9 +46,9 @@ class PipelineConfig(DictConfig):
     # Longest target sequence kept, BOS (decoder input) or EOS (labels) included.
     max_target_length: int = 256
     # Bucket lengths are multiples of this: 4 -> buckets 4, 8, 12, ... Narrower buckets
-    # mean less padding but more distinct shapes and partial batches (on Multi30k, 4 pads
-    # 13% of target positions, 8 pads 21%). With static_shapes every bucket is one
-    # compiled shape: prefer 16 or explicit bucket_boundaries there.
+    # mean less padding but more distinct shapes and partial batches (Multi30k's padding
+    # shares: bench/RESULTS.md, design measurements). With static_shapes every bucket is
+    # one compiled shape: prefer 16 or explicit bucket_boundaries there.
     bucket_width: int = 4
     # Explicit bucket lengths (ascending), replacing bucket_width; the longest length
     # max(max_source_length, max_target_length) is appended when missing.

@@ -154,10 +154,10 @@ def log_sum_exp(logits):
 
     As `max - log(max(softmax))`: the softmax's largest value is `exp(max - lse)`, at
     least 1/n, so its log is exact to float32 rounding. One fused softmax kernel and two
-    max reductions take about half the time of `tf.reduce_logsumexp`'s max, subtract,
-    exp and sum passes (0.6 vs 1.1 ms at 312 rows x 8,000 on this CPU). (Taking the max
-    from the top-k candidates instead saves a pass without XLA but made the XLA-compiled
-    search 2x slower: measured, 3,094 -> ~1,500 target tok/s.)
+    max reductions measured faster on CPU than `tf.reduce_logsumexp`'s max, subtract,
+    exp and sum passes. (Taking the max from the top-k candidates instead saves a pass
+    without XLA but measured much slower in the XLA-compiled search.) Figures:
+    bench/RESULTS.md, design measurements.
     """
     largest = tf.reduce_max(logits, axis=-1, keepdims=True)  # [rows, 1]
     return largest - tf.math.log(tf.reduce_max(tf.nn.softmax(logits), axis=-1, keepdims=True))
