@@ -7,7 +7,7 @@ code uses (`init_cache`, `decode_step`).
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import keras
 from keras import ops
@@ -26,6 +26,9 @@ from translator.layers.attention import GrowingCache
 from translator.layers.dropout import FastDropout
 from translator.layers.masks import cache_mask, causal_mask, padding_mask
 
+if TYPE_CHECKING:  # pragma: no cover
+    import tensorflow as tf
+
 
 class DecodingCache(NamedTuple):
     """Everything `decode_step` needs besides the next token and its position.
@@ -41,13 +44,13 @@ class DecodingCache(NamedTuple):
     # Per decoder layer, (keys, values) of the target prefix written so far, zeros after
     # it: num_decoder_layers x 2 x [batch, heads, max_length, head_dim]; or per layer a
     # `GrowingCache` of the written positions only, [batch, heads, written, head_dim].
-    self_attention: tuple[tuple[Any, Any], ...]
+    self_attention: tuple[tuple[tf.Tensor, tf.Tensor] | GrowingCache, ...]
     # Per decoder layer, (keys, values) of the encoder output, computed once:
     # num_decoder_layers x 2 x [sources, heads, source_length, head_dim]. `batch` may
     # be `sources * group` (a beam search's rows): rows s * group .. read source s.
-    cross_attention: tuple[tuple[Any, Any], ...]
+    cross_attention: tuple[tuple[tf.Tensor, tf.Tensor], ...]
     # True on real source tokens: [sources, source_length] bool.
-    source_mask: Any
+    source_mask: tf.Tensor
 
     def for_beams(self, beam: int) -> DecodingCache:
         """The cache of a beam search: `beam` self-attention rows per sentence.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import keras
 from keras import ops
@@ -11,6 +11,9 @@ from keras import ops
 from translator.layers.dropout import FastDropout
 from translator.layers.initializers import clone_initializer
 from translator.layers.rotary_embedding import RotaryEmbedding
+
+if TYPE_CHECKING:  # pragma: no cover
+    import tensorflow as tf
 
 # Added to masked scores before the softmax, which always runs in float32. Finite (not
 # -inf) so that a row with every key masked (an all-padding sentence) gives uniform
@@ -30,8 +33,8 @@ class GrowingCache(NamedTuple):
     """
 
     # [batch, heads, written, head_dim] each.
-    keys: Any
-    values: Any
+    keys: tf.Tensor
+    values: tf.Tensor
 
     # The axis that grows (for a loop's shape invariants).
     growing_axis = 2

@@ -15,12 +15,15 @@ Definitions used throughout (and by the tests that check them):
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import tensorflow as tf
 
 from translator.constants import BOS_ID, EOS_ID, PAD_ID
 from translator.search.config import SearchConfig
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
 
 NEG_INF = float("-inf")
 
@@ -41,12 +44,12 @@ class SearchResult(NamedTuple):
 
     # Generated tokens, EOS included, then PAD (0): int32 [batch, n_best, length], where
     # length is the longest returned hypothesis of the batch.
-    ids: Any
+    ids: tf.Tensor | np.ndarray
     # log P(Y) / lp(Y), descending along n_best; -inf marks an empty slot (fewer than
     # n_best hypotheses exist, e.g. a 1-token limit): float32 [batch, n_best].
-    scores: Any
+    scores: tf.Tensor | np.ndarray
     # |Y|: tokens of each hypothesis, EOS included; 0 for empty slots: int32 [batch, n_best].
-    lengths: Any
+    lengths: tf.Tensor | np.ndarray
 
 
 # The ids of every model trained here (`translator.constants`).
