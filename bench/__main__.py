@@ -96,12 +96,7 @@ def _figure(value: float) -> str:
 
 
 def kept_rows(previous: str | None, ran: set[str]) -> tuple[list[str], dict[str, str]]:
-    """The previous summary's rows of benchmarks this run did not run, and their origins.
-
-    Returns:
-        (rows, {row label: the run it comes from}), from the previous summary's provenance
-        record (a summary without one: its start line, for every row).
-    """
+    """The previous summary's rows of benchmarks this run did not run, and their origins."""
     if not previous:
         return [], {}
     started = re.search(r"^- Started: (.+)$", previous, re.MULTILINE)

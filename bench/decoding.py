@@ -77,11 +77,7 @@ class RandomPieces:
 
 
 def make_batches(lines, tokenizer, max_source_length: int, batch_tokens: int, count: int | None):
-    """`count` of the batches `translator translate` would search (None: all), spread.
-
-    Returns:
-        int32 numpy `[batch, padded width]` source ids, shortest sentences first.
-    """
+    """`count` of the batches `translator translate` would search (None: all), spread."""
     import tensorflow as tf
 
     from translator.text import batch_ranges, prepare
@@ -105,11 +101,6 @@ class NaiveGreedy:
 
     It has the search's length limits, forbidden ids and forced EOS, so it returns the
     same ids as greedy search.
-
-    Args:
-        model: The Transformer.
-        config: The greedy `SearchConfig`.
-        compiled: Each step's forward pass one `tf.function` instead of an eager call.
     """
 
     def __init__(self, model, config, compiled: bool):
@@ -213,13 +204,7 @@ def measure(runs, batches, repeats: int) -> list[Measurement]:
     """Warm-up, then `repeats` passes over the batches, every decoder on each in turn.
 
     Taking turns by batch keeps the decoders side by side as the machine's load changes;
-    a batch's steady time is its best pass.
-
-    Args:
-        runs: `(name, xla, decode, indices)` per decoder; `decode(batch)` returns the
-            translations of the batches `indices`.
-        batches: The int32 `[batch, length]` source batches.
-        repeats: Steady passes.
+    a batch's steady time is its best pass. `runs`: (name, xla, decode, batch indices).
     """
     measurements = [Measurement(name, xla, list(ix), [], [], []) for name, xla, _, ix in runs]
     for m, (*_, decode, _) in zip(measurements, runs, strict=True):

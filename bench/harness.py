@@ -52,19 +52,12 @@ def _load_average() -> str:
 LOAD_AT_START = _load_average()
 
 
-# ---- Data and options ----------------------------------------------------------------------
-
-
 def find_data(explicit: str | None, files: tuple[str, ...] = TRAIN) -> Path:
-    """The Multi30k directory holding `files`.
-
-    Args:
-        explicit: `--data`; else $TRANSLATOR_DATA_MIRROR (or its multi30k/), else
-            <repo>/../shared/data/multi30k.
-        files: The file names it must hold.
+    """The Multi30k directory holding `files`: `explicit` (--data), else
+    $TRANSLATOR_DATA_MIRROR (or its multi30k/), else <repo>/../shared/data/multi30k.
 
     Raises:
-        SystemExit: None of the candidates holds them.
+        SystemExit: None of them holds the files.
     """
     if explicit:
         candidates = [Path(explicit)]
@@ -83,12 +76,7 @@ def find_data(explicit: str | None, files: tuple[str, ...] = TRAIN) -> Path:
 
 
 def make_parser(name: str, doc: str | None) -> argparse.ArgumentParser:
-    """The options every benchmark has: --short, --data, --write, --results.
-
-    Args:
-        name: The benchmark, as in `python -m bench.<name>`.
-        doc: Its module docstring; the first paragraph describes it.
-    """
+    """The options of `python -m bench.<name>`: --short, --data, --write, --results."""
     parser = argparse.ArgumentParser(
         prog=f"python -m bench.{name}", description=(doc or "").split("\n\n")[0]
     )
@@ -107,13 +95,8 @@ def make_parser(name: str, doc: str | None) -> argparse.ArgumentParser:
 def parse(
     parser: argparse.ArgumentParser, argv: list[str] | None, **defaults: tuple[Any, Any]
 ) -> argparse.Namespace:
-    """The options; those left unset take their default of a full or a --short run.
-
-    Args:
-        parser: From `make_parser`, with the benchmark's own options added.
-        argv: The command line (None: sys.argv).
-        **defaults: {option: (full run's value, short run's value)}; --write is (yes, no).
-    """
+    """The options; those left unset take `defaults`: {option: (full run's, short run's)}
+    (--write: yes, no)."""
     args = parser.parse_args(argv)
     for name, values in {"write": (True, False), **defaults}.items():
         if getattr(args, name) is None:
@@ -126,16 +109,10 @@ def translator_command(*arguments: str) -> list[str]:
     return [sys.executable, "-m", "translator", *arguments]
 
 
-# ---- Timing --------------------------------------------------------------------------------
-
-
 def best_of(function: Callable[[], T], repeats: int, warmup: int = 1) -> tuple[float, T]:
-    """Calls `function` `warmup` times untimed, then `repeats` times timed.
+    """(seconds, result) of the fastest of `repeats` calls, after `warmup` untimed ones.
 
-    The fastest call counts: other processes on a shared machine only ever slow one down.
-
-    Returns:
-        (seconds of the fastest timed call, its result).
+    The fastest counts: other processes on a shared machine only ever slow a call down.
     """
     for _ in range(warmup):
         function()
@@ -147,24 +124,11 @@ def best_of(function: Callable[[], T], repeats: int, warmup: int = 1) -> tuple[f
     return best
 
 
-# ---- Targets -------------------------------------------------------------------------------
-
-
 def report_target(
     name: str, measured: float, goal: float, unit: str, higher_is_better: bool = True
 ) -> bool:
-    """Prints one target's figure in the line format `python -m bench` collects.
-
-    Args:
-        name: What is measured, e.g. "pipeline target tokens/s over the training goal".
-        measured: The measured figure.
-        goal: The target figure.
-        unit: The unit of both, e.g. "tok/s" or "x".
-        higher_is_better: Whether the goal is a minimum (else a maximum).
-
-    Returns:
-        Whether the target is met.
-    """
+    """Prints a target's figure (`goal`: a minimum, or a maximum if not `higher_is_better`)
+    as a line `python -m bench` collects; returns whether it is met."""
     met = measured >= goal if higher_is_better else measured <= goal
     record = {"name": name, "measured": measured, "goal": goal, "unit": unit, "met": met}
     record["higher_is_better"] = higher_is_better
@@ -187,18 +151,9 @@ def verdict(measured: float, goal: float, higher_is_better: bool = True) -> str:
     return "meets" if met else "MISSES"
 
 
-# ---- Templates and RESULTS.md ----------------------------------------------------------------
-
-
 class Template:
-    """The words of one benchmark's section: bench/templates/<name>.md, in parts.
-
-    A part runs from its marker line (`<!-- part: NAME -->`) to the next, without the
-    blank lines that end it; its fields are filled with `str.format_map`.
-
-    Args:
-        name: The template's file name without ".md".
-    """
+    """The words of a section, bench/templates/<name>.md, in parts: each from its marker
+    line (`<!-- part: NAME -->`) to the next, its fields filled with `str.format_map`."""
 
     def __init__(self, name: str):
         self.path = TEMPLATES / f"{name}.md"
@@ -214,17 +169,6 @@ class Template:
         return self.parts[part].format_map(figures)
 
 
-def cpu_model() -> str:
-    """The CPU model from /proc/cpuinfo (or platform.processor() elsewhere)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
 def machine_summary() -> str:
     """One line: cores, CPU model, OS, Python and TensorFlow versions."""
     try:
@@ -234,8 +178,11 @@ def machine_summary() -> str:
     except ImportError:  # pragma: no cover
         tf_version = "not installed"
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
+    models = re.findall(r"^model name\s*: (.*)$", cpuinfo, re.MULTILINE)
+    cpu = models[0].strip() if models else platform.processor() or "unknown CPU"
     return (
-        f"{cores} cores (nproc), {cpu_model()}, {platform.system()} {platform.machine()}, "
+        f"{cores} cores (nproc), {cpu}, {platform.system()} {platform.machine()}, "
         f"Python {platform.python_version()}, TensorFlow {tf_version}"
     )
 
@@ -264,16 +211,8 @@ def _markers(name: str) -> tuple[str, str]:
 
 
 def update_section(name: str, markdown: str, path: str | os.PathLike[str] = RESULTS_PATH) -> Path:
-    """Replaces (or appends) the section `name` of the results file; the rest stays.
-
-    Args:
-        name: Section key, e.g. "pipeline"; letters, digits, "-" and "_".
-        markdown: The section's content (usually starting with a "## " heading).
-        path: The results file; created with a header if missing.
-
-    Returns:
-        The path written.
-    """
+    """Replaces (or appends) the section `name` (letters, digits, "-", "_") of the results
+    file, created with a header if missing; the rest stays. Returns the path written."""
     if not re.fullmatch(r"[\w-]+", name):
         raise ValueError(f"section name must be letters, digits, '-' or '_', got {name!r}")
     path = Path(path)

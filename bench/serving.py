@@ -33,11 +33,7 @@ MAX_BATCH_SIZE = 32
 
 
 def run_clients(port: int, sentences: list[str], clients: int, per_client: int) -> dict:
-    """Each of `clients` threads sends `per_client` one-sentence requests back to back.
-
-    Returns:
-        {"seconds", "latencies" (sorted), "translations" (by sentence index), "failures"}.
-    """
+    """Each of `clients` threads sends `per_client` one-sentence requests back to back."""
     latencies, translations, failures = [], {}, []
     lock, barrier = threading.Lock(), threading.Barrier(clients + 1)
 
@@ -76,11 +72,8 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def measure_rounds(servers: dict, sentences: list[str], args) -> dict:
-    """1 client, then CLIENTS clients on each server, interleaved (alternating order).
-
-    Returns:
-        {mode: {clients: {requests, throughput, p50_ms, p99_ms, mean_batch, translations}}}.
-    """
+    """1 client, then CLIENTS clients on each server, interleaved (alternating order):
+    {mode: {clients: {requests, throughput, p50_ms, p99_ms, mean_batch, translations}}}."""
     empty = dict(seconds=0.0, latencies=[], sentences=0, batches=0, texts={})
     totals = {mode: {c: copy.deepcopy(empty) for c in (1, CLIENTS)} for mode in servers}
     for server in servers.values():
@@ -233,14 +226,7 @@ def comparison(modes: dict) -> dict:
 
 
 def section_markdown(modes: dict, ceiling: dict[str, float], args, model: str) -> str:
-    """The section: the template filled with this run's figures.
-
-    Args:
-        modes: `measure_rounds`' figures.
-        ceiling: `model_ceiling`'s sentences/s.
-        args: The options (`rounds`, `timeout`).
-        model: What was served (a model-* part).
-    """
+    """The section: the template filled with this run's figures."""
     figures = comparison(modes)
     labels = {"on": render("label-on", size=MAX_BATCH_SIZE, args=args), "off": render("label-off")}
     rows = [
