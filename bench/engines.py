@@ -92,7 +92,9 @@ def tiny_random_model(root: Path, data: Path) -> Path:
     from translator.artifacts import save_model_dir
     from translator.pipelines.vocab import build_vocabulary
 
-    build_vocabulary([data / "train.en.gz"], [data / "train.de.gz"], root / "vocab", 1000)
+    build_vocabulary(
+        [data / "train.en.gz"], [data / "train.de.gz"], root / "vocab", vocab_size=1000
+    )
     keras.utils.set_random_seed(0)
     model = Transformer(TransformerConfig.preset("tiny", vocab_size=1000))
     model.build()

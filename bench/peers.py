@@ -119,7 +119,9 @@ def prepare_inputs(workdir: Path, data: Path) -> dict[str, Path]:
 
     vocab = workdir / "vocab"
     if not (vocab / "vocab.json").is_file():
-        build_vocabulary([data / "train.en.gz"], [data / "train.de.gz"], vocab, VOCAB_SIZE)
+        build_vocabulary(
+            [data / "train.en.gz"], [data / "train.de.gz"], vocab, vocab_size=VOCAB_SIZE
+        )
     load_vocabulary(vocab)  # checks it
     processor = sentencepiece.SentencePieceProcessor(model_file=str(vocab / "spm.model"))
     pieces = {side: workdir / f"train.{side}.pieces" for side in ("en", "de")}

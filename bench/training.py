@@ -158,7 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         vocab_dir = args.vocab or Path(scratch) / "vocab"
         if args.vocab is None:
-            build_vocabulary([data / "train.en.gz"], [data / "train.de.gz"], vocab_dir, 8000)
+            build_vocabulary(
+                [data / "train.en.gz"], [data / "train.de.gz"], vocab_dir, vocab_size=8000
+            )
         vocabulary = load_vocabulary(vocab_dir)
         peaks = {p: matmul_flops_per_second(p.removeprefix("mixed_")) for p in PRECISIONS}
         runs = []
