@@ -1,27 +1,13 @@
-"""Every benchmark, one command: `python -m bench [--short] [--only NAMES]`.
+"""Every benchmark, one command: `python -m bench [--short] [--only NAMES] [--workdir DIR]`.
 
-    python -m bench                    # full: rewrites every section of bench/RESULTS.md
-    python -m bench --short            # quick check of every benchmark; writes nothing
-    python -m bench --only decoding,serving
-    python -m bench --workdir runs/m30k   # reuse a finished recipe run (no hour of training)
-
-The full run trains OpenNMT-tf beside `translator train` (`bench.peers`, the peer in its
-own virtual environment), trains the budget planner's trial grid (`bench.planner`: its
-plans beside variants on Multi30k subsets, both directions, 2- and 5-minute budgets, about
-two hours), trains the recipe for 5, 15 and 60 minutes (`bench.quality`, the
-60-minute one in `--workdir`, default runs/bench-recipe, the others beside it; a finished
-run is reported on, not trained again), then measures decoding (ours, then ours against
-CTranslate2 on the same model: `bench.engines`) and serving on the
-60-minute model: the published figures are those of the model a user gets. Decoding is
-also measured on random weights of the same shape before that (the shape the peers were
-measured on). Short mode uses tiny random models throughout.
-
-Each benchmark runs as its own process (`python -m bench.<name>`), so TensorFlow state
-(dtype policies, threads, compiled functions) never leaks from one into the next, and its
-output is shown as it comes. Benchmarks announce each target they measure with a
-`bench-target:` line (`bench.results.report_target`); the full run gathers them into the
-summary section at the top of RESULTS.md, with the command, the date and the machine.
-The exit code is 1 if a benchmark failed (a missed target is a figure, not a failure).
+Full mode trains OpenNMT-tf beside `translator train` (peers), the planner's trial grid
+(planner, about two hours) and the recipe for 5, 15 and 60 minutes (quality, the 60-minute
+run in `--workdir`; a finished run is reported on, not trained again), then measures
+decoding, engines and serving on that model. Short mode runs each benchmark once on tiny
+random models and writes nothing. Each benchmark runs as its own process, so TensorFlow
+state never leaks from one into the next; the `bench-target:` lines they print become the
+summary at the top of RESULTS.md. Exit code 1 if a benchmark failed (a missed target is a
+figure, not a failure).
 """
 
 from __future__ import annotations
@@ -36,18 +22,9 @@ import sys
 import time
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as `python bench/__main__.py`
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import harness
 
-from bench.results import (
-    command_line,
-    machine_summary,
-    parse_targets,
-    read_section,
-    today,
-    update_section,
-)
-
+render = harness.Template("summary")
 BENCHMARKS = (
     "pipeline",
     "training",
@@ -58,32 +35,28 @@ BENCHMARKS = (
     "quality",
     "engines",
 )
-# In the order they run: the cheap ones first, then the hour of training, then what
-# needs its model. (benchmark, whether it runs on the recipe's trained model in full mode)
+# In the order they run: the cheap ones first, then the hour of training, then what needs
+# its model. (benchmark, whether it runs on the recipe's trained model in full mode)
 STAGES = (
-    ("pipeline", False),
-    ("training", False),
-    ("peers", False),
-    ("planner", False),
-    ("decoding", False),
-    ("quality", False),
-    ("decoding", True),
-    ("engines", True),
-    ("serving", True),
+    *(
+        (name, False)
+        for name in ("pipeline", "training", "peers", "planner", "decoding", "quality")
+    ),
+    *((name, True) for name in ("decoding", "engines", "serving")),
 )
 DEFAULT_WORKDIR = Path("runs/bench-recipe")
+# The summary records, per row label, the run its rows come from, so that a partial run
+# (`--only`) keeps each kept row's own origin, not the previous run's.
+PROVENANCE = re.compile(r"^<!-- provenance: (.*) -->$", re.MULTILINE)
 
 
 @dataclasses.dataclass
 class Outcome:
-    """What one benchmark process did."""
+    """What one benchmark process did: exit code, wall seconds, `bench-target:` records."""
 
     name: str
-    # The process' exit code.
     returncode: int
-    # Wall time of the process, seconds.
     seconds: float
-    # Its `bench-target:` records.
     targets: list[dict]
 
 
@@ -92,55 +65,38 @@ def run_benchmark(name: str, arguments: list[str], label: str | None = None) -> 
     command = [sys.executable, "-m", f"bench.{name}", *arguments]
     name = label or name
     print(f"\n=== bench.{name}: {' '.join(command[1:])}", flush=True)
-    started = time.perf_counter()
-    lines = []
+    started, lines = time.perf_counter(), []
     with subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
     ) as process:
-        assert process.stdout is not None
         for line in process.stdout:
             print(line, end="", flush=True)
             lines.append(line)
     seconds = time.perf_counter() - started
     print(f"=== bench.{name}: exit {process.returncode} after {seconds:.0f} s", flush=True)
-    return Outcome(name, process.returncode, seconds, parse_targets("".join(lines)))
+    return Outcome(name, process.returncode, seconds, harness.parse_targets("".join(lines)))
 
 
 def summary_table(outcomes: list[Outcome]) -> str:
     """The markdown table of every target, one row each."""
-    rows = [
-        "| benchmark | target | measured | goal | met |",
-        "|---|---|---|---|---|",
-    ]
+    rows = [render("table-head")]
     for outcome in outcomes:
         if outcome.returncode != 0:
-            rows.append(f"| {outcome.name} | (failed: exit {outcome.returncode}) | | | no |")
-        for target in outcome.targets:
-            sign = ">=" if target.get("higher_is_better", True) else "<="
-            rows.append(
-                f"| {outcome.name} | {target['name']} | {_figure(target['measured'])} "
-                f"{target['unit']} | {sign} {_figure(target['goal'])} {target['unit']} | "
-                f"{'**yes**' if target['met'] else '**no**'} |"
-            )
+            rows.append(render("failed", name=outcome.name, returncode=outcome.returncode))
+        for t in outcome.targets:
+            sign = ">=" if t.get("higher_is_better", True) else "<="
+            figures = dict(measured=_figure(t["measured"]), goal=_figure(t["goal"]))
+            met = "yes" if t["met"] else "no"
+            rows.append(render("row", name=outcome.name, t=t, sign=sign, met=met, **figures))
     return "\n".join(rows)
 
 
-# The summary records, per benchmark row label, the run its rows come from, so that a
-# partial run (`--only`) keeps each kept row's own origin, not the previous run's.
-PROVENANCE = re.compile(r"^<!-- provenance: (.*) -->$", re.MULTILINE)
+def _figure(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.2f}"
 
 
 def kept_rows(previous: str | None, ran: set[str]) -> tuple[list[str], dict[str, str]]:
-    """The rows of the previous summary for benchmarks this run did not run, and their origins.
-
-    `python -m bench --only NAMES` measures some benchmarks: the others' rows stay in the
-    summary (the summary then says which rows come from which run) instead of vanishing.
-
-    Returns:
-        `(rows, origins)`: the kept table rows, and {row label: the run it comes from},
-        read from the previous summary's provenance record (a summary without one: its
-        start line, for every row).
-    """
+    """The previous summary's rows of benchmarks this run did not run, and their origins."""
     if not previous:
         return [], {}
     started = re.search(r"^- Started: (.+)$", previous, re.MULTILINE)
@@ -170,61 +126,21 @@ def kept_note(origins: dict[str, str]) -> str:
     return f"\n- Kept, not run this time: {'; '.join(parts)}." if parts else ""
 
 
-def _figure(value: float) -> str:
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.2f}"
-
-
 def finished_model(workdir: Path) -> Path:
     """The metadata file a finished recipe run in `workdir` has (its final model's)."""
     return workdir / "run" / "model" / "metadata.json"
 
 
-def reuse_note(workdir: Path) -> str:
-    """What the summary says when quality reported on an earlier recipe run."""
-    path = finished_model(workdir)
-    metadata = json.loads(path.read_text("utf-8"))
-    saved = datetime.datetime.fromtimestamp(path.stat().st_mtime, datetime.UTC)
-    return (
-        f"\n- Quality reports on the recipe run already finished in `{workdir}` (its model "
-        f"saved {saved:%Y-%m-%d %H:%M UTC}, "
-        f"{metadata.get('training_seconds', 0) / 60:.0f} minutes of training), so that hour "
-        "is not in the timings above; decoding and serving (trained model) use that model."
-    )
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench",
-        description="Runs every benchmark and (in full mode) rewrites bench/RESULTS.md.",
-    )
-    parser.add_argument(
-        "--short",
-        action="store_true",
-        help="quick check of each benchmark (small sizes); RESULTS.md is not written",
-    )
-    parser.add_argument(
-        "--only",
-        default=",".join(BENCHMARKS),
-        help=f"comma-separated subset of: {', '.join(BENCHMARKS)} (default: all)",
-    )
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--short", action="store_true", help="quick check; writes nothing")
+    parser.add_argument("--only", default=",".join(BENCHMARKS), help="comma-separated subset")
     parser.add_argument("--data", help="directory with the Multi30k files (default: the mirror)")
-    parser.add_argument(
-        "--workdir",
-        type=Path,
-        default=DEFAULT_WORKDIR,
-        help=(
-            "full mode: the recipe work directory that quality trains in (or reports on, if "
-            f"finished) and whose model decoding and serving use (default: {DEFAULT_WORKDIR})"
-        ),
-    )
-    parser.add_argument(
-        "--budgets",
-        help="full mode: the recipe budgets bench.quality trains, in minutes (default: 5,15,60)",
-    )
+    parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR, help="the recipe's")
+    parser.add_argument("--budgets", help="full mode: bench.quality's budgets (5,15,60)")
     args = parser.parse_args(argv)
     args.only = [name.strip() for name in args.only.split(",") if name.strip()]
-    unknown = sorted(set(args.only) - set(BENCHMARKS))
-    if unknown:
+    if unknown := sorted(set(args.only) - set(BENCHMARKS)):
         parser.error(f"unknown benchmark(s) {', '.join(unknown)}; choose from {BENCHMARKS}")
     return args
 
@@ -233,51 +149,45 @@ def main(argv: list[str] | None = None) -> int:
     """Runs the selected benchmarks in order; returns 1 if any failed."""
     args = parse_args(argv)
     arguments = (["--short"] if args.short else []) + (["--data", args.data] if args.data else [])
-    started = today()
+    started = harness.today()
     # A finished recipe run in the work directory is reported on, not trained again.
     reused = not args.short and finished_model(args.workdir).is_file()
     outcomes = []
-    # Short mode: each benchmark once, on tiny random models.
-    stages = [(name, False) for name in BENCHMARKS] if args.short else STAGES
-    for name, trained in stages:
+    for name, trained in [(name, False) for name in BENCHMARKS] if args.short else STAGES:
         if name not in args.only:
             continue
         extra, label = [], None
         if name == "quality" and not args.short:
-            extra = ["--workdir", str(args.workdir)]
-            extra += ["--budgets", args.budgets] if args.budgets else []
+            extra = ["--workdir", str(args.workdir)] + (
+                ["--budgets", args.budgets] * bool(args.budgets)
+            )
         if trained:
             extra, label = ["--model", str(args.workdir / "run")], f"{name} (trained model)"
         outcomes.append(run_benchmark(name, arguments + extra, label))
     table = summary_table(outcomes)
     print(f"\n{table}")
     if not args.short:
-        kept, origins = kept_rows(
-            read_section("summary"), {o.name.split(" (")[0] for o in outcomes}
+        ran = {o.name.split(" (")[0] for o in outcomes}
+        kept, origins = kept_rows(harness.read_section("summary"), ran)
+        this_run = f"{started} (`{harness.command_line()}`)"
+        reuse = ""
+        if reused:
+            path = finished_model(args.workdir)
+            minutes = json.loads(path.read_text("utf-8")).get("training_seconds", 0) / 60
+            saved = datetime.datetime.fromtimestamp(path.stat().st_mtime, datetime.UTC)
+            reuse = render("reuse", workdir=args.workdir, saved=saved, minutes=minutes)
+        section = render(
+            "section",
+            **harness.footer(),
+            table="\n".join([table, *kept]),
+            timings=", ".join(f"{o.name} {o.seconds / 60:.1f} min" for o in outcomes),
+            reuse=reuse,
+            kept=kept_note(origins),
+            started=started,
+            provenance=json.dumps({**origins, **{o.name: this_run for o in outcomes}}),
         )
-        if kept:
-            table += "\n" + "\n".join(kept)
-        this_run = f"{started} (`{command_line()}`)"
-        provenance = {**origins, **{o.name: this_run for o in outcomes}}
-        note = kept_note(origins)
-        timings = ", ".join(f"{o.name} {o.seconds / 60:.1f} min" for o in outcomes)
-        update_section(
-            "summary",
-            f"""## Summary: the targets
-
-{table}
-
-Each row is measured by the benchmark named in it (its section below has the details and,
-for a missed target, the gap and what the profile shows).
-
-- Command: `{command_line()}` ({timings}){reuse_note(args.workdir) if reused else ""}{note}
-- Started: {started}
-- Machine: {machine_summary()}
-<!-- provenance: {json.dumps(provenance)} -->
-""",
-        )
-    failed = [o.name for o in outcomes if o.returncode != 0]
-    if failed:
+        harness.update_section("summary", section)
+    if failed := [o.name for o in outcomes if o.returncode != 0]:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0
 

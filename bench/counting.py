@@ -1,13 +1,13 @@
 """`CountingModel`: counts the decoder steps a search runs, to measure what a search costs.
 
-A search's time is, to first order, its decoder rows times the cost of a row: with
-compaction (`translator.search.driver.decode`) a sentence's rows run until its own search
-is done; without it (XLA) every row runs until the batch's last sentence is done. The
-counts tell how many rows a search ran per token it returned, the figure that separates
-"the steps are slow" from "the search runs steps that return nothing" (bench/decoding.py).
+With compaction a sentence's rows run until its own search is done; without it (XLA)
+every row runs until the batch's last sentence is done. Steps per returned token tell
+"the steps are slow" from "the search runs steps that return nothing".
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import tensorflow as tf
 
@@ -15,21 +15,19 @@ import tensorflow as tf
 class CountingModel:
     """Delegates to a model and counts its `decode_step` calls and rows, in the graph.
 
-    Pass it to a search in place of the model; the counters are variables, so they count
-    inside a `tf.function` and a `tf.while_loop` too. Reset them with `reset()`.
+    The counters are variables, so they count inside a `tf.function` and a
+    `tf.while_loop` too. Reset them with `reset()`.
 
     Args:
         model: A model with `encode`, `init_cache`, `decode_step` and `config`.
     """
 
-    def __init__(self, model):
+    def __init__(self, model: Any):
         self.model = model
         self.config = model.config
         self.built = model.built  # what `translator.search.Decoder` checks
-        # decode_step calls, i.e. loop iterations of the search: int32 scalar.
-        self.steps = tf.Variable(0, dtype=tf.int32, trainable=False)
-        # Decoder rows over all those calls (batch rows x beams that were decoded): int32 scalar.
-        self.rows = tf.Variable(0, dtype=tf.int32, trainable=False)
+        self.steps = tf.Variable(0, dtype=tf.int32, trainable=False)  # decode_step calls
+        self.rows = tf.Variable(0, dtype=tf.int32, trainable=False)  # rows over those calls
 
     def reset(self) -> None:
         """Sets both counters to 0."""

@@ -1,57 +1,33 @@
 """The budget planner's trial grid: does the plan match the best setting of each cell?
 
-    python -m bench.planner                                  # full grid, writes RESULTS.md
-    python -m bench.planner --sizes 3000,29000 --budgets 2   # a part of it
-    python -m bench.planner --short                          # plumbing only, writes nothing
+    python -m bench.planner [--sizes 3000,29000] [--budgets 2] [--report-only] [--short]
 
-A cell is a corpus (a seeded subset of Multi30k's training pairs of `--sizes` pairs, with
-a joint vocabulary of the size `training.plan.choose_vocab_size` picks for it), a
-direction (`--pairs`) and a budget in minutes of this machine (`--budgets`). In each
-cell the plan of `training.plan.make_plan` is trained beside variants that change one of
-its choices (dropout, batch tokens), and each trial is scored by greedy BLEU on Multi30k's
-*validation* set: never a test set.
-
-A budget of M minutes is turned into the target tokens this machine buys in M minutes
-(the planner's own speed measurement, once, at the start), and every trial trains that
-many tokens as a step budget. So the trials do not depend on what else the machine does
-while they run, and a cell is the same experiment on a faster machine.
-
-The rule's constants were fit on the 2-minute cells and one 5-minute cell (`FIT_BUDGETS`,
-`FIT_CELLS`) and the minutes table's earlier trials (Multi30k EN->DE, 29,000 pairs, 5 to
-60 minutes); every other cell is held out. Results are kept in WORKDIR/trials.json: an interrupted
-run goes on where it stopped. The section's words are in bench/templates/planner.md.
+A cell is a seeded subset of Multi30k's training pairs (`--sizes`, with the joint vocabulary
+`training.plan.choose_vocab_size` picks for it), a direction (`--pairs`) and a budget in
+minutes of this machine, turned into the target tokens the planner's speed measurement
+says this machine buys in that time, so trials do not depend on other load. In each cell
+the plan trains beside variants that change one of its choices (dropout, batch tokens),
+scored by greedy BLEU on the validation set. The rule was fit on the 2-minute cells
+(`FIT_BUDGETS`, `FIT_CELLS`); the others are held out. Trials are kept in
+WORKDIR/trials.json, so an interrupted run goes on where it stopped.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import random
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as `python bench/planner.py`
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import harness
 
-from bench.pipeline import find_data
-from bench.results import (
-    TEMPLATES,
-    bind_template,
-    command_line,
-    machine_summary,
-    report_target,
-    today,
-    update_section,
-)
-
-TEMPLATE = TEMPLATES / "planner.md"
-template_parts, render = bind_template(TEMPLATE)
+render = harness.Template("planner")
 DEFAULT_WORKDIR = Path("runs/bench-planner")
-# The cells the rule's constants were fit on (with the minutes table's earlier trials,
-# Multi30k EN->DE at 5, 15 and 60 minutes): every 2-minute cell. Every other cell is held
-# out (FIT_CELLS names single cells, should a fit use one).
+# The cells the rule's constants were fit on (with the minutes table's earlier trials):
+# every 2-minute cell, and any single cells named in FIT_CELLS.
 FIT_BUDGETS = {2.0}
 FIT_CELLS: set[tuple[int, str, float]] = set()
 SUBSET_SEED = 1
@@ -65,35 +41,28 @@ class Cell:
     direction: str
     minutes: float
 
-    @property
-    def name(self) -> str:
-        return f"{self.pairs}-{self.direction}-{self.minutes:g}min"
+    name = property(lambda self: f"{self.pairs}-{self.direction}-{self.minutes:g}min")
 
     @property
     def held_out(self) -> bool:
-        fit = self.minutes in FIT_BUDGETS or (self.pairs, self.direction, self.minutes) in FIT_CELLS
-        return not fit
+        fit = (self.pairs, self.direction, self.minutes) in FIT_CELLS
+        return not (fit or self.minutes in FIT_BUDGETS)
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="bench.planner", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", help="directory with the Multi30k files (default: the mirror)")
+def parse_args(argv: list[str] | None):
+    parser = harness.make_parser("planner", __doc__)
     parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
-    parser.add_argument("--sizes", default="3000,10000,29000", help="corpus sizes, in pairs")
-    parser.add_argument("--pairs", default="en-de,de-en", help="directions")
-    parser.add_argument("--budgets", default="2,5", help="budgets, in minutes of this machine")
-    parser.add_argument("--short", action="store_true", help="one tiny cell; writes nothing")
-    parser.add_argument(
-        "--report-only",
-        action="store_true",
-        help="train nothing: write the section from the trials in WORKDIR/trials.json",
-    )
-    args = parser.parse_args(argv)
-    if args.short:
-        args.sizes, args.pairs, args.budgets = "400", "en-de", "0.05"
+    parser.add_argument("--sizes", help="corpus sizes, in pairs (3000,10000,29000)")
+    parser.add_argument("--pairs", help="directions (en-de,de-en)")
+    parser.add_argument("--budgets", help="budgets, in minutes of this machine (2,5)")
+    parser.add_argument("--report-only", action="store_true", help="write from trials.json")
+    defaults = dict(sizes=("3000,10000,29000", "400"), pairs=("en-de,de-en", "en-de"))
+    args = harness.parse(parser, argv, budgets=("2,5", "0.05"), **defaults)
     args.sizes = [int(item) for item in args.sizes.split(",")]
     args.pairs = args.pairs.split(",")
     args.budgets = [float(item) for item in args.budgets.split(",")]
+    if args.short:
+        args.workdir = Path(tempfile.mkdtemp(prefix="bench-planner-"))
     return args
 
 
@@ -114,7 +83,7 @@ def make_corpus(data: Path, workdir: Path, pairs: int) -> Path:
         write_atomic(directory / f"train.{lang}", "".join(f"{text[i]}\n" for i in keep))
     files = [directory / "train.en", directory / "train.de"]
     size = choose_vocab_size(count_characters(*files))
-    build_vocabulary([files[0]], [files[1]], directory / "vocab", vocab_size=size)
+    build_vocabulary(files[:1], files[1:], directory / "vocab", vocab_size=size)
     return directory
 
 
@@ -123,8 +92,6 @@ def measure_speeds(data: Path, workdir: Path, short: bool) -> dict:
     cache = workdir / "speeds.json"
     if cache.is_file():
         return json.loads(cache.read_text("utf-8"))
-    import dataclasses as dc
-
     from training.config import load_config
     from training.plan import SHAPES
     from training.planning import measure_speed
@@ -132,104 +99,82 @@ def measure_speeds(data: Path, workdir: Path, short: bool) -> dict:
     from translator.pipelines import load_vocabulary
 
     corpus = make_corpus(data, workdir, 400 if short else 29000)
-    config = load_config(
-        None,
-        [
-            f"data.train_source={corpus / 'train.en'}",
-            f"data.train_target={corpus / 'train.de'}",
-            "data.pipeline.max_source_length=128",
-            "data.pipeline.max_target_length=128",
-        ],
-    )
-    strategy = make_strategy("auto")
-    precision = select_precision("auto", strategy)
-    vocabulary = load_vocabulary(corpus / "vocab")
-    speeds = {}
+    files = [f"data.train_source={corpus / 'train.en'}", f"data.train_target={corpus / 'train.de'}"]
+    lengths = ["data.pipeline.max_source_length=128", "data.pipeline.max_target_length=128"]
+    config, strategy = load_config(None, files + lengths), make_strategy("auto")
+    vocabulary, speeds = load_vocabulary(corpus / "vocab"), {}
     for shape in SHAPES[: 1 if short else 2]:  # narrow and small: what these corpora allow
         speed = measure_speed(shape, 2048, config, vocabulary, strategy, 5 if short else 30)
-        speeds[shape.name] = dc.asdict(speed)
+        speeds[shape.name] = dataclasses.asdict(speed)
         print(f"speed {shape.name}: {speed}", flush=True)
-    result = {"precision": precision, "speeds": speeds}
+    result = {"precision": select_precision("auto", strategy), "speeds": speeds}
     cache.write_text(json.dumps(result, indent=2), "utf-8")
     return result
 
 
 def settings_of(plan) -> dict:
     """What a trial trains: the plan's shape, batch, dropout, learning rate and warmup."""
-    return {
-        "shape": plan.shape,
-        "batch_tokens": plan.value("data.pipeline.batch_tokens"),
-        "dropout": plan.value("model.overrides.dropout"),
-        "peak_learning_rate": plan.value("optimizer.peak_learning_rate"),
-        "warmup_fraction": plan.value("optimizer.warmup_fraction"),
-    }
+    keys = dict(batch_tokens="data.pipeline.batch_tokens", dropout="model.overrides.dropout")
+    keys |= dict(peak_learning_rate="optimizer.peak_learning_rate")
+    keys |= dict(warmup_fraction="optimizer.warmup_fraction")
+    return {"shape": plan.shape, **{name: plan.value(key) for name, key in keys.items()}}
 
 
 def trial_key(settings: dict) -> str:
     """A trial's name: the settings that tell it from the cell's other trials."""
-    return f"{settings['shape'].name}, batch {settings['batch_tokens']:,}, dropout " + (
-        f"{settings['dropout']}"
-    )
+    shape, batch = settings["shape"].name, settings["batch_tokens"]
+    return f"{shape}, batch {batch:,}, dropout {settings['dropout']}"
 
 
 def variants(plan) -> list[dict]:
-    """The plan, and the plan with one choice changed (batch halved and doubled, the
-    other dropout); learning rate and warmup stay the plan's."""
+    """The plan, and the plan with one choice changed (the other dropout, batch halved and
+    doubled); learning rate and warmup stay the plan's."""
     base = settings_of(plan)
-    batch = base["batch_tokens"]
-    return [
-        base,
-        {**base, "dropout": 0.1 if base["dropout"] >= 0.2 else 0.3},
-        {**base, "batch_tokens": batch // 2},
-        {**base, "batch_tokens": batch * 2},
-    ]
+    batch, dropout = base["batch_tokens"], 0.1 if base["dropout"] >= 0.2 else 0.3
+    changes = [{}, {"dropout": dropout}, {"batch_tokens": batch // 2}, {"batch_tokens": batch * 2}]
+    return [{**base, **change} for change in changes]
 
 
 def run_trial(cell: Cell, settings: dict, plan, corpus: Path, data: Path, args) -> dict:
     """Trains one setting for the cell's tokens; returns its validation BLEU and updates."""
-    from training.plan import Speed
-
     source, target = cell.direction.split("-")
-    speed: Speed = plan.speeds[settings["shape"].name]
-    updates = max(1, round(plan.tokens / speed.at_batch(settings["batch_tokens"])))
+    shape = settings["shape"]
+    updates = max(
+        1, round(plan.tokens / plan.speeds[shape.name].at_batch(settings["batch_tokens"]))
+    )
     name = trial_key(settings).replace(", ", "-").replace(" ", "").replace(",", "")
     run_dir = args.workdir / "trials" / cell.name / name
-    shape = settings["shape"]
-    command = [
-        sys.executable,
-        "-m",
-        "translator",
-        "train",
-        "--no-plan",
-        f"--run-dir={run_dir}",
-        f"--set=data.train_source={corpus / f'train.{source}'}",
-        f"--set=data.train_target={corpus / f'train.{target}'}",
-        f"--set=data.valid_source={data / f'val.{source}.gz'}",
-        f"--set=data.valid_target={data / f'val.{target}.gz'}",
-        f"--set=data.vocabulary={corpus / 'vocab'}",
-        f"--set=model.preset={shape.preset}",
-        *(f"--set=model.overrides.{k}={v}" for k, v in shape.model_overrides().items()),
-        f"--set=model.overrides.dropout={settings['dropout']}",
-        f"--set=data.pipeline.batch_tokens={settings['batch_tokens']}",
-        f"--set=optimizer.peak_learning_rate={settings['peak_learning_rate']}",
-        f"--set=optimizer.warmup_fraction={settings['warmup_fraction']}",
-        f"--set=train.max_steps={updates}",
-        "--set=train.max_minutes=0",
-        "--set=eval.every_steps=0",
-        f"--set=eval.max_sentences={50 if args.short else 0}",
-        "--set=checkpoint.every_steps=1000000",
-        "--set=train.log_every_steps=1000",
-    ]
+    overrides = {f"model.overrides.{k}": v for k, v in shape.model_overrides().items()}
+    sets = {
+        "data.train_source": corpus / f"train.{source}",
+        "data.train_target": corpus / f"train.{target}",
+        "data.valid_source": data / f"val.{source}.gz",
+        "data.valid_target": data / f"val.{target}.gz",
+        "data.vocabulary": corpus / "vocab",
+        "model.preset": shape.preset,
+        **overrides,
+        "model.overrides.dropout": settings["dropout"],
+        "data.pipeline.batch_tokens": settings["batch_tokens"],
+        "optimizer.peak_learning_rate": settings["peak_learning_rate"],
+        "optimizer.warmup_fraction": settings["warmup_fraction"],
+        "train.max_steps": updates,
+        "train.max_minutes": 0,
+        "eval.every_steps": 0,
+        "eval.max_sentences": 50 if args.short else 0,
+        "checkpoint.every_steps": 1000000,
+        "train.log_every_steps": 1000,
+    }
+    command = harness.translator_command("train", "--no-plan", f"--run-dir={run_dir}")
+    command += [f"--set={key}={value}" for key, value in sets.items()]
     print(" ".join(command[1:]), flush=True)
     subprocess.run(command, check=True)
     metadata = json.loads((run_dir / "model" / "metadata.json").read_text("utf-8"))
+    kept = {key: settings[key] for key in ("batch_tokens", "dropout", "warmup_fraction")}
     return {
         "bleu": metadata["best_validation_bleu"],
         "updates": metadata["step"],
         "shape": shape.name,
-        "batch_tokens": settings["batch_tokens"],
-        "dropout": settings["dropout"],
-        "warmup_fraction": settings["warmup_fraction"],
+        **kept,
     }
 
 
@@ -240,8 +185,7 @@ def cell_plan(cell: Cell, data: Path, speeds: dict, args):
     from translator.pipelines import PipelineConfig, load_vocabulary, scan_corpus
 
     corpus = make_corpus(data, args.workdir, cell.pairs)
-    source, target = cell.direction.split("-")
-    files = (corpus / f"train.{source}", corpus / f"train.{target}")
+    files = [corpus / f"train.{side}" for side in cell.direction.split("-")]
     stats = scan_corpus(*files, load_vocabulary(corpus / "vocab"), PipelineConfig())
     counts = CorpusCounts(stats.pairs, count_characters(*files), stats.target_tokens)
     table = {name: Speed(**speed) for name, speed in speeds["speeds"].items()}
@@ -249,119 +193,90 @@ def cell_plan(cell: Cell, data: Path, speeds: dict, args):
 
 
 def run_cell(cell: Cell, data: Path, speeds: dict, results: dict, args) -> None:
-    """Trains the cell's plan and its variants, those not trained before.
+    """Trains the cell's plan and its variants, those not trained before (kept by their
+    settings, so a refit rule whose plan was trained before reuses that trial)."""
+    from translator.io import write_atomic
 
-    Trials are kept by their settings, so a refit rule whose plan is a setting trained
-    before reuses that trial.
-    """
     corpus, plan = cell_plan(cell, data, speeds, args)
     entry = results.setdefault(cell.name, {"trials": {}})
     entry["cell"] = dataclasses.asdict(cell)
     for settings in variants(plan):
         if trial_key(settings) not in entry["trials"]:
-            entry["trials"][trial_key(settings)] = run_trial(
-                cell, settings, plan, corpus, data, args
-            )
-            save_results(args.workdir, results)
-
-
-def save_results(workdir: Path, results: dict) -> None:
-    from translator.io import write_atomic
-
-    write_atomic(workdir / "trials.json", json.dumps(results, indent=2))
+            trial = run_trial(cell, settings, plan, corpus, data, args)
+            entry["trials"][trial_key(settings)] = trial
+            write_atomic(args.workdir / "trials.json", json.dumps(results, indent=2))
 
 
 def cell_rows(cells: list[Cell], results: dict, data: Path, speeds: dict, args):
-    """The table rows, one per trial, and the largest gap of a held-out cell's plan.
-
-    The plan of each cell is the current rule's; a cell whose plan was not trained has
-    no gap (its row says so).
-    """
+    """The table rows, one per trial, and the largest gap of a held-out cell's plan (the
+    current rule's plan; one not trained yet has no gap, and its row says so)."""
     rows, worst = [], None
     for cell in cells:
         trials = results[cell.name]["trials"]
-        _, plan = cell_plan(cell, data, speeds, args)
-        planned = trials.get(trial_key(settings_of(plan)))
-        best = max(trial["bleu"] for trial in trials.values())
+        plan = cell_plan(cell, data, speeds, args)[1]
+        plan_key = trial_key(settings_of(plan))
+        planned, best = trials.get(plan_key), max(trial["bleu"] for trial in trials.values())
         gap = None if planned is None else best - planned["bleu"]
         if cell.held_out and gap is not None:
             worst = gap if worst is None else max(worst, gap)
+        role = render("held-out" if cell.held_out else "fit")
         for name, trial in trials.items():
+            is_plan = trial is planned
             rows.append(
                 render(
                     "row",
                     cell=cell.name,
-                    role=render("held-out" if cell.held_out else "fit"),
+                    role=role,
                     epochs=plan.epochs,
                     trial=name,
-                    plan=render("is-plan") if trial is planned else "",
-                    warmup=trial["warmup_fraction"],
-                    updates=trial["updates"],
-                    bleu=trial["bleu"],
+                    t=trial,
+                    plan=render("is-plan") if is_plan else "",
                     mark="**" if trial["bleu"] == best else "",
-                    gap=render("gap", gap=gap) if trial is planned else "",
+                    gap=render("gap", gap=gap) if is_plan else "",
                 )
             )
         if planned is None:
-            rows.append(
-                render("plan-not-trained", cell=cell.name, trial=trial_key(settings_of(plan)))
-            )
+            rows.append(render("plan-not-trained", cell=cell.name, trial=plan_key))
     return "\n".join(rows), worst
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    data = find_data(args.data, ("train.en.gz", "train.de.gz", "val.en.gz", "val.de.gz"))
-    if args.short:
-        import tempfile
-
-        args.workdir = Path(tempfile.mkdtemp(prefix="bench-planner-"))
+    data = harness.find_data(args.data, (*harness.TRAIN, "val.en.gz", "val.de.gz"))
     args.workdir.mkdir(parents=True, exist_ok=True)
-    started = today()
+    date = harness.today()
     speeds = measure_speeds(data, args.workdir, args.short)
     path = args.workdir / "trials.json"
     results = json.loads(path.read_text("utf-8")) if path.is_file() else {}
-    cells = [
-        Cell(pairs, direction, minutes)
-        for minutes in args.budgets
-        for pairs in args.sizes
-        for direction in args.pairs
-    ]
-    for cell in [] if args.report_only else cells:
-        run_cell(cell, data, speeds, results, args)
+    if not args.report_only:
+        for minutes in args.budgets:
+            for pairs in args.sizes:
+                for direction in args.pairs:
+                    run_cell(Cell(pairs, direction, minutes), data, speeds, results, args)
     # The table holds every cell trained so far in this work directory, not only these.
-    done = sorted(
+    cells = sorted(
         (Cell(**entry["cell"]) for entry in results.values()),
         key=lambda c: (c.minutes, c.pairs, c.direction),
     )
-    rows, worst = cell_rows(done, results, data, speeds, args)
+    rows, worst = cell_rows(cells, results, data, speeds, args)
     print(rows, flush=True)
     if worst is not None and not args.short:
-        report_target(
-            "planner: the plan's validation BLEU below the cell's best (held-out cells, max)",
-            worst,
-            1.0,
-            "BLEU",
-            higher_is_better=False,
-        )
-    if not args.short:
-        update_section(
-            "planner",
-            render(
-                "section",
-                rows=rows,
-                speeds=", ".join(
-                    f"{name} {speed['tokens_per_second']:,.0f} target tok/s"
-                    for name, speed in speeds["speeds"].items()
-                ),
-                precision=speeds["precision"],
-                worst=render("not-available") if worst is None else f"{worst:.2f}",
-                command=command_line(),
-                date=started,
-                machine=machine_summary(),
-            ),
-        )
+        name = "planner: the plan's validation BLEU below the cell's best (held-out cells, max)"
+        harness.report_target(name, worst, 1.0, "BLEU", higher_is_better=False)
+    harness.publish(args, "planner", section_markdown, rows, speeds, worst, date)
     return 0
+
+
+def section_markdown(rows: str, speeds: dict, worst: float | None, date: str) -> str:
+    """The section: the template filled with the grid's rows and figures."""
+    timed = ", ".join(
+        f"{name} {s['tokens_per_second']:,.0f} target tok/s" for name, s in speeds["speeds"].items()
+    )
+    worst = render("not-available") if worst is None else f"{worst:.2f}"
+    figures = {**harness.footer(), "date": date}  # the date the run started
+    return render(
+        "section", **figures, rows=rows, speeds=timed, precision=speeds["precision"], worst=worst
+    )
 
 
 if __name__ == "__main__":

@@ -1,100 +1,76 @@
 """Training step speed on Multi30k: the ways to a faster step, measured side by side.
 
-Two shapes: the comparison shape (`small`: 3+3 layers, d_model 256, 4 heads, FFN 1024)
-and the narrow shape the planner picks for Multi30k (`training/plan.py`: 4+4 layers, d_model
-128, FFN 256), a joint 8,000-piece SentencePiece vocabulary, 4,096-token batches, the
-real pipeline and the real training step (`TranslationTrainer` under `fit`), one process,
-one variant after another: float32 and mixed_bfloat16, an XLA-compiled step (static
-shapes from the bucket boundaries), several steps per execution, finer and coarser
-length buckets. What wins is what the defaults do (precision `auto`).
+    python -m bench.training [--short] [--vocab DIR] [--steps N] [--warmup N]
 
-MFU = model FLOPs/s (`translator.flops`, padding excluded) / the matrix-multiply FLOP/s
-of this machine in the same compute dtype, both measured in this run.
-
-    python -m bench.training            # full run, writes bench/RESULTS.md
-    python -m bench.training --short    # a quick check, prints only
-
-The section's words are in bench/templates/training.md; this module measures the figures
-and fills them in.
+Two shapes, `small` (the comparison shape) and `narrow` (what the planner picks for
+Multi30k), the real pipeline and step (`TranslationTrainer` under `fit`), one variant
+after another: float32 and mixed_bfloat16, an XLA step, steps per execution, bucket
+widths. MFU = model FLOPs/s (`translator.flops`) over this machine's matmul FLOP/s in
+the same dtype, both measured in this run.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import logging
-import os
 import sys
 import tempfile
 import time
 import warnings
+from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+from bench import harness
 
-from bench.pipeline import find_data
-from bench.results import TEMPLATES, command_line, machine_summary, today, update_section
-from bench.results import (
-    render as render_template,
-)
-from bench.results import (
-    template_parts as results_template_parts,
-)
-
-# The words of the section, filled in by `render`.
-TEMPLATE = TEMPLATES / "training.md"
-
+render = harness.Template("training")
 NARROW = (
     "model.overrides={num_encoder_layers: 4, num_decoder_layers: 4, d_model: 128, "
     "ffn_dim: 256, num_heads: 4}"
+)
+STATIC = (
+    "train.jit_compile=true",
+    "data.pipeline.static_shapes=true",
+    "data.pipeline.bucket_boundaries=[16, 24, 32, 48, 64]",
 )
 
 
 @dataclasses.dataclass(frozen=True)
 class Variant:
-    """One way of running the training step."""
+    """One way of running the training step: its shape, table label, precision, `--set`s."""
 
-    # Which shape: "small" (the comparison shape) or "narrow" (the short budgets').
     shape: str
-    # What differs from the default, for the table.
     label: str
-    # Keras dtype policy.
     precision: str
-    # `--set` overrides of the default run config.
     overrides: tuple[str, ...] = ()
 
 
 def variants(auto: str, short: bool) -> list[Variant]:
     """The variants in the order they run; `auto` is the precision `auto` picks here."""
-    static = (
-        "train.jit_compile=true",
-        "data.pipeline.static_shapes=true",
-        "data.pipeline.bucket_boundaries=[16, 24, 32, 48, 64]",
-    )
     if short:
         return [Variant("tiny", "default", "float32")]
+    narrow = [
+        (f"{auto}, XLA step, 6 static shapes", STATIC),
+        (f"{auto}, 4 steps per execution", ("train.steps_per_execution=4",)),
+        (f"{auto}, buckets of 2", ("data.pipeline.bucket_width=2",)),
+        (f"{auto}, buckets of 8", ("data.pipeline.bucket_width=8",)),
+    ]
     return [
-        Variant("small", "float32", "float32"),
-        Variant("small", "mixed_bfloat16", "mixed_bfloat16"),
-        Variant("narrow", "float32", "float32", (NARROW,)),
-        Variant("narrow", "mixed_bfloat16", "mixed_bfloat16", (NARROW,)),
-        Variant("narrow", f"{auto}, XLA step, 6 static shapes", auto, (NARROW, *static)),
-        Variant(
-            "narrow",
-            f"{auto}, 4 steps per execution",
-            auto,
-            (NARROW, "train.steps_per_execution=4"),
+        *(
+            Variant(s, p, p, o)
+            for s, o in (("small", ()), ("narrow", (NARROW,)))
+            for p in PRECISIONS
         ),
-        Variant("narrow", f"{auto}, buckets of 2", auto, (NARROW, "data.pipeline.bucket_width=2")),
-        Variant("narrow", f"{auto}, buckets of 8", auto, (NARROW, "data.pipeline.bucket_width=8")),
+        *(Variant("narrow", label, auto, (NARROW, *overrides)) for label, overrides in narrow),
     ]
 
 
+PRECISIONS = ("float32", "mixed_bfloat16")
+
+
 def matmul_flops_per_second(dtype: str, size: int = 2048, repeats: int = 8) -> float:
-    """Sustained FLOP/s of a square matmul in `dtype` (the MFU denominator)."""
+    """Sustained FLOP/s of a square matmul in `dtype` (the MFU denominator), best of 3."""
     import tensorflow as tf
 
-    a = tf.random.normal((size, size), dtype=tf.float32)
-    a = tf.cast(a, dtype)
+    a = tf.cast(tf.random.normal((size, size)), dtype)
 
     @tf.function
     def run(x):
@@ -102,16 +78,11 @@ def matmul_flops_per_second(dtype: str, size: int = 2048, repeats: int = 8) -> f
             x = tf.matmul(x, a) * tf.cast(1e-3, dtype)  # scaled to stay finite
         return x
 
-    run(a).numpy()  # trace and warm up
-    best = 0.0
-    for _ in range(3):
-        started = time.perf_counter()
-        run(a).numpy()
-        best = max(best, 2.0 * size**3 * repeats / (time.perf_counter() - started))
-    return best
+    seconds, _ = harness.best_of(lambda: run(a).numpy(), 3)
+    return 2.0 * size**3 * repeats / seconds
 
 
-def train_throughput(variant: Variant, data, vocabulary, warmup: int, steps: int) -> dict:
+def train_throughput(variant: Variant, data: Path, vocabulary, warmup: int, steps: int) -> dict:
     """Trains `variant` for warmup + steps updates; times the last `steps`."""
     import keras
 
@@ -125,33 +96,23 @@ def train_throughput(variant: Variant, data, vocabulary, warmup: int, steps: int
     keras.config.set_dtype_policy(variant.precision)
     keras.utils.set_random_seed(1)
     preset = "tiny" if variant.shape == "tiny" else "small"
-    run_config = load_config(
-        None,
-        [
-            f"model.preset={preset}",
-            "data.pipeline.max_source_length=128",
-            "data.pipeline.max_target_length=128",
-            *variant.overrides,
-        ],
-    )
-    pipeline = run_config.data.pipeline
-    config = run_config.model.transformer_config(
-        vocabulary.source_vocab_size, vocabulary.target_vocab_size
-    )
+    lengths = ("data.pipeline.max_source_length=128", "data.pipeline.max_target_length=128")
+    run_config = load_config(None, [f"model.preset={preset}", *lengths, *variant.overrides])
+    pipeline, train = run_config.data.pipeline, run_config.train
+    sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
+    config = run_config.model.transformer_config(*sizes)
     trainer = TranslationTrainer(Transformer(config))
+    optimizer = make_optimizer(run_config, config.d_model)
+    per_call = train.steps_per_execution
     trainer.compile(
-        optimizer=make_optimizer(run_config, config.d_model),
-        jit_compile=run_config.train.jit_compile,
-        steps_per_execution=run_config.train.steps_per_execution,
+        optimizer=optimizer, jit_compile=train.jit_compile, steps_per_execution=per_call
     )
     source, target = data / "train.en.gz", data / "train.de.gz"
     dataset = make_dataset(source, target, vocabulary, pipeline, training=True).repeat()
-
     # Model FLOPs per target token at the corpus' mean lengths (EOS/BOS included).
     stats = scan_corpus(source, target, vocabulary, pipeline)
-    mean_source = stats.source_tokens / stats.kept
-    mean_target = stats.target_tokens / stats.kept
-    flops_per_target_token = float(training_flops(config, mean_source, mean_target)) / mean_target
+    mean_source, mean_target = stats.source_tokens / stats.kept, stats.target_tokens / stats.kept
+    flops_per_token = float(training_flops(config, mean_source, mean_target)) / mean_target
 
     marks = {}
 
@@ -159,38 +120,29 @@ def train_throughput(variant: Variant, data, vocabulary, warmup: int, steps: int
         def on_train_batch_end(self, batch, logs=None):
             marks[batch + 1] = (time.perf_counter(), float(logs["tokens"]))
 
-    per_call = run_config.train.steps_per_execution
     total = warmup + steps
     total += -total % per_call  # whole executions
     started = time.perf_counter()
     trainer.fit(dataset, epochs=1, steps_per_epoch=total, verbose=0, callbacks=[Clock()])
-    first = min(step for step in marks if step >= warmup)
-    (t0, tokens0), (t1, tokens1) = marks[first], marks[max(marks)]
-    tokens_per_second = (tokens1 - tokens0) / (t1 - t0)
+    (t0, tokens0), (t1, tokens1) = marks[min(s for s in marks if s >= warmup)], marks[max(marks)]
+    rate = (tokens1 - tokens0) / (t1 - t0)
     keras.config.set_dtype_policy("float32")
     return {
         "variant": variant,
-        "tokens_per_second": tokens_per_second,
-        "model_flops_per_second": tokens_per_second * flops_per_target_token,
+        "tokens_per_second": rate,
+        "model_flops_per_second": rate * flops_per_token,
         "warmup_seconds": t0 - started,
-        "steps": max(marks) - first,
-        "flops_per_target_token": flops_per_target_token,
+        "flops_per_target_token": flops_per_token,
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     """Runs the benchmark; writes its RESULTS.md section unless --short."""
-    parser = argparse.ArgumentParser(prog="bench.training", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", help="directory with Multi30k train.{en,de}.gz")
+    parser = harness.make_parser("training", __doc__)
     parser.add_argument("--vocab", help="vocabulary directory (default: train an 8,000-piece one)")
     parser.add_argument("--steps", type=int, help="timed steps per variant (default 40, short 2)")
     parser.add_argument("--warmup", type=int, help="untimed steps first (default 10, short 1)")
-    parser.add_argument(
-        "--short",
-        action="store_true",
-        help="quick check of the code path with the tiny model; does not write RESULTS.md",
-    )
-    args = parser.parse_args(argv)
+    args = harness.parse(parser, argv)
     warnings.filterwarnings("ignore")
     logging.getLogger("translator.pipelines").setLevel(logging.ERROR)
     steps = args.steps or (2 if args.short else 40)
@@ -202,52 +154,44 @@ def main(argv: list[str] | None = None) -> int:
     from translator.pipelines import build_vocabulary, load_vocabulary
 
     auto = select_precision("auto", tf.distribute.get_strategy())
-    data = find_data(args.data)
+    data = harness.find_data(args.data)
     with tempfile.TemporaryDirectory() as scratch:
-        vocab_dir = args.vocab
-        if vocab_dir is None:
-            vocab_dir = os.path.join(scratch, "vocab")
+        vocab_dir = args.vocab or Path(scratch) / "vocab"
+        if args.vocab is None:
             build_vocabulary(
                 [data / "train.en.gz"], [data / "train.de.gz"], vocab_dir, vocab_size=8000
             )
         vocabulary = load_vocabulary(vocab_dir)
-        peaks = {
-            p: matmul_flops_per_second(d)
-            for p, d in (("float32", "float32"), ("mixed_bfloat16", "bfloat16"))
-        }
+        peaks = {p: matmul_flops_per_second(p.removeprefix("mixed_")) for p in PRECISIONS}
         runs = []
         for variant in variants(auto, args.short):
             runs.append(train_throughput(variant, data, vocabulary, warmup, steps))
-            print(
-                f"{variant.shape} {variant.label}: {runs[-1]['tokens_per_second']:,.0f} tok/s",
-                flush=True,
-            )
+            rate = runs[-1]["tokens_per_second"]
+            print(f"{variant.shape} {variant.label}: {rate:,.0f} tok/s", flush=True)
     table = throughput_table(runs, peaks)
     print(table)
-    if args.short:
-        return 0
-    update_section("training", training_markdown(runs, peaks, auto, warmup, steps, table))
+    harness.publish(args, "training", training_markdown, runs, peaks, auto, warmup, steps, table)
     return 0
 
 
 def throughput_table(runs: list[dict], peaks: dict[str, float]) -> str:
-    """One row per variant: tokens/s, against the shape's float32 row, MFU, warm-up."""
-    baseline = {}
-    rows = []
+    """One row per variant: tokens/s, against the shape's first row, MFU, warm-up."""
+    first, rows = {}, []
     for run in runs:
-        variant = run["variant"]
-        baseline.setdefault(variant.shape, run["tokens_per_second"])
+        variant, rate = run["variant"], run["tokens_per_second"]
+        first.setdefault(variant.shape, rate)
         peak = peaks["mixed_bfloat16" if "bfloat16" in variant.precision else "float32"]
+        model = run["model_flops_per_second"]
         rows.append(
             render(
                 "table-row",
                 shape=variant.shape,
                 label=variant.label,
-                rate=run["tokens_per_second"],
-                vs_first=run["tokens_per_second"] / baseline[variant.shape],
-                model_gflops=run["model_flops_per_second"] / 1e9,
+                rate=rate,
+                vs_first=rate / first[variant.shape],
+                model_gflops=model / 1e9,
                 matmul_gflops=peak / 1e9,
-                mfu=run["model_flops_per_second"] / peak,
+                mfu=model / peak,
                 warmup=run["warmup_seconds"],
             )
         )
@@ -255,75 +199,39 @@ def throughput_table(runs: list[dict], peaks: dict[str, float]) -> str:
 
 
 def variant_verdict(runs: list[dict], auto: str) -> str:
-    """Each narrow variant against the default step (the narrow shape in `auto`)."""
+    """Each narrow variant against the default step (the first narrow run in `auto`)."""
     narrow = [run for run in runs if run["variant"].shape == "narrow"]
-    default = next(
-        (
-            run
-            for run in narrow
-            if run["variant"].label == auto and run["variant"].precision == auto
-        ),
-        None,
-    )
+    default, *others = [run for run in narrow if run["variant"].precision == auto] or [None]
     if default is None:
         return ""
-    others = [
-        render(
-            "verdict-other",
-            label=run["variant"].label.removeprefix(auto + ", "),
-            ratio=run["tokens_per_second"] / default["tokens_per_second"],
-        )
-        for run in narrow
-        if run is not default and run["variant"].precision == auto
-    ]
-    kept = [run for run in narrow if run["tokens_per_second"] > 1.03 * default["tokens_per_second"]]
-    if kept:
-        faster = render("verdict-faster", labels=", ".join(run["variant"].label for run in kept))
-    else:
-        faster = render("verdict-none-faster")
-    return render(
-        "verdict",
-        auto=auto,
-        rate=default["tokens_per_second"],
-        others=", ".join(others),
-        faster=faster,
+    rate = default["tokens_per_second"]
+    ratios = ", ".join(
+        f"{run['variant'].label.removeprefix(auto + ', ')} {run['tokens_per_second'] / rate:.2f}x"
+        for run in others
     )
+    kept = [run["variant"].label for run in narrow if run["tokens_per_second"] > 1.03 * rate]
+    faster = render("verdict-faster", labels=", ".join(kept)) if kept else render("verdict-none")
+    return render("verdict", auto=auto, rate=rate, others=ratios, faster=faster)
 
 
 def training_markdown(runs, peaks, auto, warmup, steps, table) -> str:
-    """The RESULTS.md section: the template filled with this run's figures."""
+    """The section: the template filled with this run's figures."""
     from training.strategy import cpu_has_native_bfloat16
 
     flops = {run["variant"].shape: run["flops_per_target_token"] / 1e6 for run in runs}
     return render(
         "section",
+        **harness.footer(),
         steps=steps,
         warmup=warmup,
         table=table,
         auto=auto,
-        native_bfloat16=render(
-            "native-bfloat16" if cpu_has_native_bfloat16() else "no-native-bfloat16"
-        ),
+        native_bfloat16="has" if cpu_has_native_bfloat16() else "does not have",
         bfloat16_gflops=peaks["mixed_bfloat16"] / 1e9,
         float32_gflops=peaks["float32"] / 1e9,
         verdict=variant_verdict(runs, auto),
-        flops=", ".join(
-            render("flops-item", shape=shape, value=value) for shape, value in flops.items()
-        ),
-        command=command_line(),
-        date=today(),
-        machine=machine_summary(),
+        flops=", ".join(f"{shape} {value:.1f}" for shape, value in flops.items()),
     )
-
-
-def template_parts() -> dict[str, str]:
-    """{name: text} of this benchmark's template parts."""
-    return results_template_parts(TEMPLATE)
-
-
-def render(part: str, **figures) -> str:
-    """This benchmark's template `part`, filled from `figures`."""
-    return render_template(TEMPLATE, part, **figures)
 
 
 if __name__ == "__main__":

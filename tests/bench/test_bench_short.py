@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench.__main__ import BENCHMARKS
-from bench.results import RESULTS_PATH, parse_targets
-from tests.pipelines.helpers import find_multi30k
+from bench.harness import RESULTS_PATH, parse_targets
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -34,10 +33,8 @@ EXPECTED_TARGETS = {
 
 
 @pytest.mark.bench
-def test_every_benchmark_runs_in_short_mode_and_measures_its_targets():
-    data = find_multi30k()
-    if data is None:
-        pytest.skip("Multi30k not found (set TRANSLATOR_DATA_MIRROR)")
+def test_every_benchmark_runs_in_short_mode_and_measures_its_targets(multi30k):
+    data = multi30k
     results_before = RESULTS_PATH.read_bytes()
     process = subprocess.run(
         [sys.executable, "-m", "bench", "--short", "--data", str(data)],

@@ -4,17 +4,14 @@ import re
 
 import pytest
 
-from bench.results import parse_targets, read_section
-from tests.pipelines.helpers import find_multi30k
+from bench.harness import parse_targets, read_section
 
 DECODERS = ("naive", "naive, compiled step", "greedy", "beam 4")
 
 
 @pytest.mark.slow
-def test_decoding_benchmark_short_run_writes_its_section(tmp_path, capsys):
-    data = find_multi30k()
-    if data is None:
-        pytest.skip("Multi30k not found (set TRANSLATOR_DATA_MIRROR)")
+def test_decoding_benchmark_short_run_writes_its_section(multi30k, tmp_path, capsys):
+    data = multi30k
     from bench.decoding import main
 
     results = tmp_path / "RESULTS.md"

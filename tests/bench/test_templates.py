@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import decoding, engines, peers, pipeline, planner, quality, serving, training
+from bench import decoding, engines, harness, peers, pipeline, planner, quality, serving, training
 
 REPO = Path(__file__).resolve().parents[2]
 MODULES = {
@@ -33,15 +33,15 @@ def rendered_parts(module) -> set[str]:
 @pytest.mark.parametrize("name", MODULES)
 def test_the_template_is_found_beside_the_module_from_any_directory(name, tmp_path, monkeypatch):
     module = MODULES[name]
-    assert REPO / "bench" / "templates" / f"{name}.md" == module.TEMPLATE
+    assert REPO / "bench" / "templates" / f"{name}.md" == module.render.path
     monkeypatch.chdir(tmp_path)  # not the repository: the path does not depend on it
-    assert module.template_parts()["section"].startswith("## ")
+    assert harness.Template(name).parts["section"].startswith("## ")
 
 
 @pytest.mark.parametrize("name", MODULES)
 def test_every_part_of_the_template_is_used_and_every_part_used_exists(name):
     module = MODULES[name]
-    parts = module.template_parts()
+    parts = module.render.parts
     assert all(text and not text.endswith("\n") for text in parts.values())
     asked = rendered_parts(module)
     assert asked <= set(parts), asked - set(parts)  # nothing asked for is missing

@@ -8,27 +8,25 @@ import pytest
 
 from bench import peers, quality
 from bench.quality import BudgetRun
+from tests.bench.conftest import COMMAND, DATE, MACHINE
 
 REPO = Path(__file__).resolve().parents[2]
 MODULES = {"peers": peers, "quality": quality}
 # A field left as written in the template: {name} or {name:spec} (not JSON, as in '{"a": 1}').
 UNFILLED = re.compile(r"\{[A-Za-z_]\w*(?:[:!][^{}]*)?\}")
-COMMAND, DATE, MACHINE = "python -m bench.x --flag", "2026-01-02 03:04 UTC", "2 cores, a CPU"
 
 
 @pytest.fixture(autouse=True)
-def fixed_footer(monkeypatch):
-    """The command, date and machine lines without TensorFlow or the real clock."""
-    for module in MODULES.values():
-        monkeypatch.setattr(module, "command_line", lambda: COMMAND)
-        monkeypatch.setattr(module, "today", lambda: DATE)
-        monkeypatch.setattr(module, "machine_summary", lambda: MACHINE)
+def _footer(fixed_footer):
+    pass
 
 
 @pytest.fixture
 def rendered(monkeypatch):
     """The names of the parts each module renders while the test runs."""
     names = {name: set() for name in MODULES}
+    for module in MODULES.values():
+        monkeypatch.setattr(module, "TEMPLATE_PARTS", module.render.parts, raising=False)
     for name, module in MODULES.items():
 
         def spy(part, _render=module.render, _names=names[name], **figures):
@@ -74,7 +72,7 @@ def test_a_missed_peers_target_shows_the_ratio_in_the_verdict(rendered):
     assert "| 1 | 6,000 (3 reports, float32) | 5,000 (4 reports) | 1.20x |" in text
     assert not UNFILLED.search(text)
     peers.peers_markdown(ours, peer, 1.5, 3.0, 60.0)  # met: the other verdict
-    assert rendered["peers"] == set(peers.template_parts())  # every part filled without error
+    assert rendered["peers"] == set(peers.TEMPLATE_PARTS)  # every part filled without error
 
 
 # ---- quality -----------------------------------------------------------------------------
@@ -173,13 +171,13 @@ def test_missed_quality_targets_get_a_bullet_each_in_the_list(rendered):
     assert "misses by 1.1 BLEU" in why[2] and "It was still rising at the end" in why[2]
     assert "is what would close the gap.\n- Commands:" in text
     assert not UNFILLED.search(text)
-    assert quality._curve([]) == "not recorded"
+    assert quality.curve([]) == "not recorded"
     table = dataclasses.replace(runs[1], variant=quality.Variant(5.0, table=True))
     de_en = dataclasses.replace(runs[1], variant=quality.Variant(5.0, pair="de-en"))
     quality.quality_markdown(
         [runs[0], budget_run(60.0, 39.0, [], 10, 1_000_000, 38.5), table, de_en]
     )
-    assert rendered["quality"] == set(quality.template_parts())  # every part filled
+    assert rendered["quality"] == set(quality.TEMPLATE_PARTS)  # every part filled
 
 
 def test_the_minutes_table_and_de_en_runs_are_rows_beside_the_plan_without_targets():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import pipeline, serving, training
+from bench import harness, pipeline, serving, training
 
 REPO = Path(__file__).resolve().parents[2]
 MODULES = {"pipeline": pipeline, "training": training, "serving": serving}
@@ -18,9 +18,9 @@ REQUEST_BODY = '`{"instances": [sentence]}`'
 
 def fake_run_context(monkeypatch, module):
     """The command, date and machine of the footer, fixed (no TensorFlow import)."""
-    monkeypatch.setattr(module, "command_line", lambda: "python -m bench.x --flag")
-    monkeypatch.setattr(module, "today", lambda: "2026-01-02 03:04 UTC")
-    monkeypatch.setattr(module, "machine_summary", lambda: "2 cores (nproc), FAKE CPU")
+    monkeypatch.setattr(harness, "command_line", lambda: "python -m bench.x --flag")
+    monkeypatch.setattr(harness, "today", lambda: "2026-01-02 03:04 UTC")
+    monkeypatch.setattr(harness, "machine_summary", lambda: "2 cores (nproc), FAKE CPU")
 
 
 def assert_filled(text: str) -> None:
@@ -46,8 +46,9 @@ EPOCHS = [
 
 def test_the_pipeline_section_holds_the_run_figures(monkeypatch):
     fake_run_context(monkeypatch, pipeline)
+    monkeypatch.setattr(harness, "LOAD_AT_START", "1.1/1.6")
     args = argparse.Namespace(epochs=3, vocab=None)
-    text = pipeline.section_markdown(args, PIPELINE_CONFIG, 8000, 3.84, EPOCHS, 2.744, "1.1/1.6")
+    text = pipeline.section_markdown(args, PIPELINE_CONFIG, 8000, 3.84, EPOCHS, 2.744)
     assert text.startswith("## Input pipeline (`bench/pipeline.py`)")
     assert "Goal: at least 20x the\ntraining step's consumption of 5,400 target tok/s" in text
     assert "i.e. 108,000 target tok/s." in text
@@ -72,7 +73,7 @@ def test_the_pipeline_section_of_a_given_vocabulary_and_a_missed_target(monkeypa
     fake_run_context(monkeypatch, pipeline)
     args = argparse.Namespace(epochs=2, vocab="runs/vocab")
     slow = [(seconds * 10, *rest) for seconds, *rest in EPOCHS[:2]]  # 48,000 tok/s
-    text = pipeline.section_markdown(args, PIPELINE_CONFIG, 16000, None, slow, 1.0, "n/a")
+    text = pipeline.section_markdown(args, PIPELINE_CONFIG, 16000, None, slow, 1.0)
     assert "(epochs 2-2) | **48,000** |" in text and "**8.9x** (MISSES 20x)" in text
     assert "- Vocabulary: joint unigram, 16,000 ids (runs/vocab)\n" in text
     assert "trained in" not in text
@@ -192,7 +193,9 @@ def test_the_serving_section_holds_the_run_figures(monkeypatch):
     modes = serving_modes(20.0, 4.0, differ=2)
     ceiling = {"alone": 4.0, "together": 25.0}
     note = serving.render("model-trained", model="runs/m30k")
-    text = serving.section_markdown(modes, ceiling, 2, 2500, note, "0.5/1.2/2.0")
+    monkeypatch.setattr(harness, "LOAD_AT_START", "0.5/1.2/2.0")
+    args = argparse.Namespace(rounds=2, timeout=2500)
+    text = serving.section_markdown(modes, ceiling, args, note)
     assert text.startswith("## Serving (`bench/serving.py`)")
     assert REQUEST_BODY in text
     assert "measured interleaved over 2 rounds. Target: batching gives at least\n4x" in text
@@ -219,7 +222,8 @@ def test_the_serving_section_says_why_a_missed_target_misses(monkeypatch, togeth
     fake_run_context(monkeypatch, serving)
     ceiling = {"alone": 4.0, "together": together}  # 2.0x of 2.1x (over 90% of it), or of 4.0x
     note = serving.render("model-random", preset="small", parameters=11.26, vocab_size=8000)
-    text = serving.section_markdown(serving_modes(8.0, 4.0), ceiling, 1, 10000, note, "n/a")
+    args = argparse.Namespace(rounds=1, timeout=10000)
+    text = serving.section_markdown(serving_modes(8.0, 4.0), ceiling, args, note)
     assert "clients: 2.0x** (MISSES 4x)" in text and "10 ms for others" in text
     assert "A decoding step's cost grows almost linearly" in text
     assert (
