@@ -106,9 +106,7 @@ class NaiveGreedy:
     def __init__(self, model, config, compiled: bool):
         import tensorflow as tf
 
-        from translator.search.decoder import model_position_limit
-
-        self.config, self.position_limit = config, model_position_limit(model.config)
+        self.config, self.position_limit = config, model.config.position_limit
 
         def last_logits(source_ids, target_ids):  # [b, s], [b, t] -> [b, vocab]
             with warnings.catch_warnings():  # Keras warns about the 1-key softmax of step 0

@@ -103,18 +103,13 @@ def tiny_random_model(root: Path, data: Path) -> Path:
 
 def load_engine(row: Row, model: Path, exports: Path, batch_tokens: int):
     """The `Translator` of a row: ours on `model`, or CTranslate2 on its export."""
-    # merge: use translator.engines.load_translator(model, search_config, options), with
-    # InferenceOptions(batch_tokens, xla=row.xla, engine=..., precision=row.precision).
-    from translator.commands.translate import load_translator
+    from translator.engines import InferenceOptions, load_translator
     from translator.search import SearchConfig
 
     ours = row.engine == "tensorflow"
     engine, path = ("tensorflow", model) if ours else ("ctranslate2", exports / row.engine)
-    max_source_length = None if ours else 1024
-    config = SearchConfig(**row.search)
-    return load_translator(
-        path, config, batch_tokens, max_source_length, row.xla, engine, row.precision
-    ).translator
+    options = InferenceOptions(batch_tokens, xla=row.xla, engine=engine, precision=row.precision)
+    return load_translator(path, SearchConfig(**row.search), options).translator
 
 
 def measure_in_child(index: int, args, model_dir: Path, exports: Path, data: Path) -> dict:
@@ -140,11 +135,15 @@ def child_main(args) -> int:
     row = rows(args.short)[int(args.measure_row)]
     translator = load_engine(row, Path(args.model), Path(args.exports), args.batch_tokens)
     seconds, (texts, tokens) = harness.best_of(
-        lambda: (translator.translate(sources), translator.stats.target_tokens), args.repeats
+        lambda: _texts_and_tokens(translator.search(sources)), args.repeats
     )  # the warm-up pass traces, compiles with XLA and fills CTranslate2's caches
     result = {"seconds": seconds, "tokens": tokens, "texts": texts}
     Path(args.row_out).write_text(json.dumps(result))
     return 0
+
+
+def _texts_and_tokens(translations) -> tuple[list[str], int]:
+    return translations.texts, translations.stats.target_tokens
 
 
 @dataclasses.dataclass
@@ -171,17 +170,19 @@ def profile(row: Row, trained, sources: list[str], batch_tokens: int) -> Profile
 
     counting = CountingModel(trained.model.for_inference(row.precision))
     config = SearchConfig(**row.search)
-    translator = Translator(counting, trained.vocabulary, config, batch_tokens)
+    translator = Translator.from_model(
+        counting, trained.vocabulary, config, batch_tokens=batch_tokens
+    )
     translator.translate(sources)
     counting.reset()
-    seconds, _ = harness.best_of(lambda: translator.translate(sources), 1, warmup=0)
+    seconds, translations = harness.best_of(lambda: translator.search(sources), 1, warmup=0)
     steps, rows = int(counting.steps.numpy()), int(counting.rows.numpy())
 
     model, beams = counting.model, row.search["beam_size"]
     count = max(1, rows // steps // beams)  # sentences of the mean step
     cut = default_max_source_length(model.config)
     source = prepare(tf.constant(sources[:count]), trained.vocabulary.source, cut).source_ids
-    batches = translator.stats.batches  # of the timed pass
+    batches = translations.stats.batches  # of the timed pass
     per_batch = max(1, round(steps / batches))  # steps of a batch's search, on average
 
     @tf.function
@@ -209,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     import sacrebleu
 
     from translator.artifacts import load_model_dir
-    from translator.ctranslate2 import export_ctranslate2
+    from translator.engines.ctranslate2_export import export_ctranslate2
 
     needed = (harness.TEST_SOURCE, harness.TEST_REFERENCE) + (() if args.model else harness.TRAIN)
     data = harness.find_data(args.data, files=needed)

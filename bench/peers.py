@@ -114,8 +114,8 @@ def prepare_inputs(workdir: Path, data: Path) -> dict[str, Path]:
     """The joint vocabulary, and the training data cut into its pieces for the peer."""
     import sentencepiece
 
+    from translator.io import iter_lines
     from translator.pipelines import build_vocabulary, load_vocabulary
-    from translator.pipelines.corpus import iter_lines
 
     vocab = workdir / "vocab"
     if not (vocab / "vocab.json").is_file():
