@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from translator.config import PRECISIONS
 from translator.constants import DEFAULT_BATCH_TOKENS
@@ -68,6 +68,7 @@ def check_max_source_length(value: int | None) -> None:
         raise ConfigError(f"--max-source-length must be >= 2, got {value}")
 
 
+@runtime_checkable
 class BatchDecoder(Protocol):
     """Searches one batch of source ids; what a `Translator` calls per batch."""
 
@@ -93,6 +94,7 @@ class BatchDecoder(Protocol):
         """Facts of how it runs, for a report (e.g. XLA, compute dtype, quantization)."""
 
 
+@runtime_checkable
 class LoadedModel(Protocol):
     """A loaded model: a model directory of ours, or an export another engine runs."""
 
