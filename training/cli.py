@@ -29,7 +29,10 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:
             "on the same run directory resumes from the last checkpoint, with the same plan."
         ),
         epilog=(
-            "Example: translator train --run-dir runs/m30k --set train.max_minutes=5\n"
+            "Examples:\n"
+            "  translator train --run-dir runs/m30k --set train.max_minutes=5\n"
+            "  translator train --run-dir runs/news --init-from runs/m30k --max-minutes 10 \\\n"
+            "      --set data.train_source=news.en.gz --set data.train_target=news.de.gz\n"
             f"Default config: {DEFAULT_CONFIG}"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -53,6 +56,13 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--max-minutes", type=float, help="shorthand for --set train.max_minutes=M")
     parser.add_argument(
+        "--init-from",
+        metavar="MODEL",
+        help="fine-tune: start from the weights of MODEL (a model or run directory, or a "
+        ".keras file); its architecture and vocabulary are used, and the optimizer, "
+        "schedule and budget start fresh (shorthand for --set train.init_from=MODEL)",
+    )
+    parser.add_argument(
         "--plan",
         action="store_true",
         help="print the plan (corpus counts, measured speeds, the updates and epochs the "
@@ -75,6 +85,8 @@ def run_train(args: argparse.Namespace) -> int:
     overrides = list(args.overrides)
     if args.max_minutes is not None:
         overrides.append(f"train.max_minutes={args.max_minutes}")
+    if args.init_from is not None:
+        overrides.append(f"train.init_from={args.init_from}")
     config = load_config(args.config, overrides)
     request = None
     if not args.no_plan:

@@ -116,6 +116,10 @@ class TrainSection:
     steps_per_execution: int = 1
     # Compile the training step with XLA: only with static shapes (pipeline.static_shapes).
     jit_compile: bool = False
+    # Start from this trained model's weights (a model directory, a run directory or a
+    # .keras file): fine-tuning. The architecture and vocabulary must be the model's; the
+    # optimizer, schedule and budget start fresh. Empty: random initialization.
+    init_from: str = ""
     # Log a progress line (step, loss, learning rate, tokens/s, time) every this many
     # updates; 0 = never. On a terminal a progress bar against the budget shows too.
     log_every_steps: int = 100

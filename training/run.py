@@ -38,6 +38,14 @@ from training.callbacks import (
 )
 from training.checkpoints import Checkpoints, average_checkpoints
 from training.config import ConfigError, RunConfig, dump_config, load_config
+from training.finetune import (
+    ARCHITECTURE_KEYS,
+    InitModel,
+    check_init_vocabulary,
+    find_init_model,
+    load_init_weights,
+    with_init_architecture,
+)
 from training.plan import Plan
 from training.planning import load_plan, plan_run, planned_config, save_plan
 from training.schedule import BudgetedSchedule, InverseSquareRootSchedule
@@ -247,18 +255,21 @@ def train(
     """
     run_dir = Path(run_dir)
     check_inputs(config)
+    init = find_init_model(config.train.init_from) if config.train.init_from else None
     strategy = make_strategy(config.train.strategy)  # before anything starts TensorFlow
     vocabulary = _load_vocabulary(config)
     precision = select_precision(config.train.precision, strategy)
+    config, planning = _fine_tuning(config, planning, init, vocabulary)
     plan = None
     if planning is not None:
         plan = resolve_plan(config, planning, run_dir, vocabulary, strategy, precision)
         config = planned_config(planning.config_path, planning.overrides, plan)
+        config = with_init_architecture(config, init) if init is not None else config
         check_inputs(config)
     keras.utils.set_random_seed(config.train.seed)
     if is_chief(strategy):
         _prepare_run_dir(run_dir, config, vocabulary)
-    run = _build(config, vocabulary, strategy, run_dir)
+    run = _build(config, vocabulary, strategy, run_dir, init)
     train_data, valid_data = _datasets(config, vocabulary, strategy, run.micro_steps_done)
     watch = _callbacks(
         config, run, vocabulary, strategy, valid_data is not None, verbose, translate_factory
@@ -278,15 +289,29 @@ def preview_plan(config: RunConfig, request: PlanRequest, run_dir: str | Path) -
     """
     run_dir = Path(run_dir)
     check_inputs(config)
+    init = find_init_model(config.train.init_from) if config.train.init_from else None
     strategy = make_strategy(config.train.strategy)
     vocabulary = _load_vocabulary(config)
     precision = select_precision(config.train.precision, strategy)
+    config, request = _fine_tuning(config, request, init, vocabulary)
     saved = load_plan(run_dir)
     if saved is not None:
         return saved
     return plan_run(
         config, request.keys, vocabulary, strategy, precision, request.cache_dir or run_dir
     )
+
+
+def _fine_tuning(
+    config: RunConfig, planning: PlanRequest | None, init: InitModel | None, vocabulary: Vocabulary
+) -> tuple[RunConfig, PlanRequest | None]:
+    """With `--init-from`: the model's architecture, kept by the plan; else unchanged."""
+    if init is None:
+        return config, planning
+    check_init_vocabulary(init, vocabulary, config.data.vocabulary)
+    if planning is not None:  # the plan chooses only what fine-tuning can change
+        planning = dataclasses.replace(planning, keys=planning.keys | ARCHITECTURE_KEYS)
+    return with_init_architecture(config, init), planning
 
 
 def resolve_plan(
@@ -337,8 +362,14 @@ class _Watch:
     bleu: Any
 
 
-def _build(config: RunConfig, vocabulary: Vocabulary, strategy, run_dir: Path) -> _Run:
-    """The model, trainer, optimizer, budget and checkpoints, restored if the run exists."""
+def _build(
+    config: RunConfig, vocabulary: Vocabulary, strategy, run_dir: Path, init: InitModel | None
+) -> _Run:
+    """The model, trainer, optimizer, budget and checkpoints, restored if the run exists.
+
+    A new run with `init` starts from that model's weights; a resumed one from its
+    checkpoint (which already holds them, fine-tuned).
+    """
     model_config = config.model.transformer_config(
         vocabulary.source_vocab_size, vocabulary.target_vocab_size
     )
@@ -373,6 +404,9 @@ def _build(config: RunConfig, vocabulary: Vocabulary, strategy, run_dir: Path) -
         budget=budget.state(),
     )
     start_step = checkpoints.restore_latest()
+    if start_step == 0 and init is not None:
+        load_init_weights(transformer, init)
+        log.info("fine-tuning: weights of %s", init.model_file)
     if start_step >= config.train.max_steps:
         log.info("run already at step %d >= max_steps", start_step)
     micro_steps = start_step * max(config.optimizer.accumulation_steps, 1)

@@ -106,6 +106,24 @@ def resolve_model_dir(path: str | Path) -> Path:
     )
 
 
+def read_model_config(model_file: str | Path) -> TransformerConfig:
+    """The `TransformerConfig` of a saved `.keras` Transformer, read without TensorFlow.
+
+    Raises:
+        ModelDirError: the file is not a saved translator Transformer.
+    """
+    import zipfile
+
+    from translator.config import TransformerConfig
+
+    try:
+        with zipfile.ZipFile(model_file) as archive:
+            saved = json.loads(archive.read("config.json"))
+        return TransformerConfig.from_dict(saved["config"]["config"])
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as error:
+        raise ModelDirError(f"{model_file}: not a saved translator Transformer ({error})") from None
+
+
 def load_model_dir(path: str | Path) -> TrainedModel:
     """Loads a model directory (or a run directory's final model).
 
