@@ -108,7 +108,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--overwrite", action="store_true", help="replace a vocabulary already in --out"
     )
+    parser.add_argument(
+        "--user-symbols",
+        type=_symbols,
+        default=(),
+        metavar="TAG[,TAG...]",
+        help="tags kept as one piece each, e.g. <2de>,<2en>,<bt>: what a training corpus' "
+        "`tag` or `translate --tag` prepends to the sources (recorded in vocab.json)",
+    )
     parser.set_defaults(handler=run)
+
+
+def _symbols(text: str) -> tuple[str, ...]:
+    """`--user-symbols`: comma-separated, no blanks, no duplicates."""
+    symbols = tuple(symbol.strip() for symbol in text.split(","))
+    if any(not symbol or " " in symbol for symbol in symbols):
+        raise argparse.ArgumentTypeError(f"expected TAG[,TAG...] without spaces, got {text!r}")
+    if len(set(symbols)) != len(symbols):
+        raise argparse.ArgumentTypeError(f"a tag is repeated in {text!r}")
+    return symbols
 
 
 def run(args: argparse.Namespace) -> int:
@@ -132,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
         max_sentences=args.max_sentences,
         seed=args.seed,
         num_threads=args.threads,
+        user_symbols=args.user_symbols,
         overwrite=args.overwrite,
     )
     elapsed = time.monotonic() - start
@@ -142,5 +161,5 @@ def run(args: argparse.Namespace) -> int:
     }
     for name, sha256 in models.items():
         print(f"  {name}  sha256 {sha256}")
-    print("  vocab.json")
+    print("  vocab.json" + (f" (tags: {', '.join(metadata.tags)})" if metadata.tags else ""))
     return 0

@@ -22,7 +22,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 from tensorflow_text.python.ops import sentencepiece_tokenizer as sentencepiece_ops
 
-from translator.constants import BOS_ID, EOS_ID, PAD_ID, SPECIAL_IDS
+from translator.constants import BOS_ID, EOS_ID, PAD_ID, SPECIAL_IDS, UNK_ID
 from translator.io import sha256_bytes
 from translator.pipelines.errors import VocabularyError
 from translator.pipelines.vocab import METADATA_FILE, VocabularyMetadata
@@ -192,6 +192,22 @@ class Vocabulary:
     def target_vocab_size(self) -> int:
         """Ids of the target model (for `TransformerConfig.target_vocab_size`)."""
         return self.target.vocab_size
+
+    def tag_id(self, tag: str) -> int:
+        """The source id of a tag (`build-vocab --user-symbols`), one piece by construction.
+
+        Raises:
+            VocabularyError: the vocabulary does not keep `tag` as one piece.
+        """
+        token_id = self.source.piece_to_id(tag)
+        if tag not in self.metadata.tags or token_id == UNK_ID:
+            pieces = self.source.encode([tag])[0]
+            raise VocabularyError(
+                f"tag {tag!r}: the vocabulary {self.directory} splits it into {len(pieces)} "
+                f"pieces (its tags: {', '.join(self.metadata.tags) or 'none'}); build it with "
+                f"`translator build-vocab --user-symbols {tag}`"
+            )
+        return token_id
 
 
 def load_vocabulary(directory: str | os.PathLike[str]) -> Vocabulary:

@@ -71,6 +71,7 @@ def train_sentencepiece(
     max_sentences: int = DEFAULT_MAX_SENTENCES,
     seed: int = DEFAULT_SEED,
     num_threads: int = DEFAULT_NUM_THREADS,
+    user_symbols: Sequence[str] = (),
 ) -> bytes:
     """Trains one SentencePiece model from streamed sentences.
 
@@ -101,6 +102,8 @@ def train_sentencepiece(
         max_sentences: Train on a seeded sample of this many sentences at most.
         seed: Seed of SentencePiece's random generator (used by the sampling).
         num_threads: Trainer threads; part of the settings (changes the model).
+        user_symbols: Strings kept as one piece each wherever they occur, e.g. the tags
+            `<2de>` or `<bt>` that training prepends to a corpus' sources.
 
     Returns:
         The serialized model (the bytes of a `.model` file).
@@ -118,6 +121,7 @@ def train_sentencepiece(
         byte_fallback=byte_fallback,
         max_sentences=max_sentences,
         num_threads=num_threads,
+        user_symbols=tuple(user_symbols),
     )
     return _run_trainer(sentences, options, seed)
 
@@ -152,6 +156,7 @@ def _trainer_options(
     byte_fallback: bool,
     max_sentences: int,
     num_threads: int,
+    user_symbols: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The `SentencePieceTrainer.train` keywords: the settings and the fixed choices.
 
@@ -165,11 +170,13 @@ def _trainer_options(
         byte_fallback: See `train_sentencepiece`.
         max_sentences: See `train_sentencepiece`.
         num_threads: See `train_sentencepiece`.
+        user_symbols: See `train_sentencepiece`.
 
     Returns:
         The keywords, but for the sentence iterator and the model writer.
     """
     return dict(
+        user_defined_symbols=list(user_symbols),
         model_type=model_type,
         vocab_size=vocab_size,
         character_coverage=character_coverage,
@@ -254,6 +261,11 @@ class VocabularyMetadata:
     # The training settings and inputs (for the record; not needed to load).
     training: dict[str, Any] = dataclasses.field(default_factory=dict)
 
+    @property
+    def tags(self) -> tuple[str, ...]:
+        """The user symbols it was built with: tags a corpus or a request may carry."""
+        return tuple(self.training.get("user_symbols", ()))
+
     def to_json(self) -> str:
         """The `vocab.json` text."""
         data = {
@@ -331,6 +343,7 @@ def build_vocabulary(
     max_sentences: int = DEFAULT_MAX_SENTENCES,
     seed: int = DEFAULT_SEED,
     num_threads: int = DEFAULT_NUM_THREADS,
+    user_symbols: Sequence[str] = (),
     overwrite: bool = False,
 ) -> VocabularyMetadata:
     """Trains SentencePiece model(s) and writes a vocabulary directory.
@@ -351,6 +364,8 @@ def build_vocabulary(
         max_sentences: See `train_sentencepiece` (per model).
         seed: See `train_sentencepiece`.
         num_threads: See `train_sentencepiece`.
+        user_symbols: See `train_sentencepiece`: tags for corpora or target languages,
+            one piece each; recorded as the vocabulary's tags.
         overwrite: Replace an existing vocabulary in `out_dir`.
 
     Returns:
@@ -371,6 +386,7 @@ def build_vocabulary(
         max_sentences=max_sentences,
         seed=seed,
         num_threads=num_threads,
+        user_symbols=tuple(user_symbols),
     )
     models = _train_models(source_files, target_files, joint, settings)
     _write_models(out, models)
