@@ -49,12 +49,29 @@ class ModelSection:
 
 
 @dataclasses.dataclass(frozen=True)
+class TrainCorpus:
+    """One training corpus of a weighted mix (an item of `data.train`)."""
+
+    # Source and target text files, aligned line by line (plain or .gz).
+    source: str = ""
+    target: str = ""
+    # Its share of the drawn pairs, relative to the other corpora's weights. Must be > 0:
+    # to leave a corpus out, remove it from the list.
+    weight: float = 1.0
+    # Prepended to its source sentences as one piece, e.g. <bt> (back-translated) or <2de>
+    # (a target language); a tag of the vocabulary (`build-vocab --user-symbols`). "": none.
+    tag: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
 class DataSection:
     """Where the corpus and the vocabulary are (paths relative to the working directory)."""
 
     # Training source and target text files, one sentence per line (plain or .gz).
     train_source: str = ""
     train_target: str = ""
+    # Several training corpora, mixed by weight, instead of train_source/train_target.
+    train: tuple[TrainCorpus, ...] = ()
     # Validation files for loss and BLEU; empty to train without validation.
     valid_source: str = ""
     valid_target: str = ""
@@ -62,6 +79,16 @@ class DataSection:
     vocabulary: str = ""
     # Tokenization, filtering, batching (batch_tokens is per replica).
     pipeline: PipelineConfig = dataclasses.field(default_factory=PipelineConfig)
+
+    def corpora(self) -> tuple[TrainCorpus, ...]:
+        """The training corpora: `train`, or the one pair of train_source/train_target."""
+        if self.train:
+            return self.train
+        return (TrainCorpus(self.train_source, self.train_target),)
+
+    def is_mix(self) -> bool:
+        """True when training draws from several corpora, or tags one."""
+        return len(self.corpora()) > 1 or any(corpus.tag for corpus in self.corpora())
 
 
 @dataclasses.dataclass(frozen=True)

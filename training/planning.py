@@ -146,13 +146,16 @@ def count_corpus(config: RunConfig, vocabulary: Vocabulary) -> CorpusCounts:
     from translator.pipelines.dataset import check_learnable, scan_corpus
 
     data = config.data
-    stats = scan_corpus(data.train_source, data.train_target, vocabulary, data.pipeline)
-    check_learnable(stats, training=True)
+    pairs = characters = target_tokens = 0
+    for corpus in data.corpora():  # one epoch of a mix: each corpus once
+        stats = scan_corpus(corpus.source, corpus.target, vocabulary, data.pipeline, tag=corpus.tag)
+        check_learnable(stats, training=True)
+        pairs, target_tokens = pairs + stats.pairs, target_tokens + stats.target_tokens
+        characters += count_characters(corpus.source, corpus.target)
     if data.valid_source:
         valid = scan_corpus(data.valid_source, data.valid_target, vocabulary, data.pipeline)
         check_learnable(valid, training=False)
-    characters = count_characters(data.train_source, data.train_target)
-    return CorpusCounts(stats.pairs, characters, stats.target_tokens)
+    return CorpusCounts(pairs, characters, target_tokens)
 
 
 # ---- Timing shapes -----------------------------------------------------------------------
@@ -293,7 +296,7 @@ def measure_speed(
     """
     import keras
 
-    from training.run import distributed_dataset
+    from training.run import training_dataset
     from training.strategy import spans_workers, worker_means
 
     if spans_workers(strategy):
@@ -310,9 +313,7 @@ def measure_speed(
                 self.model.stop_training = True
 
     trainer = _trainer(config, vocabulary, strategy)
-    data = distributed_dataset(
-        config, vocabulary, strategy, config.data.train_source, config.data.train_target, skip=0
-    )
+    data = training_dataset(config, vocabulary, strategy, skip=0)
     fit_started = time.monotonic()
     trainer.fit(
         data,

@@ -55,7 +55,12 @@ from translator.artifacts import save_model_dir
 from translator.errors import TranslatorError
 from translator.io import read_lines
 from translator.model import Transformer
-from translator.pipelines.dataset import make_dataset
+from translator.pipelines.dataset import (
+    WeightedCorpus,
+    drawn_shares,
+    make_dataset,
+    make_mixed_dataset,
+)
 from translator.pipelines.tokenizer import Vocabulary, load_vocabulary
 
 log = logging.getLogger(__name__)
@@ -171,15 +176,25 @@ def check_inputs(config: RunConfig) -> None:
     must happen before TensorFlow starts.
     """
     data = config.data
-    for key in ("train_source", "train_target"):
-        if not getattr(data, key):
-            raise ConfigError(f"data.{key}: required")
+    if data.train and (data.train_source or data.train_target):
+        raise ConfigError("data.train and data.train_source/train_target: give one of them")
+    files = {"data.valid_source": data.valid_source, "data.valid_target": data.valid_target}
+    for index, corpus in enumerate(data.corpora()):
+        where = f"data.train[{index}]." if data.train else "data.train_"
+        if not corpus.weight > 0:
+            raise ConfigError(
+                f"{where}weight: must be > 0, got {corpus.weight} (remove the corpus to leave "
+                "it out)"
+            )
+        for side in ("source", "target"):
+            if not getattr(corpus, side):
+                raise ConfigError(f"{where}{side}: required")
+            files[f"{where}{side}"] = getattr(corpus, side)
     if bool(data.valid_source) != bool(data.valid_target):
         raise ConfigError("data.valid_source and data.valid_target: give both or neither")
-    for key in ("train_source", "train_target", "valid_source", "valid_target"):
-        path = getattr(data, key)
+    for key, path in files.items():
         if path and not Path(path).is_file():
-            raise ConfigError(f"data.{key}: file not found: {path}")
+            raise ConfigError(f"{key}: file not found: {path}")
     if not data.vocabulary:
         raise ConfigError("data.vocabulary: required (a directory from `translator build-vocab`)")
     if not Path(data.vocabulary).is_dir():
@@ -416,14 +431,12 @@ def _build(
 def _datasets(config: RunConfig, vocabulary: Vocabulary, strategy, micro_steps_done: int):
     """The training input (resumed where the run stopped) and the validation input."""
     data = config.data
-    train_data = distributed_dataset(
-        config, vocabulary, strategy, data.train_source, data.train_target, skip=micro_steps_done
-    )
+    if data.is_mix():
+        _log_mix(config, vocabulary)
+    train_data = training_dataset(config, vocabulary, strategy, skip=micro_steps_done)
     valid_data = None
     if data.valid_source:
-        valid_data = distributed_dataset(
-            config, vocabulary, strategy, data.valid_source, data.valid_target, skip=None
-        )
+        valid_data = validation_dataset(config, vocabulary, strategy)
     return train_data, valid_data
 
 
@@ -563,36 +576,77 @@ def _checkpoint_step(checkpoints: Checkpoints) -> int:
     return int(latest.rsplit("-", 1)[-1]) if latest else -1
 
 
-def distributed_dataset(
-    config: RunConfig, vocabulary: Vocabulary, strategy, source: str, target: str, skip: int | None
-) -> Any:
-    """Each replica's shard of a corpus, through `distribute_datasets_from_function`.
+# Batches of the training mix counted for the log line that reports it.
+MIX_REPORT_BATCHES = 100
 
-    Args:
-        config: The run config (its pipeline section).
-        vocabulary: The vocabulary.
-        strategy: The strategy whose replicas read the shards.
-        source: Source text file.
-        target: Target text file.
-        skip: None for validation (one pass, file order). For training, the number of
-            batches already consumed: the data repeats endlessly in a shuffled order that
-            is a function of the seed only, so skipping them puts a resumed run on exactly
-            the batches an uninterrupted run would see.
+
+def _log_mix(config: RunConfig, vocabulary: Vocabulary) -> None:
+    """Logs each corpus' weight and its share of the pairs actually drawn."""
+    data = config.data
+    corpora = data.corpora()
+    mix = make_mixed_dataset(
+        [WeightedCorpus(c.source, c.target, c.weight, c.tag) for c in corpora],
+        vocabulary,
+        data.pipeline,
+    )
+    shares = drawn_shares(mix, len(corpora), MIX_REPORT_BATCHES)
+    total = sum(corpus.weight for corpus in corpora)
+    for corpus, share in zip(corpora, shares, strict=True):
+        log.info(
+            "mix: %s%s: weight %.1f%%, drawn %.1f%% of the pairs of the first %d batches",
+            corpus.source,
+            f" (tag {corpus.tag})" if corpus.tag else "",
+            100 * corpus.weight / total,
+            100 * share,
+            MIX_REPORT_BATCHES,
+        )
+
+
+def training_dataset(config: RunConfig, vocabulary: Vocabulary, strategy, skip: int) -> Any:
+    """Each replica's endless shard of the training corpora (`distribute_datasets_from_function`).
+
+    One corpus repeats; several (or a tagged one) are mixed by weight
+    (`make_mixed_dataset`). Either way the order is a function of the seed only, so
+    skipping the `skip` batches already consumed puts a resumed run on exactly the
+    batches an uninterrupted run would see.
     """
-    training = skip is not None
+    data = config.data
+    corpora = [
+        WeightedCorpus(corpus.source, corpus.target, corpus.weight, corpus.tag)
+        for corpus in data.corpora()
+    ]
 
     def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
-        dataset = make_dataset(
-            source,
-            target,
+        if data.is_mix():
+            dataset = make_mixed_dataset(corpora, vocabulary, data.pipeline, input_context=context)
+        else:
+            corpus = corpora[0]
+            dataset = make_dataset(
+                corpus.source_path,
+                corpus.target_path,
+                vocabulary,
+                data.pipeline,
+                training=True,
+                input_context=context,
+            ).repeat()
+        return dataset.skip(skip).prefetch(tf.data.AUTOTUNE)
+
+    return strategy.distribute_datasets_from_function(dataset_fn)
+
+
+def validation_dataset(config: RunConfig, vocabulary: Vocabulary, strategy) -> Any:
+    """Each replica's shard of the validation corpus: one pass, file order."""
+    data = config.data
+
+    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+        return make_dataset(
+            data.valid_source,
+            data.valid_target,
             vocabulary,
-            config.data.pipeline,
-            training=training,
+            data.pipeline,
+            training=False,
             input_context=context,
-        )
-        if training:
-            dataset = dataset.repeat().skip(skip)
-        return dataset.prefetch(tf.data.AUTOTUNE)
+        ).prefetch(tf.data.AUTOTUNE)
 
     return strategy.distribute_datasets_from_function(dataset_fn)
 

@@ -299,6 +299,20 @@ def make_mixed_dataset(
     return _batch_by_bucket(mixed, config).prefetch(tf.data.AUTOTUNE)
 
 
+def drawn_shares(mix: tf.data.Dataset, corpora: int, batches: int) -> list[float]:
+    """The share of the pairs each corpus had in the first `batches` batches of a mix.
+
+    Args:
+        mix: From `make_mixed_dataset` (its `features["corpus"]`).
+        corpora: How many corpora it mixes.
+        batches: Batches to count.
+    """
+    counts = np.zeros(corpora, np.int64)
+    for features, _ in mix.take(batches):
+        counts += np.bincount(features["corpus"].numpy(), minlength=corpora)
+    return list(counts / max(counts.sum(), 1))
+
+
 def _pairs(
     source_path: str | os.PathLike[str],
     target_path: str | os.PathLike[str],
