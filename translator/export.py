@@ -72,6 +72,9 @@ class ExportConfig:
     # Longer sources are cut to this many tokens, EOS included; None: as `Translator`
     # (`translator.text.default_max_source_length`).
     max_source_length: int | None = None
+    # Prepended to every source as one id, as training tagged a corpus (e.g. <2de>, the
+    # target language of a multilingual model): fixed in the graph. "": none.
+    tag: str = ""
 
     def __post_init__(self) -> None:
         check_max_source_length(self.max_source_length)
@@ -103,6 +106,7 @@ class TranslationModule(tf.Module):
         )
         if self.max_source_length < 2:
             raise ExportError(f"max_source_length must be >= 2, got {self.max_source_length}")
+        self.tag_id = vocabulary.tag_id(config.tag) if config.tag else None
         self.best_config = dataclasses.replace(config.search, n_best=1)
         self.n_best_config = config.search
         directory = Path(vocabulary.directory)
@@ -147,7 +151,7 @@ class TranslationModule(tf.Module):
             empty slots (fewer hypotheses than n_best) are "" with score -inf, and an empty
             sentence has the empty translation with score 0.0.
         """
-        prepared = prepare(inputs, self.source_tokenizer, self.max_source_length)
+        prepared = prepare(inputs, self.source_tokenizer, self.max_source_length, self.tag_id)
         n_best = config.n_best
 
         def decode() -> tuple[tf.Tensor, tf.Tensor]:
@@ -231,6 +235,7 @@ def _metadata(trained: TrainedModel, module: TranslationModule, version: int) ->
         "model_dir": str(trained.directory),
         "search": module.n_best_config.to_dict(),
         "max_source_length": module.max_source_length,
+        "tag": module.tag_id and trained.vocabulary.source.id_to_piece(module.tag_id),
         "signatures": describe_signatures(module.n_best_config.n_best),
         "vocabulary": {
             "source_sha256": trained.vocabulary.source.sha256,

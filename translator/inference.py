@@ -82,6 +82,8 @@ class Translator:
         max_source_length: Longer sources are cut to this many tokens (EOS included) and
             counted in `TranslationStats.truncated`; default: the model's limit
             (`translator.text.default_max_source_length`).
+        tag: Prepended to every source as one id, as training tagged a corpus (e.g. a
+            target language `<2de>`); one of the vocabulary's tags. "": none.
     """
 
     def __init__(
@@ -90,16 +92,19 @@ class Translator:
         vocabulary: Vocabulary,
         batch_tokens: int = DEFAULT_BATCH_TOKENS,
         max_source_length: int | None = None,
+        tag: str = "",
     ):
         self.decoder = decoder
         self.vocabulary = vocabulary
         self.batch_tokens = batch_tokens
+        self.tag = tag
+        tag_id = vocabulary.tag_id(tag) if tag else None
         if max_source_length is None:
             max_source_length = default_max_source_length(decoder.model_config)
         self.max_source_length = max_source_length
         lines = tf.TensorSpec([None], tf.string)
         self._prepare = tf.function(
-            lambda texts: prepare(texts, vocabulary.source, self.max_source_length),
+            lambda texts: prepare(texts, vocabulary.source, self.max_source_length, tag_id),
             input_signature=[lines],
         )
         self._finish = tf.function(
@@ -122,6 +127,7 @@ class Translator:
         batch_tokens: int = DEFAULT_BATCH_TOKENS,
         max_source_length: int | None = None,
         jit_compile: bool = False,
+        tag: str = "",
     ) -> Translator:
         """A `Translator` over our compiled search of `model`.
 
@@ -132,9 +138,10 @@ class Translator:
             batch_tokens: Source tokens per batch, padding included.
             max_source_length: See the class.
             jit_compile: Compile the search with XLA (one compile per batch shape).
+            tag: See the class.
         """
         decoder = Decoder(model, config or SearchConfig(), jit_compile=jit_compile)
-        return cls(decoder, vocabulary, batch_tokens, max_source_length)
+        return cls(decoder, vocabulary, batch_tokens, max_source_length, tag)
 
     @property
     def config(self) -> SearchConfig:

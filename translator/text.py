@@ -85,19 +85,40 @@ def batch_ranges(lengths, batch_tokens: int):
         yield start, len(lengths), padded_length(int(lengths[-1]))
 
 
-def prepare(lines, tokenizer, max_source_length: int) -> Prepared:
+def tag_sources(pieces: tf.RaggedTensor, tag_id: int | None) -> tf.RaggedTensor:
+    """Source pieces `[n, (s)]` with `tag_id` first on every non-empty row.
+
+    An empty line stays empty (it is skipped, not turned into a lone tag). Training and
+    `prepare` tag alike, at the id level, so the tag is one id however
+    the tokenizer would have split the text around it.
+    """
+    if tag_id is None:
+        return pieces
+    rows = pieces.nrows()
+    tag = tf.RaggedTensor.from_row_lengths(
+        tf.fill([rows], tf.cast(tag_id, pieces.dtype)), tf.ones([rows], pieces.row_splits.dtype)
+    )  # [n, 1]
+    tagged = tf.concat([tag, pieces], axis=1)  # [n, (s + 1)]
+    lengths = tagged.row_lengths()  # [n]
+    filled = tf.greater(pieces.row_lengths(), 0)  # [n]
+    keep = tf.RaggedTensor.from_row_lengths(tf.repeat(filled, lengths), lengths)  # [n, (s + 1)]
+    return tf.ragged.boolean_mask(tagged, keep)  # an empty row's lone tag dropped
+
+
+def prepare(lines, tokenizer, max_source_length: int, tag_id: int | None = None) -> Prepared:
     """Lines -> the sorted, padded sources of the lines that are searched.
 
     Args:
         lines: tf.string `[batch]`.
         tokenizer: The source `SentencePieceTokenizer`.
-        max_source_length: Most source tokens, EOS included (>= 2).
+        max_source_length: Most source tokens, EOS included (>= 2); a tag counts.
+        tag_id: Prepended to every non-empty source, as training did (`tag_sources`).
 
     Returns:
         The `Prepared` batch.
     """
     lines = tf.strings.regex_replace(lines, "\n+$", "")  # [batch]
-    pieces = tokenizer.tokenize(lines)  # [batch, (pieces)]
+    pieces = tag_sources(tokenizer.tokenize(lines), tag_id)  # [batch, (pieces)]
     truncated = pieces.row_lengths() > max_source_length - 1  # [batch]
     pieces = pieces[:, : max_source_length - 1]  # room for EOS
     counts = tf.cast(pieces.row_lengths(), tf.int32)  # [batch]

@@ -12,6 +12,7 @@ from translator.commands.options import (
     add_model_option,
     add_report_arguments,
     add_search_options,
+    add_tag_options,
     inference_options,
     print_report,
     search_config,
@@ -36,6 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_model_option(parser)
     add_search_options(parser)
+    add_tag_options(parser)
     add_batching_options(parser)
     data = parser.add_argument_group("data and report")
     data.add_argument(

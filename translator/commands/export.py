@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from translator.commands.options import add_model_option, add_search_options, search_config
+from translator.commands.options import (
+    add_model_option,
+    add_search_options,
+    add_tag_options,
+    search_config,
+    tag_of,
+)
 from translator.engines.base import CTRANSLATE2_QUANTIZATIONS
 from translator.search.config import SearchConfig
 from translator.signatures import describe_signatures
@@ -74,6 +80,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="replace the version (with --format ctranslate2: OUT) if it exists",
     )
     add_search_options(parser, "search (fixed in the exported graph)")
+    add_tag_options(parser)
     parser.add_argument(
         "--n-best",
         type=int,
@@ -108,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     path = export_model(
         args.model,
         args.out,
-        ExportConfig(search=search, max_source_length=args.max_source_length),
+        ExportConfig(search=search, max_source_length=args.max_source_length, tag=tag_of(args)),
         version=args.version,
         overwrite=args.overwrite,
     )

@@ -149,6 +149,29 @@ def add_search_options(parser: argparse.ArgumentParser, title: str = "search") -
     )
 
 
+def add_tag_options(parser: argparse.ArgumentParser) -> None:
+    """--tag and --target-lang: what training prepended to a corpus' sources."""
+    tags = parser.add_argument_group("tags (a model trained on tagged corpora)")
+    choice = tags.add_mutually_exclusive_group()
+    choice.add_argument(
+        "--tag",
+        default="",
+        metavar="TAG",
+        help="prepend TAG to every source sentence as one piece, as training did for a "
+        "tagged corpus (a tag of the model's vocabulary: `build-vocab --user-symbols`)",
+    )
+    choice.add_argument(
+        "--target-lang",
+        metavar="XX",
+        help="translate into language XX with a multilingual model: the same as --tag <2XX>",
+    )
+
+
+def tag_of(args: argparse.Namespace) -> str:
+    """The tag --tag or --target-lang gives ("" for none)."""
+    return f"<2{args.target_lang}>" if args.target_lang else args.tag
+
+
 def add_batching_options(parser: argparse.ArgumentParser) -> None:
     """How `translate` and `evaluate` batch and run the search (not part of the result)."""
     batching = parser.add_argument_group("batching")
@@ -199,6 +222,7 @@ def inference_options(args: argparse.Namespace) -> InferenceOptions:
         xla=args.xla,
         engine=args.engine,
         precision=args.precision,
+        tag=tag_of(args),
     )
 
 

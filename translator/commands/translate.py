@@ -20,6 +20,7 @@ from translator.commands.options import (
     add_batching_options,
     add_model_option,
     add_search_options,
+    add_tag_options,
     inference_options,
     search_config,
 )
@@ -68,6 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_model_option(parser)
     add_search_options(parser)
+    add_tag_options(parser)
     add_batching_options(parser)
     parser.add_argument(
         "--n-best",

@@ -51,6 +51,9 @@ class InferenceOptions:
     engine: str = "auto"
     # What our search computes in (`translator.config.PRECISIONS`).
     precision: str = "model"
+    # Prepended to every source as one id, as training tagged a corpus (e.g. a target
+    # language, <2de>): one of the vocabulary's tags. "": none.
+    tag: str = ""
 
     def __post_init__(self) -> None:
         if self.batch_tokens < 1:

@@ -93,6 +93,7 @@ def _tensorflow_translator(model, search, options):
         batch_tokens=options.batch_tokens,
         max_source_length=options.max_source_length,
         jit_compile=options.xla,
+        tag=options.tag,
     )
     return trained, translator, []
 
@@ -120,6 +121,7 @@ def _ctranslate2_translator(model, search, options):
         loaded.vocabulary,
         batch_tokens=options.batch_tokens,
         max_source_length=options.max_source_length,
+        tag=options.tag,
     )
     changes = rule_changes(search)
     notes = [f"ctranslate2 runs {' and '.join(changes)}"] if changes else []

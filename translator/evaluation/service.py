@@ -170,6 +170,7 @@ def search_record(loaded: LoadedTranslator) -> dict[str, Any]:
         "engine": translator.engine,
         "batch_tokens": translator.batch_tokens,
         "max_source_length": translator.max_source_length,
+        "tag": translator.tag or None,
         **translator.decoder.describe(),
     }
 

@@ -47,6 +47,7 @@ from translator.pipelines.config import PipelineConfig
 from translator.pipelines.corpus import ParallelCorpus
 from translator.pipelines.errors import CorpusError
 from translator.pipelines.tokenizer import Vocabulary
+from translator.text import tag_sources
 
 logger = logging.getLogger("translator.pipelines")
 
@@ -171,26 +172,6 @@ def _tokenizer_fn(
         return source_ids, decoder_input_ids, labels, bucket
 
     return encode
-
-
-def tag_sources(pieces: tf.RaggedTensor, tag_id: int | None) -> tf.RaggedTensor:
-    """Source pieces `[n, (s)]` with `tag_id` first on every non-empty row.
-
-    An empty line stays empty (it is skipped, not turned into a lone tag). Training and
-    `translator.text.prepare` tag alike, at the id level, so the tag is one id however
-    the tokenizer would have split the text around it.
-    """
-    if tag_id is None:
-        return pieces
-    rows = pieces.nrows()
-    tag = tf.RaggedTensor.from_row_lengths(
-        tf.fill([rows], tf.cast(tag_id, pieces.dtype)), tf.ones([rows], pieces.row_splits.dtype)
-    )  # [n, 1]
-    tagged = tf.concat([tag, pieces], axis=1)  # [n, (s + 1)]
-    lengths = tagged.row_lengths()  # [n]
-    filled = tf.greater(pieces.row_lengths(), 0)  # [n]
-    keep = tf.RaggedTensor.from_row_lengths(tf.repeat(filled, lengths), lengths)  # [n, (s + 1)]
-    return tf.ragged.boolean_mask(tagged, keep)  # an empty row's lone tag dropped
 
 
 def make_dataset(
