@@ -111,6 +111,9 @@ class RecipeSettings:
     langs: str | None = None
     # Multi30k's direction when no files are given.
     pair: str = "en-de"
+    # Fine-tune this trained model (its vocabulary and architecture) instead of training
+    # from scratch.
+    init_from: Path | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,6 +218,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     corpus.add_argument("--mirror", help="local directory with the Multi30k files (no network)")
     parser.add_argument(
+        "--init-from",
+        type=Path,
+        metavar="MODEL",
+        help="fine-tune MODEL (a model or run directory) on --train within the budget: its "
+        "vocabulary and architecture are kept, the plan chooses the learning rate, warmup, "
+        "dropout and batch",
+    )
+    parser.add_argument(
         "--vocab-size", type=int, help="joint vocabulary size (default: planned from the corpus)"
     )
     parser.add_argument(
@@ -262,6 +273,7 @@ def run(args: argparse.Namespace) -> int:
         tests=tuple(tuple(pair) for pair in args.test),
         langs=args.langs,
         pair=args.pair,
+        init_from=args.init_from,
     )
     if args.plan:
         corpus = prepare_data(paths, settings)
@@ -450,6 +462,8 @@ def _check_inputs(paths: RecipePaths, settings: RecipeSettings, langs: tuple[str
         "train": [str(path.resolve()) for path in settings.train] if settings.train else "multi30k",
         "valid": [str(path.resolve()) for path in settings.valid] if settings.valid else None,
     }
+    if settings.init_from is not None:
+        inputs["init_from"] = str(settings.init_from.resolve())
     record = paths.workdir / "recipe.json"
     if record.is_file():
         previous = json.loads(record.read_text("utf-8"))
@@ -476,6 +490,9 @@ def build_vocab(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorp
     if (paths.vocabulary / "vocab.json").is_file():
         print("  already built")
         return
+    if settings.init_from is not None:
+        _copy_init_vocabulary(paths, settings.init_from)
+        return
     size, why = settings.vocab_size, "--vocab-size"
     if size is None:
         characters = count_characters(*corpus.train)
@@ -493,6 +510,21 @@ def build_vocab(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorp
         size = int(most.group(1))
         print(f"  {size:,} pieces: all that the corpus supports", flush=True)
         build_vocabulary([corpus.train[0]], [corpus.train[1]], paths.vocabulary, vocab_size=size)
+
+
+def _copy_init_vocabulary(paths: RecipePaths, init_from: Path) -> None:
+    """Fine-tuning keeps the model's vocabulary: a copy of it, not a new one."""
+    import shutil
+
+    from training.finetune import find_init_model
+    from translator.io import atomic_directory
+
+    init = find_init_model(init_from)
+    if init.vocabulary_dir is None:
+        raise ConfigError(f"--init-from {init_from}: no vocab/ beside the model to fine-tune with")
+    with atomic_directory(paths.vocabulary) as staging:
+        shutil.copytree(init.vocabulary_dir, staging, dirs_exist_ok=True)
+    print(f"  the vocabulary of {init_from} ({init.vocabulary_dir})", flush=True)
 
 
 # ---- Stage 3: training -------------------------------------------------------------------
@@ -515,6 +547,7 @@ def _request(
         f"data.valid_target={corpus.valid[1]}",
         f"data.vocabulary={paths.vocabulary}",
         f"train.max_minutes={settings.minutes}",
+        *([f"train.init_from={settings.init_from}"] if settings.init_from else []),
         *settings.overrides,
     )
     keys = explicit_keys(DEFAULT_CONFIG, overrides)
