@@ -1,11 +1,48 @@
-"""Shared pytest setup: quiet TensorFlow, fixed seeds."""
+"""Shared pytest setup: quiet TensorFlow, fixed seeds; the fixtures of several folders.
+
+- The Multi30k files (`multi30k_dir`, `subset_files`): the pipeline and command tests.
+- One tiny exported model (`exported`), a run of it in a fresh process that imports only
+  tensorflow and tensorflow_text (`reference`), and a real `translator serve` process on
+  loopback (`server_process`, `server`): the export and serving tests.
+
+The exported model has random weights (with a real SentencePiece vocabulary; a 1+1-layer
+Transformer whose hypotheses run to the length limit, so every sentence gets its own
+translation): exactness does not need a trained model, and building it takes a second.
+Exporting traces the search twice (once per signature); the server and the fresh process
+start together, so their TensorFlow start-ups overlap.
+"""
+
+from __future__ import annotations
 
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from pathlib import Path
+from typing import Any
+
 import keras
 import pytest
+
+from tests.support.corpora import (
+    MULTI30K_FILES,
+    SUBSET,
+    find_multi30k,
+    read_gz_lines,
+    synthetic_sentences,
+    write_lines,
+)
+from tests.support.serving import (
+    MAX_BATCH_SIZE,
+    MAX_REQUEST_BYTES,
+    MAX_REQUEST_SENTENCES,
+    MAX_SOURCE_LENGTH,
+    SEARCH,
+    SENTENCES,
+    Exported,
+    ServerProcess,
+    run_saved_model_reference,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -18,3 +55,78 @@ def _seed():
 def _speed_cache(tmp_path_factory, monkeypatch):
     """Each test its own machine speed cache (the planner's), also in its subprocesses."""
     monkeypatch.setenv("TRANSLATOR_CACHE_DIR", str(tmp_path_factory.mktemp("speed-cache")))
+
+
+@pytest.fixture(scope="session")
+def multi30k_dir() -> Path:
+    directory = find_multi30k()
+    if directory is None:
+        pytest.skip(
+            "Multi30k not found: set TRANSLATOR_DATA_MIRROR to a directory with "
+            f"{', '.join(MULTI30K_FILES)} (or put them in <repo>/../shared/data/multi30k)"
+        )
+    return directory
+
+
+@pytest.fixture(scope="session")
+def subset_files(multi30k_dir, tmp_path_factory) -> tuple[Path, Path]:
+    """The first SUBSET training pairs: English as plain text, German gzipped."""
+    root = tmp_path_factory.mktemp("subset")
+    source = write_lines(root / "train.en", read_gz_lines(multi30k_dir / "train.en.gz", SUBSET))
+    target = write_lines(root / "train.de.gz", read_gz_lines(multi30k_dir / "train.de.gz", SUBSET))
+    return source, target
+
+
+@pytest.fixture(scope="session")
+def exported(tmp_path_factory) -> Exported:
+    from tests.support.models import tiny_model
+    from translator.artifacts import save_model_dir
+    from translator.export import ExportConfig, export_model
+    from translator.pipelines.vocab import build_vocabulary
+
+    root = tmp_path_factory.mktemp("serving")
+    corpus = synthetic_sentences(2000, seed=1)
+    (root / "corpus.txt").write_text("\n".join(corpus) + "\n", "utf-8")
+    vocab_dir = root / "vocab"
+    build_vocabulary([root / "corpus.txt"], [root / "corpus.txt"], vocab_dir, vocab_size=400)
+    model = tiny_model(400, seed=5, logit_scale=2.0, num_encoder_layers=1, num_decoder_layers=1)
+    model_dir = save_model_dir(root / "model", model, vocab_dir, {"purpose": "serving tests"})
+    config = ExportConfig(search=SEARCH, max_source_length=MAX_SOURCE_LENGTH)
+    version_dir = export_model(model_dir, root / "export", config)
+    return Exported(model_dir, vocab_dir, root / "export", version_dir)
+
+
+@pytest.fixture(scope="session")
+def server_process(exported, tmp_path_factory):
+    """The server, started (not yet ready: see `server`)."""
+    server = ServerProcess(
+        exported.base,
+        tmp_path_factory.mktemp("server") / "serve.log",
+        "--max-batch-size",
+        str(MAX_BATCH_SIZE),
+        "--batch-timeout-micros",
+        "20000",
+        "--max-request-sentences",
+        str(MAX_REQUEST_SENTENCES),
+        "--max-request-bytes",
+        str(MAX_REQUEST_BYTES),
+    )
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def server(server_process) -> ServerProcess:
+    """The server, ready to answer."""
+    server_process.wait_ready()
+    return server_process
+
+
+@pytest.fixture(scope="session")
+def reference(exported, server_process) -> dict[str, Any]:
+    """The export run in a fresh process with only tensorflow and tensorflow_text.
+
+    Depends on `server_process` only so that the server starts first and both load
+    TensorFlow at the same time.
+    """
+    return run_saved_model_reference(exported.version_dir, SENTENCES)

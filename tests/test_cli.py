@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import translator
+from tests.support.cli import translator as as_a_user
 
 
 def run(*args, timeout=120):
@@ -71,3 +72,13 @@ def test_search_options_reach_the_search_config():
     assert default.exact_stop and default.beam_size == default.n_best == 5
     changed = export.export_search_config(parser.parse_args([*export_args, "--top-beam-stop"]))
     assert not changed.exact_stop
+
+
+def test_a_model_directory_that_is_not_one_is_one_error_line(tmp_path):
+    result = as_a_user("translate", "--model", tmp_path, input="hello\n", timeout=120)
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"translator translate: error: {tmp_path}"), line
+    missing = as_a_user("data", "check", "--src", tmp_path / "no.en", "--tgt", tmp_path / "no.de")
+    assert missing.returncode != 0 and "Traceback" not in missing.stderr
+    assert len(missing.stderr.strip().splitlines()) == 1 and "no.en" in missing.stderr

@@ -10,33 +10,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from tests.training.conftest import write_copy_corpus
-
-METADATA = {"step": 0, "note": "random weights, for the command tests"}
-BLANK = ("", "   ", "\t", " \t ")
-
-
-def input_lines(root: Path) -> list[str]:
-    """Sentences of 3 to ~24 tokens, shuffled so input order is not length order, with
-    empty and whitespace-only lines in between."""
-    source, _ = write_copy_corpus(root, 30, seed=5)
-    sentences = source.read_text().splitlines()
-    long = [" ".join(sentences[i : i + 3]) for i in range(0, 12, 3)]  # ~20 words each
-    rng = np.random.default_rng(7)
-    lines = [*long, *sentences[12:]]
-    lines = [lines[i] for i in rng.permutation(len(lines))]
-    for position, blank in zip((0, 5, 9, 14), BLANK, strict=True):
-        lines.insert(position, blank)
-    lines.append(sentences[12])  # a repeated line
-    return lines
+from tests.support.cli import METADATA
+from tests.support.corpora import input_lines, write_copy_corpus
 
 
 @pytest.fixture(scope="session")
 def model_dir(tmp_path_factory) -> Path:
-    from tests.search.helpers import tiny_model
+    from tests.support.models import tiny_model
     from translator.artifacts import save_model_dir
     from translator.pipelines.vocab import build_vocabulary
 

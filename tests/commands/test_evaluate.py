@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from tests.commands.conftest import METADATA
-from tests.commands.helpers import sacrebleu_paired, sacrebleu_scores
+from tests.support.cli import METADATA
+from tests.support.scores import sacrebleu_paired, sacrebleu_scores
 from translator.cli import main
 
 

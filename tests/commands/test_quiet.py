@@ -4,24 +4,13 @@ Each command runs as a user runs it: a fresh process, no TF_CPP_* setting in its
 environment. `-v` shows the libraries' logs again.
 """
 
-import os
-import subprocess
-import sys
+import functools
 
-from tests.training.test_train_command import NOISE, REPO
+from tests.support import cli
+from tests.support.cli import NOISE
 
-
-def translator(*args, **kwargs):
-    env = {key: value for key, value in os.environ.items() if not key.startswith("TF_CPP")}
-    return subprocess.run(
-        [sys.executable, "-m", "translator", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**env, "PYTHONPATH": str(REPO)},
-        cwd=REPO,
-        **kwargs,
-    )
+# As a user runs it, up to 10 minutes a command.
+translator = functools.partial(cli.translator, timeout=600)
 
 
 def test_translate_prints_only_its_summary_and_v_shows_the_rest(model_dir):

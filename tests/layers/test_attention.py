@@ -2,7 +2,7 @@ import keras
 import numpy as np
 import pytest
 
-from tests.layer_testing import run_layer_test
+from tests.support.layers import run_layer_test
 from translator.layers import GrowingCache, MultiHeadAttention
 from translator.layers.masks import cache_mask, causal_mask
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from tests.layer_testing import run_layer_test
+from tests.support.layers import run_layer_test
 from translator.layers import DecoderBlock, EncoderBlock
 from translator.layers.masks import cache_mask, causal_mask
 

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.layer_testing import run_layer_test
+from tests.support.layers import run_layer_test
 from translator.layers import FastDropout
 
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from tests.layer_testing import run_layer_test
+from tests.support.layers import run_layer_test
 from translator.layers import FeedForward
 
 RNG = np.random.default_rng(2)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from tests.layer_testing import run_layer_test
+from tests.support.layers import run_layer_test
 from translator.layers import LearnedPositionEmbedding, RotaryEmbedding, SinusoidalPositionEncoding
 
 RNG = np.random.default_rng(1)

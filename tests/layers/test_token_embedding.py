@@ -2,7 +2,7 @@ import math
 
 import numpy as np
 
-from tests.layer_testing import run_layer_test
+from tests.support.layers import run_layer_test
 from translator.layers import TokenEmbedding
 
 

@@ -1,37 +1,12 @@
-"""Shared fixtures: the Multi30k files, a small real SentencePiece vocabulary, a corpus with
-known defects. Vocabularies are trained once per session (a few seconds)."""
+"""Fixtures of the pipeline tests: a small real SentencePiece vocabulary, a corpus with known
+defects. Vocabularies are trained once per session (a few seconds); the Multi30k files
+(`multi30k_dir`, `subset_files`) come from tests/conftest.py."""
 
 from pathlib import Path
 
 import pytest
 
-from tests.pipelines.helpers import (
-    MULTI30K_FILES,
-    SUBSET,
-    find_multi30k,
-    read_gz_lines,
-    write_lines,
-)
-
-
-@pytest.fixture(scope="session")
-def multi30k_dir() -> Path:
-    directory = find_multi30k()
-    if directory is None:
-        pytest.skip(
-            "Multi30k not found: set TRANSLATOR_DATA_MIRROR to a directory with "
-            f"{', '.join(MULTI30K_FILES)} (or put them in <repo>/../shared/data/multi30k)"
-        )
-    return directory
-
-
-@pytest.fixture(scope="session")
-def subset_files(multi30k_dir, tmp_path_factory) -> tuple[Path, Path]:
-    """The first SUBSET training pairs: English as plain text, German gzipped."""
-    root = tmp_path_factory.mktemp("subset")
-    source = write_lines(root / "train.en", read_gz_lines(multi30k_dir / "train.en.gz", SUBSET))
-    target = write_lines(root / "train.de.gz", read_gz_lines(multi30k_dir / "train.de.gz", SUBSET))
-    return source, target
+from tests.support.corpora import LONG_REPEAT, read_gz_lines, write_lines
 
 
 @pytest.fixture(scope="session")
@@ -51,13 +26,11 @@ def vocabulary(vocab_dir):
     return load_vocabulary(vocab_dir)
 
 
-# Defects planted in `defect_corpus` (line numbers are 0-based indices into the pairs).
-LONG_REPEAT = 40  # a sentence repeated this often is far over MAX_LENGTH
-
-
 @pytest.fixture(scope="session")
 def defect_corpus(multi30k_dir, tmp_path_factory):
     """1,500 real pairs plus planted empty, blank and over-long lines.
+
+    Line numbers are 0-based indices into the pairs.
 
     Returns (source_path, target_path, source_lines, target_lines).
     """

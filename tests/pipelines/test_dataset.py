@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.pipelines.helpers import expected_pairs, read_gz_lines, write_lines
+from tests.support.corpora import expected_pairs, read_gz_lines, write_lines
 from translator.constants import BOS_ID, EOS_ID, PAD_ID
 from translator.pipelines.config import Bucket, PipelineConfig
 from translator.pipelines.dataset import make_dataset, scan_corpus

@@ -10,7 +10,8 @@ import subprocess
 import sys
 import textwrap
 
-from tests.pipelines.helpers import REPO, expected_pairs, read_gz_lines, write_lines
+from tests.support.corpora import expected_pairs, read_gz_lines, write_lines
+from tests.support.paths import REPO
 from translator.pipelines.config import PipelineConfig
 
 SCRIPT = textwrap.dedent(

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.pipelines.helpers import read_gz_lines, write_lines
+from tests.support.corpora import read_gz_lines, write_lines
 from translator.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from translator.pipelines.errors import CorpusError, VocabularyError
 from translator.pipelines.tokenizer import SentencePieceTokenizer, load_vocabulary

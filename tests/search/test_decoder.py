@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.search.helpers import MarkovModel, markov_probs, random_sources, tiny_model
+from tests.support.models import MarkovModel, markov_probs, random_sources, tiny_model
 from translator.search import Decoder, SearchConfig, SearchResult
 
 VOCAB = 16

@@ -5,17 +5,14 @@ import dataclasses
 import numpy as np
 import pytest
 
-from tests.search.helpers import (
-    MarkovModel,
+from tests.support.models import MarkovModel, markov_probs, random_sources, tiny_model
+from tests.support.search import (
     all_hypotheses,
     compiled,
     hypotheses_of,
-    markov_probs,
     penalty,
-    random_sources,
     reference_beam_search,
     sequence_log_probs,
-    tiny_model,
 )
 from translator.search import SearchConfig, beam_search, greedy_search, output_length_limits
 

@@ -7,7 +7,8 @@ import pytest
 import tensorflow as tf
 
 from bench.counting import CountingModel
-from tests.search.helpers import compiled, hypotheses_of, random_sources, tiny_model
+from tests.support.models import random_sources, tiny_model
+from tests.support.search import compiled, hypotheses_of
 from translator.constants import BOS_ID, EOS_ID, PAD_ID
 from translator.search import (
     SearchConfig,

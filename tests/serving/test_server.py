@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.serving.conftest import MAX_REQUEST_SENTENCES, SENTENCES, free_port
+from tests.support.serving import MAX_REQUEST_SENTENCES, SENTENCES, free_port
 from translator.cli import main as cli_main
 
 PREDICT = "/v1/models/translator:predict"

@@ -3,7 +3,7 @@
 import json
 import time
 
-from tests.training.conftest import tiny_run_config
+from tests.support.runs import tiny_run_config
 from training.run import train
 from translator.inference import Translator
 from translator.pipelines import load_vocabulary

@@ -5,8 +5,8 @@ import json
 
 import yaml
 
-from tests.training.conftest import tiny_raw_config
-from tests.training.test_train_command import NOISE, translator
+from tests.support.cli import NOISE, translator
+from tests.support.runs import tiny_raw_config
 from training.config import explicit_keys
 from training.plan import Plan
 

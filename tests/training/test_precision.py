@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 import training.strategy as strategy_module
-from tests.search.helpers import random_sources
+from tests.support.models import random_sources
 from training.trainer import TranslationTrainer
 from translator import Transformer, TransformerConfig
 from translator.layers import MultiHeadAttention

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.training.conftest import write_copy_corpus
-from tests.training.test_train_command import NOISE, translator
+from tests.support.cli import NOISE, translator
+from tests.support.corpora import write_copy_corpus
 from training.recipe import (
     RecipePaths,
     RecipeSettings,

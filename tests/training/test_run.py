@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 import yaml
 
-from tests.training.conftest import (
+from tests.support.runs import (
     TRAIN_SCRIPT,
     assert_same_weights,
     latest_step,

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.training.conftest import (
+from tests.support.cli import NOISE, REPO, translator
+from tests.support.runs import (
     assert_same_weights,
     latest_step,
     signal_after_checkpoint,
@@ -18,29 +19,6 @@ from tests.training.conftest import (
     train_to_end,
 )
 from training.config import dump_config
-
-REPO = Path(__file__).parents[2]
-# What TensorFlow, absl and SentencePiece print at start-up or while working; a command
-# shows none of it without -v.
-NOISE = re.compile(
-    r"cuda|cuInit|cpu_feature_guard|rebuild TensorFlow|absl|Sharding callback|LOG\(INFO\)"
-    r"|INFO:tensorflow|contains input name|oneDNN|^[IWE]\d{4} ",
-    re.MULTILINE,
-)
-
-
-def translator(*args, timeout=300, **kwargs):
-    """`python -m translator ARGS` with the environment a user has (no log settings)."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("TF_CPP")}
-    return subprocess.run(
-        [sys.executable, "-m", "translator", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**env, "PYTHONPATH": str(REPO)},
-        cwd=REPO,
-        **kwargs,
-    )
 
 
 def write_config(tmp_path, task, **sections):
@@ -103,16 +81,6 @@ def test_a_corpus_with_no_pair_to_learn_from_is_refused_before_any_step(
     assert line.startswith(f"translator train: error: {source} | {target}: no pair to ")
     assert f"no pair to {purpose} on" in line and counts in line, line
     assert not list(run_dir.glob("checkpoints/ckpt-*")) and not (run_dir / "model").exists()
-
-
-def test_a_model_directory_that_is_not_one_is_one_error_line(tmp_path):
-    result = translator("translate", "--model", tmp_path, input="hello\n", timeout=120)
-    assert result.returncode == 2
-    (line,) = result.stderr.strip().splitlines()
-    assert line.startswith(f"translator translate: error: {tmp_path}"), line
-    missing = translator("data", "check", "--src", tmp_path / "no.en", "--tgt", tmp_path / "no.de")
-    assert missing.returncode != 0 and "Traceback" not in missing.stderr
-    assert len(missing.stderr.strip().splitlines()) == 1 and "no.en" in missing.stderr
 
 
 def test_ctrl_c_saves_the_step_and_the_resumed_run_equals_an_uninterrupted_one(copy_task, tmp_path):

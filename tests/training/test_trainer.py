@@ -5,10 +5,9 @@ import sys
 import keras
 import numpy as np
 
+from tests.support.paths import SCRIPTS
 from training.trainer import TranslationTrainer
 from translator import Transformer, TransformerConfig
-
-SCRIPTS = __import__("pathlib").Path(__file__).parent / "scripts"
 
 
 def batch(pad=0, seed=0):

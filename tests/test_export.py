@@ -16,7 +16,7 @@ import math
 import numpy as np
 import pytest
 
-from tests.serving.conftest import BEST, MAX_SOURCE_LENGTH, SEARCH, SENTENCES
+from tests.support.serving import BEST, MAX_SOURCE_LENGTH, SEARCH, SENTENCES
 from translator.cli import main as cli_main
 
 

@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.commands.helpers import sacrebleu_scores
+from tests.support.scores import sacrebleu_scores
 from translator.cli import main
 from translator.evaluation import (
     EvaluationError,

@@ -16,7 +16,8 @@ import sys
 import numpy as np
 import pytest
 
-from tests.training.conftest import tiny_run_config, write_copy_corpus
+from tests.support.corpora import write_copy_corpus
+from tests.support.runs import tiny_run_config
 from translator.errors import ConfigError
 from translator.search import SearchConfig
 

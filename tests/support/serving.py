@@ -1,11 +1,8 @@
-"""Session fixtures: one tiny exported model, a run of it in a fresh process that imports only
-tensorflow and tensorflow_text, and a real `translator serve` process on loopback.
+"""The serving tests' settings and sentences, the export's paths, and the server as a process.
 
-The model has random weights (with a real SentencePiece vocabulary; a 1+1-layer
-Transformer whose hypotheses run to the length limit, so every sentence gets its own
-translation): exactness does not need a trained model, and building it takes a second.
-Exporting traces the search twice (once per signature); the server and the fresh process
-start together, so their TensorFlow start-ups overlap.
+What the export and the test server are made with (SEARCH, MAX_SOURCE_LENGTH, the
+request limits), the sentences every comparison uses (SENTENCES), and `ServerProcess`:
+`translator serve` as a subprocess with a stdlib HTTP client.
 """
 
 from __future__ import annotations
@@ -23,13 +20,12 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pytest
-
+from tests.support.corpora import synthetic_sentences
+from tests.support.paths import REPO, SCRIPTS
 from translator.search import SearchConfig
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
+# Runs an export with tensorflow and tensorflow_text only: VERSION_DIR SENTENCES_JSON.
+SAVED_MODEL_REFERENCE = SCRIPTS / "saved_model_reference.py"
 # The export's settings: `translator translate --beam-size 4 --length-penalty 0.6`, n-best 3.
 SEARCH = SearchConfig(beam_size=4, length_penalty=0.6, n_best=3)
 # What serving_default searches for (and `translate` by default): the best hypothesis only.
@@ -40,19 +36,6 @@ MAX_SOURCE_LENGTH = 40
 MAX_REQUEST_SENTENCES = 16
 MAX_REQUEST_BYTES = 4096
 MAX_BATCH_SIZE = 16
-
-
-def synthetic_sentences(count: int, seed: int, max_words: int = 12) -> list[str]:
-    """Sentences of 2 to `max_words` pseudo-words built from syllables, some with umlauts."""
-    rng = np.random.default_rng(seed)
-    syllables = [c + v for c in "bdfgklmnprstvwz" for v in "aeiouäöü"]
-    words = sorted({"".join(rng.choice(syllables, rng.integers(1, 4))) for _ in range(300)})
-    sentences = []
-    for _ in range(count):
-        chosen = [words[i] for i in rng.integers(0, len(words), rng.integers(2, max_words + 1))]
-        chosen[0] = chosen[0].capitalize()
-        sentences.append(" ".join(chosen) + rng.choice([".", "!", ",", ""]))
-    return sentences
 
 
 # The sentences every comparison uses: ordinary ones of several lengths, and the edge
@@ -79,25 +62,6 @@ class Exported:
     vocab_dir: Path
     base: Path
     version_dir: Path
-
-
-@pytest.fixture(scope="session")
-def exported(tmp_path_factory) -> Exported:
-    from tests.search.helpers import tiny_model
-    from translator.artifacts import save_model_dir
-    from translator.export import ExportConfig, export_model
-    from translator.pipelines.vocab import build_vocabulary
-
-    root = tmp_path_factory.mktemp("serving")
-    corpus = synthetic_sentences(2000, seed=1)
-    (root / "corpus.txt").write_text("\n".join(corpus) + "\n", "utf-8")
-    vocab_dir = root / "vocab"
-    build_vocabulary([root / "corpus.txt"], [root / "corpus.txt"], vocab_dir, vocab_size=400)
-    model = tiny_model(400, seed=5, logit_scale=2.0, num_encoder_layers=1, num_decoder_layers=1)
-    model_dir = save_model_dir(root / "model", model, vocab_dir, {"purpose": "serving tests"})
-    config = ExportConfig(search=SEARCH, max_source_length=MAX_SOURCE_LENGTH)
-    version_dir = export_model(model_dir, root / "export", config)
-    return Exported(model_dir, vocab_dir, root / "export", version_dir)
 
 
 def free_port() -> int:
@@ -170,46 +134,14 @@ class ServerProcess:
         self._log.close()
 
 
-@pytest.fixture(scope="session")
-def server_process(exported, tmp_path_factory):
-    """The server, started (not yet ready: see `server`)."""
-    server = ServerProcess(
-        exported.base,
-        tmp_path_factory.mktemp("server") / "serve.log",
-        "--max-batch-size",
-        str(MAX_BATCH_SIZE),
-        "--batch-timeout-micros",
-        "20000",
-        "--max-request-sentences",
-        str(MAX_REQUEST_SENTENCES),
-        "--max-request-bytes",
-        str(MAX_REQUEST_BYTES),
-    )
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="session")
-def server(server_process) -> ServerProcess:
-    """The server, ready to answer."""
-    server_process.wait_ready()
-    return server_process
-
-
-@pytest.fixture(scope="session")
-def reference(exported, server_process) -> dict[str, Any]:
+def run_saved_model_reference(version_dir: Path, sentences: list[str]) -> dict[str, Any]:
     """The export run in a fresh process with only tensorflow and tensorflow_text.
 
-    Depends on `server_process` only so that the server starts first and both load
-    TensorFlow at the same time.
+    Nothing of the repository is on its path (cwd "/", no PYTHONPATH), and the script
+    blocks the project's packages: see scripts/saved_model_reference.py for the output.
     """
     result = subprocess.run(
-        [
-            sys.executable,
-            str(HERE / "saved_model_reference.py"),
-            str(exported.version_dir),
-            json.dumps(SENTENCES),
-        ],
+        [sys.executable, str(SAVED_MODEL_REFERENCE), str(version_dir), json.dumps(sentences)],
         capture_output=True,
         text=True,
         timeout=300,

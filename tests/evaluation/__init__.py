@@ -1,0 +1,1 @@
+"""Tests of the scoring and reports (translator/evaluation)."""
