@@ -24,6 +24,7 @@ from typing import Any
 import keras
 import pytest
 
+from serving.process import ServerProcess
 from tests.support.corpora import (
     MULTI30K_FILES,
     SUBSET,
@@ -40,7 +41,6 @@ from tests.support.serving import (
     SEARCH,
     SENTENCES,
     Exported,
-    ServerProcess,
     run_saved_model_reference,
 )
 

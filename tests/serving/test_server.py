@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from tests.support.serving import MAX_REQUEST_SENTENCES, SENTENCES, free_port
+from serving.process import free_port
+from tests.support.serving import MAX_REQUEST_SENTENCES, SENTENCES
 from translator.cli import main as cli_main
 
 PREDICT = "/v1/models/translator:predict"

@@ -18,7 +18,7 @@ imports another test module):
   print (`NOISE`), and the metadata of the command tests' model.
 - `scores`: the `sacrebleu` program's scores, for reference.
 - `serving`: the export's and the server's settings, the sentences every comparison uses,
-  `Exported` and `ServerProcess` (`translator serve` as a subprocess, with a client).
+  `Exported` (the server itself: `serving.process.ServerProcess`).
 - `scripts/`: run as subprocesses, never imported: `train_run.py`,
   `strategy_equivalence.py` and `saved_model_reference.py` (imports no project code).
 """

@@ -1,8 +1,8 @@
-"""The serving tests' settings and sentences, the export's paths, and the server as a process.
+"""The serving tests' settings and sentences, and the export's paths.
 
 What the export and the test server are made with (SEARCH, MAX_SOURCE_LENGTH, the
-request limits), the sentences every comparison uses (SENTENCES), and `ServerProcess`:
-`translator serve` as a subprocess with a stdlib HTTP client.
+request limits) and the sentences every comparison uses (SENTENCES). The server as a
+process is the library's `serving.process.ServerProcess`, which the benchmarks use too.
 """
 
 from __future__ import annotations
@@ -10,18 +10,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 from tests.support.corpora import synthetic_sentences
-from tests.support.paths import REPO, SCRIPTS
+from tests.support.paths import SCRIPTS
 from translator.search import SearchConfig
 
 # Runs an export with tensorflow and tensorflow_text only: VERSION_DIR SENTENCES_JSON.
@@ -62,76 +57,6 @@ class Exported:
     vocab_dir: Path
     base: Path
     version_dir: Path
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class ServerProcess:
-    """`translator serve` as a subprocess, and a stdlib HTTP client for it."""
-
-    def __init__(self, base: Path, log_path: Path, *options: str):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = log_path
-        command = [sys.executable, "-m", "translator", "serve", "--model", str(base)]
-        command += ["--port", str(self.port), *options]
-        self._log = open(log_path, "wb")  # noqa: SIM115 (open for the life of the process)
-        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-        self.process = subprocess.Popen(
-            command, stdout=self._log, stderr=subprocess.STDOUT, cwd=REPO, env=env
-        )
-
-    def log(self) -> str:
-        return self.log_path.read_text("utf-8", errors="replace")
-
-    def wait_ready(self, timeout: float = 180.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise AssertionError(f"server exited with {self.process.returncode}:\n{self.log()}")
-            try:
-                status, _ = self.get("/healthz", timeout=2)
-                if status == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.25)
-        raise AssertionError(f"server not ready after {timeout} s:\n{self.log()}")
-
-    def request(
-        self, method: str, path: str, body: bytes | None = None, timeout: float = 120
-    ) -> tuple[int, Any]:
-        """(status, parsed JSON body) of one request; HTTP errors are returned, not raised."""
-        request = urllib.request.Request(self.url + path, data=body, method=method)
-        if body is not None:
-            request.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                return response.status, json.loads(response.read())
-        except urllib.error.HTTPError as error:
-            with error:
-                return error.code, json.loads(error.read())
-
-    def get(self, path: str, timeout: float = 120) -> tuple[int, Any]:
-        return self.request("GET", path, timeout=timeout)
-
-    def post(self, path: str, body: Any, timeout: float = 120) -> tuple[int, Any]:
-        data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        return self.request("POST", path, data, timeout=timeout)
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._log.close()
 
 
 def run_saved_model_reference(version_dir: Path, sentences: list[str]) -> dict[str, Any]:
