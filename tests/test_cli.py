@@ -82,3 +82,17 @@ def test_a_model_directory_that_is_not_one_is_one_error_line(tmp_path):
     missing = as_a_user("data", "check", "--src", tmp_path / "no.en", "--tgt", tmp_path / "no.de")
     assert missing.returncode != 0 and "Traceback" not in missing.stderr
     assert len(missing.stderr.strip().splitlines()) == 1 and "no.en" in missing.stderr
+
+
+def test_export_loads_no_ctranslate2_code_until_asked():
+    """`translator export` (and `--help`) start without CTranslate2's package or ours."""
+    code = (
+        "import sys; from translator.cli import build_parser; "
+        "build_parser().parse_args(['export', '--model', 'm', '--out', 'o']); "
+        "print(sorted(m for m in sys.modules if 'ctranslate2' in m or m == 'tensorflow'))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

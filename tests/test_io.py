@@ -45,3 +45,30 @@ def test_atomic_directory_replaces_a_whole_directory_or_nothing(tmp_path):
         (staging / "other").write_text("3")
     assert sorted(os.listdir(target)) == ["other"]
     assert os.listdir(tmp_path) == ["model"]
+
+
+TRICKY = b"a\r\nb\n\nc\xc3\xa9\rd\ne"
+
+
+def test_files_and_streams_read_alike(tmp_path):
+    """One reader: a file (plain or gzip) and a stream (stdin) give the same lines."""
+    import io
+
+    from translator.io import iter_lines, stream_lines
+
+    plain, packed = tmp_path / "plain.txt", tmp_path / "packed.txt.gz"
+    plain.write_bytes(TRICKY)
+    packed.write_bytes(gzip.compress(TRICKY))
+    want = ["a", "b", "", "cé" + "d", "e"]
+    assert list(iter_lines(plain)) == list(iter_lines(packed)) == want
+    assert list(stream_lines(io.BytesIO(TRICKY), "<stdin>")) == want
+
+
+def test_a_stream_that_is_not_utf8_names_itself_and_the_line():
+    import io
+
+    from translator.errors import CorpusError
+    from translator.io import stream_lines
+
+    with pytest.raises(CorpusError, match=r"<stdin>, line 2: not valid UTF-8 \(byte 0xff"):
+        list(stream_lines(io.BytesIO(b"ok\nbad \xff\n"), "<stdin>"))

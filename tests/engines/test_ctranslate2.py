@@ -275,3 +275,42 @@ def test_missing_package_is_one_clear_error(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "ctranslate2", None)  # import fails as if absent
     with pytest.raises(CTranslate2NotInstalledError, match=r"pip install -e \".\[ctranslate2\]\""):
         import_ctranslate2()
+
+
+@needs_ctranslate2
+def test_both_engines_load_through_one_seam_and_meet_its_protocols(trained):
+    """`load_translator` picks the engine; each implements `BatchDecoder` and
+    `LoadedModel`, and returns its counts with its results."""
+    from translator.engines import BatchDecoder, InferenceOptions, LoadedModel, load_translator
+
+    sources = [*trained["sources"][:20], ""]
+    engines = {
+        "tensorflow": trained["model"].directory,
+        "ctranslate2": trained["exports"]["float32"],
+    }
+    results = {}
+    for engine, path in engines.items():
+        loaded = load_translator(path, TOP_BEAM, InferenceOptions(engine=engine))
+        assert isinstance(loaded.loaded, LoadedModel)
+        assert isinstance(loaded.translator.decoder, BatchDecoder)
+        assert loaded.translator.engine == engine
+        translations = loaded.translator.search(sources)
+        assert translations.stats.lines == 21 and translations.stats.empty == 1
+        results[engine] = translations.texts
+    assert results["tensorflow"][-1] == results["ctranslate2"][-1] == ""
+    same = sum(a == b for a, b in zip(*results.values(), strict=True))
+    assert same >= 18  # the same search on both engines: equal but for rare near-ties
+
+
+def test_inference_options_name_the_bad_option():
+    from translator.engines import InferenceOptions
+    from translator.errors import ConfigError
+
+    for fields, option in (
+        ({"batch_tokens": 0}, "--batch-tokens"),
+        ({"max_source_length": 1}, "--max-source-length"),
+        ({"engine": "onnx"}, "--engine"),
+        ({"precision": "int4"}, "--precision"),
+    ):
+        with pytest.raises(ConfigError, match=option):
+            InferenceOptions(**fields)
