@@ -222,7 +222,10 @@ def _two_workers_agree(config_path, tmp_path, budget, *extra):
         assert process.returncode == 0, err[-3000:]
     steps = [out.strip().splitlines()[-1] for out, _ in outputs]
     assert steps[0] == steps[1]
-    assert steps[0] == "steps=8" if "max_minutes" not in budget else int(steps[0][6:]) > 8
+    if "max_minutes" in budget:  # how many updates fit depends on the machine and its load
+        assert int(steps[0][6:]) >= 2
+    else:
+        assert steps[0] == "steps=8"
     w0, w1 = np.load(tmp_path / "w0.npz"), np.load(tmp_path / "w1.npz")
     for key in w0.files:
         np.testing.assert_array_equal(w0[key], w1[key], err_msg=key)
