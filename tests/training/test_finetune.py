@@ -1,0 +1,144 @@
+"""Fine-tuning (`--init-from`): weights only, the model's architecture and vocabulary."""
+
+import signal
+import subprocess
+import sys
+
+import pytest
+import sacrebleu
+
+from tests.support.corpora import write_copy_corpus
+from tests.support.runs import (
+    TRAIN_SCRIPT,
+    assert_same_weights,
+    latest_step,
+    replace,
+    script_env,
+    signal_after_checkpoint,
+    tiny_run_config,
+    train_to_end,
+)
+from training.config import ConfigError, dump_config
+from training.run import train
+from translator.artifacts import load_model_dir
+from translator.inference import Translator
+from translator.search import SearchConfig
+
+
+@pytest.fixture(scope="module")
+def base_model(copy_task, tmp_path_factory):
+    """A tiny model trained on the copy task (the model to fine-tune)."""
+    config = tiny_run_config(copy_task, train={"max_steps": 60})
+    return train(config, tmp_path_factory.mktemp("base") / "run", verbose=0).model_dir
+
+
+def _translations(model_dir, sources, beam_size=1):
+    loaded = load_model_dir(model_dir)
+    translator = Translator.from_model(
+        loaded.model, loaded.vocabulary, SearchConfig(beam_size=beam_size)
+    )
+    return translator.search(sources).hypotheses
+
+
+def test_zero_updates_translate_exactly_as_the_original(copy_task, base_model, tmp_path):
+    config = tiny_run_config(copy_task, train={"max_steps": 0, "init_from": str(base_model)})
+    result = train(config, tmp_path / "tuned", verbose=0)
+    sources = copy_task["valid"][0].read_text().splitlines()[:40]
+    for beam_size in (1, 3):
+        original = _translations(base_model, sources, beam_size)
+        tuned = _translations(result.model_dir, sources, beam_size)
+        assert [[(h.ids, h.score) for h in row] for row in tuned] == [
+            [(h.ids, h.score) for h in row] for row in original
+        ]
+
+
+def test_the_architecture_comes_from_the_model(copy_task, base_model, tmp_path):
+    # The run config asks for nothing: the tuned model is the base model's shape.
+    config = tiny_run_config(
+        copy_task, model={"preset": "base"}, train={"max_steps": 1, "init_from": str(base_model)}
+    )
+    with pytest.raises(ConfigError, match=r"model.preset: sets num_encoder_layers .* has"):
+        train(config, tmp_path / "preset", verbose=0)
+    config = tiny_run_config(copy_task, train={"max_steps": 1, "init_from": str(base_model)})
+    conflicting = replace(config, "model", overrides={"dropout": 0.0, "d_model": 128})
+    with pytest.raises(ConfigError, match=r"model.overrides.d_model: sets d_model 128, but"):
+        train(conflicting, tmp_path / "conflict", verbose=0)
+    # Dropout is not architecture: changing it is fine-tuning.
+    result = train(
+        replace(config, "model", overrides={"dropout": 0.2}), tmp_path / "dropout", verbose=0
+    )
+    tuned = load_model_dir(result.model_dir).model.config
+    assert tuned.dropout == 0.2
+    assert tuned.d_model == load_model_dir(base_model).model.config.d_model
+
+
+def test_another_vocabulary_is_refused_naming_both(copy_task, base_model, tmp_path):
+    from translator.pipelines.vocab import build_vocabulary
+
+    other = tmp_path / "other_vocab"
+    build_vocabulary(
+        [copy_task["train"][0]],
+        [copy_task["train"][1]],
+        other,
+        vocab_size=39,
+        seed=7,
+        byte_fallback=False,
+        model_type="bpe",
+    )
+    config = tiny_run_config(copy_task, train={"max_steps": 1, "init_from": str(base_model)})
+    with pytest.raises(ConfigError, match=r"data.vocabulary: .*other_vocab \(sha256 \w+\) is not"):
+        train(replace(config, "data", vocabulary=str(other)), tmp_path / "run", verbose=0)
+    missing = replace(config, "train", init_from=str(tmp_path / "nowhere"))
+    with pytest.raises(ConfigError, match=r"train.init_from: .*nowhere"):
+        train(missing, tmp_path / "run2", verbose=0)
+
+
+def _bleu(model_dir, sources, references):
+    texts = [row[0].text if row else "" for row in _translations(model_dir, sources)]
+    return sacrebleu.corpus_bleu(texts, [references]).score
+
+
+@pytest.mark.slow
+def test_fine_tuning_on_a_new_domain_raises_its_bleu(copy_task, base_model, tmp_path):
+    """The base model copies; the new domain reverses. A short fine-tuning learns it."""
+    train_files = write_copy_corpus(tmp_path / "reverse", 3000, seed=11, reverse=True)
+    valid_files = write_copy_corpus(tmp_path / "reverse", 200, seed=12, reverse=True)
+    config = tiny_run_config(
+        copy_task,
+        train={"max_steps": 150, "init_from": str(base_model)},
+        optimizer={"peak_learning_rate": 0.003, "warmup_fraction": 0.05},
+    )
+    data = {"train_source": str(train_files[0]), "train_target": str(train_files[1])}
+    result = train(replace(config, "data", **data), tmp_path / "tuned", verbose=0)
+    sources = valid_files[0].read_text().splitlines()
+    references = valid_files[1].read_text().splitlines()
+    before, after = (
+        _bleu(base_model, sources, references),
+        _bleu(result.model_dir, sources, references),
+    )
+    assert after > before + 10, (before, after)
+
+
+@pytest.mark.slow
+def test_a_resumed_fine_tuning_equals_an_uninterrupted_one(copy_task, base_model, tmp_path):
+    config = tiny_run_config(
+        copy_task,
+        model={"preset": "tiny", "overrides": {"dropout": 0.1}},
+        train={"max_steps": 40, "init_from": str(base_model)},
+        checkpoint={"every_steps": 10, "keep_last": 10},
+    )
+    config_path = tmp_path / "config.yaml"
+    dump_config(config, config_path)
+    train_to_end(config_path, tmp_path / "straight", tmp_path / "a.npz")
+    killed = tmp_path / "killed"
+    process = subprocess.Popen(
+        [sys.executable, str(TRAIN_SCRIPT), str(config_path), str(killed), str(tmp_path / "x.npz")],
+        env=script_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    signal_after_checkpoint(process, killed, 20, signal.SIGKILL)
+    process.wait()
+    assert latest_step(killed) in range(20, 40)
+    train_to_end(config_path, killed, tmp_path / "b.npz")
+    assert_same_weights(tmp_path / "a.npz", tmp_path / "b.npz")
