@@ -1,30 +1,32 @@
 """Decoding speed: target tokens/s of greedy and beam search against a naive decoder.
 
-    python -m bench.decoding [--short] [--model RUN_DIR] [--batch-tokens N] [--no-xla]
-
-Multi30k test_2016_flickr (English) is cut into batches by `translator translate`'s text
-path (`translator.text.prepare`, `batch_ranges`) and translated side by side by the
-tutorial's naive decoder (greedy, no cache, the whole prefix every step; eager, and with a
-compiled step), and by `translator.search.Decoder`, greedy and beam 4, without and with
-XLA (and with `--model`, beam 4 with the top-beam stop). A pass under `CountingModel`
-counts each search's decoder steps per returned token.
-
-Without `--model`, random weights of the `small` shape: a step's cost does not depend on
-the weight values, but a random model never ranks EOS first, so sources are random ids,
-round(1.23 x words) pieces (`RandomPieces`), and each output is cut at its source's
-length (the recipe's German averages 1.03 pieces per English piece).
+Without --model, random `small` weights: a step's cost does not depend on them, but a random
+model never ranks EOS first, so sources are random ids, 1.23 pieces a word (`RandomPieces`),
+and each output is cut at its source's length (German: 1.03 pieces an English one).
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
-import functools
-import sys
+import inspect
 import time
 import warnings
 
+import keras
+import numpy as np
+import tensorflow as tf
+
 from bench import harness
+from bench.counting import CountingModel
+from translator import Transformer, TransformerConfig
+from translator.artifacts import load_model_dir, resolve_model_dir
+from translator.constants import BOS_ID, EOS_ID, PAD_ID
+from translator.inference import Translator
 from translator.io import read_lines
+from translator.search import Decoder, SearchConfig, search
+from translator.search.common import output_length_limits
+from translator.text import LENGTH_MULTIPLE, batch_ranges, default_max_source_length, prepare
 
 # Padded source tokens per batch: batches of 14 to 40 sentences here, near the 32 of the
 # runs before batches were cut by tokens (the library's default makes up to 256).
@@ -34,40 +36,17 @@ VOCAB_SIZE = 8000
 PIECES_PER_WORD = 1.23  # English, 8k joint unigram vocabulary of the Multi30k recipe
 BEAM_GOAL = 750  # target tokens/s with beam 4, this model shape, this 2-core CPU
 REQUIRED_RATIO = 20  # beam 4 over the naive decoder, in target tokens/s
-GOALS = (BEAM_GOAL, REQUIRED_RATIO)
 NAIVE, NAIVE_COMPILED = ("naive", False), ("naive, compiled step", False)
 BEAM, TOP_BEAM = ("beam 4", False), ("beam 4, top-beam stop", False)
-
-
-def parse_args(argv: list[str] | None):
-    parser = harness.make_parser("decoding", __doc__)
-    parser.add_argument("--model", help="trained model or run directory (default: random)")
-    parser.add_argument("--batch-tokens", type=int, default=BATCH_TOKENS, help="as translate's")
-    parser.add_argument("--batches", type=int, help="batches, spread over the lengths (all)")
-    parser.add_argument("--naive-batches", type=int, help="of the eager naive decoder (8; 1)")
-    parser.add_argument("--repeats", type=int, help="steady passes, the best counts (2; 1)")
-    parser.add_argument("--xla", action="store_true", default=None, help="(default: not short)")
-    parser.add_argument("--no-xla", dest="xla", action="store_false")
-    args = harness.parse(parser, argv)
-    args.batches = args.batches or (2 if args.short else None)
-    args.naive_batches = args.naive_batches or (1 if args.short else 8)
-    args.repeats = args.repeats or (1 if args.short else 2)
-    args.xla = not args.short if args.xla is None else args.xla
-    return args
+GOALS, BEAM_AND_GREEDY = (BEAM_GOAL, REQUIRED_RATIO), ("greedy", "beam 4")
+WITH = {False: "without", True: "with"}  # XLA
 
 
 class RandomPieces:
-    """The random model's tokenizer: per line, round(1.23 n) random ids for n words.
-
-    Seeded, so every run translates the same sources; it has `SentencePieceTokenizer`'s
-    `tokenize` (eager only), so the sources take the same text path as real ones.
-    """
+    """The random model's tokenizer: per line, round(1.23 n) seeded random ids for n words,
+    with `SentencePieceTokenizer.tokenize`'s types, so they take the real text path."""
 
     def tokenize(self, lines):
-        """tf.string `[batch]` -> int32 RaggedTensor `[batch, (pieces)]`."""
-        import numpy as np
-        import tensorflow as tf
-
         rng = np.random.default_rng(0)
         words = [len(line.decode("utf-8").split()) for line in lines.numpy()]
         counts = [max(1, round(PIECES_PER_WORD * n)) for n in words]
@@ -78,10 +57,6 @@ class RandomPieces:
 
 def make_batches(lines, tokenizer, max_source_length: int, batch_tokens: int, count: int | None):
     """`count` of the batches `translator translate` would search (None: all), spread."""
-    import tensorflow as tf
-
-    from translator.text import batch_ranges, prepare
-
     prepared = prepare(tf.constant(lines, tf.string), tokenizer, max_source_length)
     ids = prepared.source_ids.numpy()  # [searched, width], sorted by length
     ranges = batch_ranges(prepared.lengths.numpy(), batch_tokens)
@@ -97,15 +72,10 @@ def spread(items: list, count: int | None) -> list:
 
 
 class NaiveGreedy:
-    """The tutorial decoder: greedy, no cache, the whole prefix recomputed every step.
-
-    It has the search's length limits, forbidden ids and forced EOS, so it returns the
-    same ids as greedy search.
-    """
+    """The tutorial decoder: greedy, no cache, the whole prefix recomputed every step; with
+    the search's length limits, forbidden ids and forced EOS, so the same ids as greedy."""
 
     def __init__(self, model, config, compiled: bool):
-        import tensorflow as tf
-
         self.config, self.position_limit = config, model.config.position_limit
 
         def last_logits(source_ids, target_ids):  # [b, s], [b, t] -> [b, vocab]
@@ -113,18 +83,13 @@ class NaiveGreedy:
                 warnings.filterwarnings("ignore", "You are using a softmax over axis")
                 return model((source_ids, target_ids), training=False)[:, -1, :]
 
-        spec = tf.TensorSpec([None, None], tf.int32)
-        self.last_logits = tf.function(last_logits, input_signature=[spec, spec])
-        self.last_logits = self.last_logits if compiled else last_logits
+        spec = [tf.TensorSpec([None, None], tf.int32)] * 2
+        self.last_logits = (
+            tf.function(last_logits, input_signature=spec) if compiled else last_logits
+        )
 
     def __call__(self, source):
         """Translates int32 `[batch, length]`; returns per sentence its ids (EOS incl.)."""
-        import numpy as np
-        import tensorflow as tf
-
-        from translator.constants import BOS_ID, EOS_ID, PAD_ID
-        from translator.search.common import output_length_limits
-
         limits, _ = output_length_limits(tf.constant(source), self.config, self.position_limit)
         limits = np.asarray(limits)
         target = np.full((len(source), 1), BOS_ID, np.int32)  # [batch, 1 + step]
@@ -145,16 +110,10 @@ class NaiveGreedy:
 
 
 class Search:
-    """`translator.search.Decoder` returning per sentence the 1-best ids (EOS incl.)."""
-
     def __init__(self, model, config, jit_compile: bool):
-        from translator.search import Decoder
-
         self.decoder = Decoder(model, config, jit_compile=jit_compile)
 
     def __call__(self, source):
-        import numpy as np
-
         result = self.decoder(source)
         ids, lengths = np.asarray(result.ids)[:, 0], np.asarray(result.lengths)[:, 0]
         return [row[:n].tolist() for row, n in zip(ids, lengths, strict=True)]
@@ -162,17 +121,14 @@ class Search:
 
 @dataclasses.dataclass
 class Measurement:
-    """One decoder's timings, per batch it translates (`indices` into the run's batches)."""
+    """One decoder's best pass per batch it ran (`indices`), and its warm-up (trace, compile)."""
 
     name: str
     xla: bool
     indices: list[int]
-    # Steady state: the best pass per batch, wall and process CPU seconds.
     seconds: list[float]
     cpu_seconds: list[float]
-    # Per batch, per sentence: the translation's ids with EOS.
-    outputs: list[list[list[int]]]
-    # The first call (trace, XLA compile), and the warm-up seconds per batch position.
+    outputs: list[list[list[int]]]  # per batch, per sentence: ids with EOS
     first_call: float = 0.0
     warm: dict[int, float] = dataclasses.field(default_factory=dict)
 
@@ -184,14 +140,12 @@ class Measurement:
     cpu_rate = property(lambda self: self.tokens / sum(self.cpu_seconds))
     cpu_per_wall = property(lambda self: sum(self.cpu_seconds) / self.steady)
     shapes = property(lambda self: len(self.warm))
-
-    @property
-    def compile_overhead(self) -> float:
-        """Warm-up time over the same batches' steady time: traces and XLA compiles."""
-        return max(sum(self.warm[p] - self.seconds[p] for p in self.warm), 0.0)
+    # Warm-up time over the same batches' steady time: traces and XLA compiles.
+    compile_overhead = property(
+        lambda self: max(sum(self.warm[p] - self.seconds[p] for p in self.warm), 0.0)
+    )
 
     def rate_on(self, indices: list[int], cpu: bool = False) -> float:
-        """Tokens per (CPU) second over the batches `indices` only."""
         positions = [self.indices.index(i) for i in indices]
         times = self.cpu_seconds if cpu else self.seconds
         tokens = sum(len(ids) for p in positions for ids in self.outputs[p])
@@ -199,24 +153,24 @@ class Measurement:
 
 
 def measure(runs, batches, repeats: int) -> list[Measurement]:
-    """Warm-up, then `repeats` passes over the batches, every decoder on each in turn.
-
-    Taking turns by batch keeps the decoders side by side as the machine's load changes;
-    a batch's steady time is its best pass. `runs`: (name, xla, decode, batch indices).
-    """
+    """Warm-up, then `repeats` passes, the decoders taking turns on each batch (so a change
+    in load hits them alike); a batch's steady time is its best pass.
+    `runs`: (name, xla, decode, batch indices)."""
     measurements = [Measurement(name, xla, list(ix), [], [], []) for name, xla, _, ix in runs]
-    for m, (*_, decode, _) in zip(measurements, runs, strict=True):
+    decoders = list(zip(measurements, [decode for _, _, decode, _ in runs], strict=True))
+    for m, decode in decoders:
         shapes = {}  # the first batch; with XLA, one of each shape (one compile each)
         for position, index in enumerate(m.indices):
             shapes.setdefault(batches[index].shape if m.xla else 0, position)
         for position in shapes.values():
-            call = functools.partial(decode, batches[m.indices[position]])
-            m.warm[position] = harness.best_of(call, 1, warmup=0)[0]
+            started = time.perf_counter()
+            decode(batches[m.indices[position]])
+            m.warm[position] = time.perf_counter() - started
         m.first_call = m.warm[0]
         print(f"{m.label}: warm-up {sum(m.warm.values()):.2f} s", flush=True)
     for repeat in range(repeats):
         for index, batch in enumerate(batches):
-            for m, (*_, decode, _) in zip(measurements, runs, strict=True):
+            for m, decode in decoders:
                 if index not in m.indices:
                     continue
                 start, cpu = time.perf_counter(), time.process_time()
@@ -228,28 +182,15 @@ def measure(runs, batches, repeats: int) -> list[Measurement]:
                     m.outputs.append(outputs)
                 elif seconds < m.seconds[position := m.indices.index(index)]:
                     m.seconds[position], m.cpu_seconds[position] = seconds, cpu
-        print(f"pass {repeat + 1} of {repeats} done", flush=True)
-    for m in measurements:
-        print(
-            f"{m.label}: {m.tokens:,} target tokens in {m.steady:.2f} s = {m.rate:,.0f} tok/s "
-            f"({m.cpu_rate:,.0f} per CPU-s); trace/compile overhead {m.compile_overhead:.2f} s"
-        )
     return measurements
 
 
 def load_model(args):
     """(model, source tokenizer, `SearchConfig` length fields, the model's description)."""
     if args.model:
-        from translator.artifacts import load_model_dir, resolve_model_dir
-
         trained = load_model_dir(resolve_model_dir(args.model))
         description = render("model-trained", directory=trained.directory, c=trained.model.config)
         return trained.model.for_inference(), trained.vocabulary.source, {}, description
-
-    import keras
-
-    from translator import Transformer, TransformerConfig
-
     keras.utils.set_random_seed(0)
     model = Transformer(TransformerConfig.preset("small", vocab_size=VOCAB_SIZE))
     model.build()
@@ -257,51 +198,16 @@ def load_model(args):
     return model, RandomPieces(), limits, render("model-random")
 
 
-def run_decoders(args, model, configs: dict, batches) -> dict:
-    """Every decoder on its batches: {(name, xla): Measurement}."""
-    every = list(range(len(batches)))
-    greedy = configs["greedy"]
-    runs = [
-        (*NAIVE, NaiveGreedy(model, greedy, False), spread(every, args.naive_batches)),
-        (*NAIVE_COMPILED, NaiveGreedy(model, greedy, True), every),
-    ]
-    for xla in (False, True) if args.xla else (False,):
-        runs += [
-            (name, xla, Search(model, configs[name], xla), every) for name in ("greedy", "beam 4")
-        ]
-    if TOP_BEAM[0] in configs:
-        runs.append((*TOP_BEAM, Search(model, configs[TOP_BEAM[0]], False), every))
-    return {(m.name, m.xla): m for m in measure(runs, batches, args.repeats)}
-
-
-@dataclasses.dataclass(frozen=True)
-class StepCount:
-    """Decoder steps (one sentence's beam rows each) a search ran, and tokens it returned.
-
-    `compact`: with compaction, a sentence counts for every step it was in the loop;
-    `static`: without it (XLA), every sentence counts for every step of its batch.
-    """
-
-    tokens: int
-    compact: int
-    static: int
+class StepCount(collections.namedtuple("StepCount", "tokens compact static")):
+    """Steps (a sentence's beam rows) run per returned token: with compaction, or static (XLA)."""
 
     compact_rate = property(lambda self: self.compact / self.tokens)
     static_rate = property(lambda self: self.static / self.tokens)
 
 
 def count_steps(model, configs: dict, batches) -> dict[str, StepCount]:
-    """Runs each search once over the batches under a `CountingModel`: {name: StepCount}.
-
-    One compacted run gives both counts: its loop runs as many iterations as the static
-    one (both end when the batch's last sentence is done).
-    """
-    import numpy as np
-    import tensorflow as tf
-
-    from bench.counting import CountingModel
-    from translator.search import search
-
+    """Each search once over the batches under a `CountingModel`: one compacted run gives
+    both counts (its loop ends when the batch's last sentence is done, as a static one's)."""
     counting, counts = CountingModel(model), {}
     for name, config in configs.items():
         run = tf.function(
@@ -315,9 +221,7 @@ def count_steps(model, configs: dict, batches) -> dict[str, StepCount]:
             compact += int(counting.rows.numpy()) // config.beam_size
             static += int(counting.steps.numpy()) * len(batch)
         counts[name] = StepCount(tokens, compact, static)
-        print(
-            f"{name}: {compact / tokens:.3f} steps per token compacted, {static / tokens:.3f} not"
-        )
+        print(f"{name}: {compact / tokens:.3f} steps per token compacted, {static / tokens:.3f}")
     return counts
 
 
@@ -337,55 +241,11 @@ def pairs(a: Measurement, b: Measurement) -> list[tuple[list[int], list[int]]]:
     ]
 
 
-def agreement(results: dict) -> tuple[int, int]:
-    """(sentences where greedy search and the naive decoders agree, sentences compared)."""
-    both = [
-        p
-        for key in (NAIVE, NAIVE_COMPILED)
-        for p in pairs(results[key], results[("greedy", False)])
-    ]
-    return sum(x == y for x, y in both), len(both)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    from translator.search import SearchConfig
-    from translator.text import default_max_source_length
-
-    data = harness.find_data(args.data, files=(harness.TEST_SOURCE,))
-    model, tokenizer, limits, description = load_model(args)
-    lines, cut = read_lines(data / harness.TEST_SOURCE), default_max_source_length(model.config)
-    batches = make_batches(lines, tokenizer, cut, args.batch_tokens, args.batches)
-    print(f"model: {description}\n{sum(map(len, batches))} sentences in {len(batches)} batches")
-    configs = {"greedy": SearchConfig(beam_size=1, **limits)}
-    configs["beam 4"] = SearchConfig(beam_size=4, **limits)
-    if args.model:  # a random model's sentences all stop at their limit: nothing to compare
-        configs[TOP_BEAM[0]] = SearchConfig(beam_size=4, exact_stop=False, **limits)
-    results = run_decoders(args, model, configs, batches)
-    agree = agreement(results)
-    print(f"greedy search and the naive decoders agree on {agree[0]}/{agree[1]} sentences")
-    steps = count_steps(model, configs, batches)
-    best = max([k for k in results if k[0] == "beam 4"], key=lambda k: results[k].rate)
-    rate, ratio, label = results[best].rate, speedup(results, best), results[best].label
-    harness.report_target(f"decoding {label} target tokens/s", rate, BEAM_GOAL, "tok/s")
-    harness.report_target(f"decoding {label} over the naive decoder", ratio, REQUIRED_RATIO, "x")
-    print(results_table(results))
-    section = "decoding-trained" if args.model else "decoding"
-    harness.publish(args, section, section_markdown, args, results, best, agree, steps, description)
-    return 0
-
-
 def results_table(results: dict) -> str:
-    """The table of every decoder's figures, one row each."""
-    rows = [
-        render(
-            "results-row-xla" if m.xla else "results-row",
-            m=m,
-            vs_naive=speedup(results, key),
-            vs_compiled=speedup(results, key, NAIVE_COMPILED),
-        )
-        for key, m in results.items()
-    ]
+    rows = []
+    for key, m in results.items():  # the row's fields: these local names
+        vs_naive, vs_compiled = speedup(results, key), speedup(results, key, NAIVE_COMPILED)
+        rows.append(render("results-row-xla" if m.xla else "results-row", **locals()))
     return render("results-table", rows="\n".join(rows))
 
 
@@ -419,15 +279,9 @@ def why_beam_misses(results: dict, best, steps: dict[str, StepCount]) -> str:
 
 def section_markdown(args, results: dict, best, agree, steps: dict[str, StepCount], model: str):
     """The section: the template filled with this run's figures (its local names)."""
-    import inspect
-
-    from translator.inference import Translator
-    from translator.text import LENGTH_MULTIPLE
-
     m, beam_goal, required_ratio, default_batch_tokens = results[best], *GOALS, BATCH_TOKENS
-    length_multiple = LENGTH_MULTIPLE
+    length_multiple, title = LENGTH_MULTIPLE, render("title-trained" if args.model else "title")
     library_batch_tokens = inspect.signature(Translator).parameters["batch_tokens"].default
-    title = render("title-trained" if args.model else "title")
     sizes = [len(batch) for batch in m.outputs]  # sentences per batch
     sentences, batches, largest = sum(sizes), len(sizes), max(sizes)
     ratio, cpu_ratio = speedup(results, best), speedup(results, best, cpu=True)
@@ -436,11 +290,8 @@ def section_markdown(args, results: dict, best, agree, steps: dict[str, StepCoun
     rate_verdict = harness.verdict(m.rate, BEAM_GOAL)
     ratio_verdict = harness.verdict(ratio, REQUIRED_RATIO)
     greedy_over_beam = ", ".join(
-        render(
-            "greedy-over-beam-xla" if xla else "greedy-over-beam",
-            ratio=results["greedy", xla].rate / beam.rate,
-        )
-        for (name, xla), beam in results.items()
+        render("greedy-over-beam", ratio=results["greedy", x].rate / b.rate, xla=WITH[x])
+        for (name, x), b in results.items()
         if name == "beam 4"
     )
     xla_gain = ", ".join(
@@ -455,5 +306,42 @@ def section_markdown(args, results: dict, best, agree, steps: dict[str, StepCoun
     return render("section", **harness.footer(), **locals())
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+@harness.command
+def main(argv: list[str] | None = None) -> int:
+    parser = harness.make_parser("decoding", __doc__)
+    parser.add_argument("--model", help="trained model or run directory (default: random)")
+    parser.add_argument("--batch-tokens", type=int, default=BATCH_TOKENS, help="as translate's")
+    args = harness.parse(parser, argv)
+    # Batches (None: all, spread over the lengths), the eager naive decoder's, steady passes.
+    args.batches, args.naive_batches, args.repeats = (2, 1, 1) if args.short else (None, 8, 2)
+    data = harness.find_data(args.data, files=(harness.TEST_SOURCE,))
+    model, tokenizer, limits, description = load_model(args)
+    lines, cut = read_lines(data / harness.TEST_SOURCE), default_max_source_length(model.config)
+    batches = make_batches(lines, tokenizer, cut, args.batch_tokens, args.batches)
+    print(f"model: {description}\n{sum(map(len, batches))} sentences in {len(batches)} batches")
+    configs = {"greedy": SearchConfig(beam_size=1, **limits)}
+    configs["beam 4"] = SearchConfig(beam_size=4, **limits)
+    if args.model:  # a random model's sentences all stop at their limit: nothing to compare
+        configs[TOP_BEAM[0]] = SearchConfig(beam_size=4, exact_stop=False, **limits)
+    every = list(range(len(batches)))
+    runs = [
+        (*NAIVE, NaiveGreedy(model, configs["greedy"], False), spread(every, args.naive_batches)),
+        (*NAIVE_COMPILED, NaiveGreedy(model, configs["greedy"], True), every),
+    ]
+    for xla in (False,) if args.short else (False, True):
+        runs += [(name, xla, Search(model, configs[name], xla), every) for name in BEAM_AND_GREEDY]
+    if TOP_BEAM[0] in configs:
+        runs.append((*TOP_BEAM, Search(model, configs[TOP_BEAM[0]], False), every))
+    results = {(m.name, m.xla): m for m in measure(runs, batches, args.repeats)}
+    greedy = results["greedy", False]
+    both = [p for key in (NAIVE, NAIVE_COMPILED) for p in pairs(results[key], greedy)]
+    agree = (sum(x == y for x, y in both), len(both))
+    print(f"greedy search and the naive decoders agree on {agree[0]}/{agree[1]} sentences")
+    steps = count_steps(model, configs, batches)
+    best = max([k for k in results if k[0] == "beam 4"], key=lambda k: results[k].rate)
+    rate, ratio, label = results[best].rate, speedup(results, best), results[best].label
+    harness.report_target(f"decoding {label} target tokens/s", rate, BEAM_GOAL, "tok/s")
+    harness.report_target(f"decoding {label} over the naive decoder", ratio, REQUIRED_RATIO, "x")
+    print(results_table(results))
+    section, figures = "decoding-trained" if args.model else "decoding", (best, agree, steps)
+    return harness.publish(args, section, section_markdown, args, results, *figures, description)

@@ -1,11 +1,5 @@
-"""What every benchmark shares: data, options, timing, templates and bench/RESULTS.md.
-
-A benchmark (`python -m bench.<name>`, run from the repository root) parses its options
-with `make_parser`/`parse`, finds Multi30k with `find_data`, times with `best_of`, prints
-each target with `report_target` (`python -m bench` gathers those lines), and ends with
-`publish`, which fills its template (bench/templates/<name>.md) and replaces its own
-section of RESULTS.md, between HTML comment markers, in full runs only.
-"""
+"""What every benchmark shares: data, options, timing, child processes, templates and the
+sections of RESULTS.md (`publish`: filled from bench/templates/<name>.md, full runs only)."""
 
 from __future__ import annotations
 
@@ -17,55 +11,33 @@ import os
 import platform
 import re
 import shlex
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before any benchmark imports TensorFlow
+from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 RESULTS_PATH = BENCH / "RESULTS.md"
 TEMPLATES = BENCH / "templates"
+SHARED_MULTI30K = REPO.parent / "shared" / "data" / "multi30k"
 TRAIN = ("train.en.gz", "train.de.gz")
 TEST_SOURCE, TEST_REFERENCE = "test_2016_flickr.en.gz", "test_2016_flickr.de.gz"
-# A part of a template starts at a line holding only this comment.
 PART_MARKER = re.compile(r"^<!-- part: ([\w-]+) -->\n", re.MULTILINE)
-# Lines starting with this carry one target's figure as JSON, for `python -m bench`.
-TARGET_MARKER = "bench-target:"
-HEADER = (
-    "# Benchmark results\n\n"
-    "Each section is written by the benchmark named in it (`python -m bench.<name>`), which\n"
-    "replaces its own section on every full run. Figures depend on the machine; each section\n"
-    "says which one.\n"
-)
-T = TypeVar("T")
-
-
-def _load_average() -> str:
-    return "/".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
-
-
+TARGET_MARKER = "bench-target:"  # a line carrying one target's figure, for `python -m bench`
 # Taken when the benchmark starts (it imports this first): other load lowers the figures.
-LOAD_AT_START = _load_average()
+LOAD_AT_START = "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def find_data(explicit: str | None, files: tuple[str, ...] = TRAIN) -> Path:
-    """The Multi30k directory holding `files`: `explicit` (--data), else
-    $TRANSLATOR_DATA_MIRROR (or its multi30k/), else <repo>/../shared/data/multi30k.
-
-    Raises:
-        SystemExit: None of them holds the files.
-    """
-    if explicit:
-        candidates = [Path(explicit)]
-    elif os.environ.get("TRANSLATOR_DATA_MIRROR"):
-        mirror = Path(os.environ["TRANSLATOR_DATA_MIRROR"])
-        candidates = [mirror / "multi30k", mirror]
-    else:
-        candidates = [REPO.parent / "shared" / "data" / "multi30k"]
+    """The Multi30k directory holding `files`: --data, else $TRANSLATOR_DATA_MIRROR (or its
+    multi30k/), else <repo>/../shared/data/multi30k; SystemExit if none has them."""
+    mirror = os.environ.get("TRANSLATOR_DATA_MIRROR")
+    candidates = [Path(mirror) / "multi30k", Path(mirror)] if mirror else [SHARED_MULTI30K]
+    candidates = [Path(explicit)] if explicit else candidates
     for directory in candidates:
         if all((directory / name).is_file() for name in files):
             return directory
@@ -77,43 +49,76 @@ def find_data(explicit: str | None, files: tuple[str, ...] = TRAIN) -> Path:
 
 def make_parser(name: str, doc: str | None) -> argparse.ArgumentParser:
     """The options of `python -m bench.<name>`: --short, --data, --write, --results."""
-    parser = argparse.ArgumentParser(
-        prog=f"python -m bench.{name}", description=(doc or "").split("\n\n")[0]
-    )
+    parser = argparse.ArgumentParser(prog=f"python -m bench.{name}", description=doc)
     parser.add_argument("--short", action="store_true", help="quick check at small sizes")
     parser.add_argument("--data", help="Multi30k directory (default: the mirror)")
-    parser.add_argument(
-        "--write",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="update the results file (default: yes, no with --short)",
-    )
+    write = argparse.BooleanOptionalAction
+    parser.add_argument("--write", action=write, help="update the results (not with --short)")
     parser.add_argument("--results", type=Path, default=RESULTS_PATH, help="the results file")
     return parser
 
 
-def parse(
-    parser: argparse.ArgumentParser, argv: list[str] | None, **defaults: tuple[Any, Any]
-) -> argparse.Namespace:
-    """The options; those left unset take `defaults`: {option: (full run's, short run's)}
-    (--write: yes, no)."""
+def parse(parser: argparse.ArgumentParser, argv, **defaults: tuple[Any, Any]):
+    """The options; those left unset take `defaults`: {option: (full run's, short run's)}."""
     args = parser.parse_args(argv)
     for name, values in {"write": (True, False), **defaults}.items():
-        if getattr(args, name) is None:
+        if getattr(args, name, None) is None:
             setattr(args, name, values[args.short])
     return args
 
 
-def translator_command(*arguments: str) -> list[str]:
-    """`python -m translator ARGUMENTS` with this interpreter (and so this sys.path)."""
-    return [sys.executable, "-m", "translator", *arguments]
+def command(main: Callable[..., int]) -> Callable[..., int]:
+    """Decorates a benchmark's `main`, defined last: run as `python -m bench.<name>`, runs it."""
+    if main.__module__ == "__main__":
+        raise SystemExit(main())
+    return main
 
 
-def best_of(function: Callable[[], T], repeats: int, warmup: int = 1) -> tuple[float, T]:
-    """(seconds, result) of the fastest of `repeats` calls, after `warmup` untimed ones.
+def run_translator(*arguments: str) -> None:
+    """Runs `python -m translator ARGUMENTS`, echoed first; raises if it fails."""
+    command = [sys.executable, "-m", "translator", *arguments]  # this interpreter, sys.path
+    print(shlex.join(command[1:]), flush=True)
+    subprocess.run(command, check=True)
 
-    The fastest counts: other processes on a shared machine only ever slow a call down.
-    """
+
+def run_for(command: list[str], seconds: float, log: Path, env: dict | None = None) -> str:
+    """Runs `command` for at most `seconds`; returns its output (kept in `log`)."""
+    with log.open("w", encoding="utf-8") as out:
+        try:
+            env = {**os.environ, **(env or {})}
+            subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=seconds)
+        except subprocess.TimeoutExpired:
+            pass  # stopped: what it logged so far is what counts
+    return log.read_text("utf-8", errors="replace")
+
+
+def run_child(module: str, *arguments: str) -> Any:
+    """`python -m bench.MODULE ARGUMENTS --child-out=FILE` in a fresh process (so no TensorFlow
+    state is shared); returns the JSON it wrote to FILE."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        command = [sys.executable, "-m", f"bench.{module}", *arguments, f"--child-out={out.name}"]
+        subprocess.run(command, check=True, cwd=REPO)
+        return json.loads(Path(out.name).read_text())
+
+
+def random_model(root: Path, data: Path, preset: str, vocab_size: int) -> Path:
+    """A `preset` model, random weights, a joint Multi30k vocabulary: root/model (returned)."""
+    import keras
+
+    from translator import Transformer, TransformerConfig
+    from translator.artifacts import save_model_dir
+    from translator.pipelines import build_vocabulary
+
+    build_vocabulary([data / TRAIN[0]], [data / TRAIN[1]], root / "vocab", vocab_size=vocab_size)
+    keras.utils.set_random_seed(0)
+    model = Transformer(TransformerConfig.preset(preset, vocab_size=vocab_size, dropout=0.0))
+    model.build()
+    return save_model_dir(root / "model", model, root / "vocab", {"weights": "random"})
+
+
+def best_of(function: Callable[[], Any], repeats: int, warmup: int = 1) -> tuple[float, Any]:
+    """(seconds, result) of the fastest of `repeats` calls after `warmup` untimed ones: other
+    processes on a shared machine only ever slow a call down."""
     for _ in range(warmup):
         function()
     best: tuple[float, Any] = (float("inf"), None)
@@ -124,11 +129,8 @@ def best_of(function: Callable[[], T], repeats: int, warmup: int = 1) -> tuple[f
     return best
 
 
-def report_target(
-    name: str, measured: float, goal: float, unit: str, higher_is_better: bool = True
-) -> bool:
-    """Prints a target's figure (`goal`: a minimum, or a maximum if not `higher_is_better`)
-    as a line `python -m bench` collects; returns whether it is met."""
+def report_target(name: str, measured: float, goal: float, unit: str, higher_is_better=True):
+    """Prints a target's figure as a line `python -m bench` collects; returns whether met."""
     met = measured >= goal if higher_is_better else measured <= goal
     record = {"name": name, "measured": measured, "goal": goal, "unit": unit, "met": met}
     record["higher_is_better"] = higher_is_better
@@ -137,67 +139,52 @@ def report_target(
 
 
 def parse_targets(output: str) -> list[dict[str, Any]]:
-    """The target records `report_target` printed in a benchmark's output."""
-    return [
-        json.loads(line[len(TARGET_MARKER) :])
-        for line in output.splitlines()
-        if line.startswith(TARGET_MARKER)
-    ]
+    marker = len(TARGET_MARKER)
+    return [json.loads(s[marker:]) for s in output.splitlines() if s.startswith(TARGET_MARKER)]
 
 
-def verdict(measured: float, goal: float, higher_is_better: bool = True) -> str:
-    """ "meets" or "MISSES": the word a section says of a target."""
-    met = measured >= goal if higher_is_better else measured <= goal
-    return "meets" if met else "MISSES"
+def verdict(measured: float, goal: float) -> str:
+    """ "meets" or "MISSES": the word a section says of a target (a minimum)."""
+    return "meets" if measured >= goal else "MISSES"
 
 
 class Template:
-    """The words of a section, bench/templates/<name>.md, in parts: each from its marker
-    line (`<!-- part: NAME -->`) to the next, its fields filled with `str.format_map`."""
+    """bench/templates/<name>.md in parts, each from its `<!-- part: NAME -->` line to the
+    next, filled with `str.format_map`."""
 
     def __init__(self, name: str):
         self.path = TEMPLATES / f"{name}.md"
 
     @functools.cached_property
     def parts(self) -> dict[str, str]:
-        """{part name: text}."""
         pieces = PART_MARKER.split(self.path.read_text("utf-8"))  # [head, name, text, ...]
         return {n: text.rstrip("\n") for n, text in zip(pieces[1::2], pieces[2::2], strict=True)}
 
     def __call__(self, part: str, **figures: Any) -> str:
-        """The part with its fields filled from `figures`."""
         return self.parts[part].format_map(figures)
 
 
 def machine_summary() -> str:
-    """One line: cores, CPU model, OS, Python and TensorFlow versions."""
-    try:
-        import tensorflow as tf
+    import tensorflow as tf
 
-        tf_version = tf.__version__
-    except ImportError:  # pragma: no cover
-        tf_version = "not installed"
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
     models = re.findall(r"^model name\s*: (.*)$", cpuinfo, re.MULTILINE)
     cpu = models[0].strip() if models else platform.processor() or "unknown CPU"
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return (
-        f"{cores} cores (nproc), {cpu}, {platform.system()} {platform.machine()}, "
-        f"Python {platform.python_version()}, TensorFlow {tf_version}"
+        f"{cores} cores (nproc), {cpu}, {platform.system()} "
+        f"{platform.machine()}, Python {platform.python_version()}, TensorFlow {tf.__version__}"
     )
 
 
 def command_line() -> str:
-    """The command that is running, as one could type it again."""
+    """The command that is running, as typed (`python -m bench`, not bench.__main__)."""
     spec = sys.modules["__main__"].__spec__
-    # `python -m bench` runs the package's __main__ module: show what was typed.
-    name = None if spec is None else spec.name.removesuffix(".__main__")
-    head = ["python", "-m", name] if name is not None else ["python", sys.argv[0]]
-    return shlex.join([*head, *sys.argv[1:]])
+    head = [sys.argv[0]] if spec is None else ["-m", spec.name.removesuffix(".__main__")]
+    return shlex.join(["python", *head, *sys.argv[1:]])
 
 
-def today() -> str:
-    """The date and time, UTC."""
+def today() -> str:  # UTC
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
@@ -206,43 +193,35 @@ def footer() -> dict[str, str]:
     return dict(command=command_line(), date=today(), machine=machine_summary(), load=LOAD_AT_START)
 
 
-def _markers(name: str) -> tuple[str, str]:
-    return f"<!-- bench:{name}:begin -->", f"<!-- bench:{name}:end -->"
+def _section_pattern(name: str) -> re.Pattern:
+    return re.compile(rf"<!-- bench:{name}:begin -->\n(.*?)\n<!-- bench:{name}:end -->", re.S)
 
 
 def update_section(name: str, markdown: str, path: str | os.PathLike[str] = RESULTS_PATH) -> Path:
-    """Replaces (or appends) the section `name` (letters, digits, "-", "_") of the results
-    file, created with a header if missing; the rest stays. Returns the path written."""
+    """Replaces (or appends) the section `name` of the results file (made with a header if
+    missing); the rest stays. Returns the path written."""
     if not re.fullmatch(r"[\w-]+", name):
         raise ValueError(f"section name must be letters, digits, '-' or '_', got {name!r}")
     path = Path(path)
-    text = path.read_text("utf-8") if path.is_file() else HEADER
-    begin, end = _markers(name)
-    block = f"{begin}\n{markdown.strip()}\n{end}"
-    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.DOTALL)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: block, text, count=1)
-    else:
+    text = path.read_text("utf-8") if path.is_file() else Template("summary")("header")
+    block = f"<!-- bench:{name}:begin -->\n{markdown.strip()}\n<!-- bench:{name}:end -->"
+    text, found = _section_pattern(name).subn(lambda _: block, text, count=1)
+    if not found:
         text = text.rstrip("\n") + "\n\n" + block + "\n"
     path.write_text(text if text.endswith("\n") else text + "\n", "utf-8")
     return path
 
 
 def read_section(name: str, path: str | os.PathLike[str] = RESULTS_PATH) -> str | None:
-    """The current content of section `name`, or None."""
     path = Path(path)
-    if not path.is_file():
-        return None
-    begin, end = _markers(name)
-    pattern = re.escape(begin) + r"\n(.*?)\n" + re.escape(end)
-    match = re.search(pattern, path.read_text("utf-8"), re.DOTALL)
+    match = path.is_file() and _section_pattern(name).search(path.read_text("utf-8"))
     return match.group(1) if match else None
 
 
-def publish(
-    args: argparse.Namespace, section: str, compose: Callable[..., str], *arguments: Any
-) -> None:
-    """The end of a benchmark: writes `compose(*arguments)` as `section` if `args.write`."""
+def publish(args, section: str, compose: Callable[..., str], *arguments) -> int:
+    """The end of a benchmark: writes `compose(*arguments)` as `section` if `args.write`;
+    returns the exit code, 0."""
     if args.write:
         path = update_section(section, compose(*arguments), args.results)
         print(f"wrote the {section} section of {path}", flush=True)
+    return 0

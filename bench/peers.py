@@ -1,19 +1,13 @@
 """Training speed against OpenNMT-tf 2.32, both measured here, alternating, in one run.
 
-    python -m bench.peers [--minutes 3] [--rounds 2] [--workdir DIR]
-    python -m bench.peers --short               # our side only (no peer install)
-
-The comparison shape (3+3 layers, d_model 256, 4 heads, FFN 1024, shared embeddings), a
-joint 8,000-piece vocabulary, 4,096-token batches, at most 128 pieces, Multi30k EN-DE.
-The peer is installed into its own virtual environment under --workdir and trains on the
-same pieces. Each round trains ours, then the peer, for the same minutes; each side's
-target tokens/s is what its own log reports, the first report (tracing) left out.
+Each side's rate is what its own log reports, the first report (tracing) left out. The short
+mode trains our side only, for a fixed number of updates, not minutes, so that a loaded
+machine still logs enough progress lines.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import statistics
@@ -23,15 +17,19 @@ import tempfile
 import time
 from pathlib import Path
 
+import sentencepiece
 import yaml
 
 from bench import harness
+from translator.io import iter_lines
+from translator.pipelines import build_vocabulary
 
 render = harness.Template("peers")
 TARGET_RATIO = 1.5
 PEER_PACKAGES = ("OpenNMT-tf==2.32.0", "tensorflow-cpu==2.13.*")
-DEFAULT_WORKDIR = Path("runs/bench-peers")
+WORKDIR, MINUTES, ROUNDS = Path("runs/bench-peers"), 3.0, 2  # minutes per side and round
 VOCAB_SIZE, BATCH_TOKENS, MAX_LENGTH = 8000, 4096, 128
+LOG_EVERY, SHORT_STEPS = 20, 80  # a progress line every 20 updates, as the peer's
 # Our comparison shape, as `translator train --set` overrides of the default config.
 OUR_SHAPE = (
     "model.preset=small",  # 3+3 layers, d_model 256, 4 heads, FFN 1024
@@ -68,18 +66,14 @@ PEER_TRAIN = {
     "maximum_features_length": MAX_LENGTH,
     "maximum_labels_length": MAX_LENGTH,
     "save_checkpoints_steps": 1_000_000,
-    "save_summary_steps": 20,
+    "save_summary_steps": LOG_EVERY,
     "max_step": 1_000_000,
     "sample_buffer_size": -1,
 }
 # "Step = 20 ; steps/s = 0.70, tokens/s = 4822 (2289 source, 2533 target) ; Learning rate..."
-PEER_LINE = re.compile(
-    r"Step = \d+ ; steps/s = [\d.]+, tokens/s = \d+ \(\d+ source, (\d+) target\)"
-)
+PEER_LINE = re.compile(r"tokens/s = \d+ \(\d+ source, (\d+) target\)")
 # "... training.callbacks: step 40/~356 (11%) | loss 5.1 | lr 4e-3 | 7,890 target tok/s | ..."
-OUR_LINE = re.compile(
-    r"training\.callbacks: step [\d,]+/\S+ \(\d+%\) \|.*?\| ([\d,]+) target tok/s"
-)
+OUR_LINE = re.compile(r"training\.callbacks: step .*?\| ([\d,]+) target tok/s")
 
 
 def peer_rates(log_text: str) -> list[float]:
@@ -88,206 +82,117 @@ def peer_rates(log_text: str) -> list[float]:
 
 
 def our_rates(log_text: str) -> list[float]:
-    """Target tokens/s of each progress line of our training log, the first left out.
-
-    A line every 20 updates, each over the wall time since the previous line, as the
-    peer's; the first (tracing, filling the shuffle buffer) is left out, as the peer's is.
-    """
+    """Target tokens/s of each progress line of our log (over the time since the previous
+    line, as the peer's), the first (tracing, the shuffle buffer) left out as the peer's."""
     return [float(m.group(1).replace(",", "")) for m in OUR_LINE.finditer(log_text)][1:]
 
 
-def peer_environment(workdir: Path) -> Path:
-    """A virtual environment with OpenNMT-tf 2.32 and TensorFlow 2.13; returns its bin/."""
-    venv = workdir / "opennmt-tf-venv"
-    bin_dir = venv / "bin"
+def prepare(workdir: Path, data: Path, short: bool) -> dict[str, Path]:
+    """The joint vocabulary; in full mode also the peer's environment, its training data cut
+    into our pieces, its vocabulary and its run config."""
+    vocab = workdir / "vocab"
+    if not (vocab / "vocab.json").is_file():
+        files = [data / name for name in harness.TRAIN]
+        build_vocabulary(files[:1], files[1:], vocab, vocab_size=VOCAB_SIZE)
+    if short:
+        return {"vocab": vocab}
+    bin_dir = workdir / "opennmt-tf-venv" / "bin"
     if not (bin_dir / "onmt-main").is_file():
-        print(f"installing {' '.join(PEER_PACKAGES)} into {venv}", flush=True)
-        shutil.rmtree(venv, ignore_errors=True)
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        print(f"installing {' '.join(PEER_PACKAGES)} into {bin_dir.parent}", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(bin_dir.parent)], check=True)
         pip = [str(bin_dir / "python"), "-m", "pip", "install", "--quiet"]
         subprocess.run([*pip, "--upgrade", "pip"], check=True)
         subprocess.run([*pip, *PEER_PACKAGES], check=True)
-    return bin_dir
-
-
-def prepare_inputs(workdir: Path, data: Path) -> dict[str, Path]:
-    """The joint vocabulary, and the training data cut into its pieces for the peer."""
-    import sentencepiece
-
-    from translator.io import iter_lines
-    from translator.pipelines import build_vocabulary, load_vocabulary
-
-    vocab = workdir / "vocab"
-    if not (vocab / "vocab.json").is_file():
-        build_vocabulary(
-            [data / "train.en.gz"], [data / "train.de.gz"], vocab, vocab_size=VOCAB_SIZE
-        )
-    load_vocabulary(vocab)  # checks it
     processor = sentencepiece.SentencePieceProcessor(model_file=str(vocab / "spm.model"))
-    pieces = {side: workdir / f"train.{side}.pieces" for side in ("en", "de")}
-    for side, path in pieces.items():
+    files = {}
+    for key, side in (("train_features_file", "en"), ("train_labels_file", "de")):
+        files[key] = path = workdir / f"train.{side}.pieces"
         if not path.is_file():
             encoded = processor.encode(list(iter_lines(data / f"train.{side}.gz")), out_type=str)
             path.write_text("".join(" ".join(p) + "\n" for p in encoded), encoding="utf-8")
-    return {"vocab": vocab, "source": pieces["en"], "target": pieces["de"]}
-
-
-def peer_config(workdir: Path, inputs: dict[str, Path], bin_dir: Path) -> Path:
-    """The OpenNMT-tf run config, with a vocabulary converted by its `onmt-build-vocab`."""
     vocabulary = workdir / "onmt-vocab.txt"
     if not vocabulary.is_file():
-        convert = ["--from_vocab", str(inputs["vocab"] / "spm.vocab")]
-        convert += ["--from_format", "sentencepiece", "--save_vocab", str(vocabulary)]
-        subprocess.run(
-            [str(bin_dir / "onmt-build-vocab"), *convert], check=True, capture_output=True
-        )
+        convert = ["--from_vocab", str(vocab / "spm.vocab"), "--from_format", "sentencepiece"]
+        command = [str(bin_dir / "onmt-build-vocab"), *convert, "--save_vocab", str(vocabulary)]
+        subprocess.run(command, check=True, capture_output=True)
     (workdir / "onmt_model.py").write_text(PEER_MODEL, encoding="utf-8")
-    files = {"train_features_file": inputs["source"], "train_labels_file": inputs["target"]}
     files |= {"source_vocabulary": vocabulary, "target_vocabulary": vocabulary}
-    config = {
-        "data": {k: str(v) for k, v in files.items()},
-        "params": PEER_PARAMS,
-        "train": PEER_TRAIN,
-    }
-    path = workdir / "onmt-config.yml"
-    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-    return path
+    data_config = {key: str(value) for key, value in files.items()}
+    config = {"data": data_config, "params": PEER_PARAMS, "train": PEER_TRAIN}
+    (workdir / "onmt-config.yml").write_text(yaml.safe_dump(config, sort_keys=False), "utf-8")
+    return {"vocab": vocab, "bin": bin_dir}
 
 
-def run_for(command: list[str], seconds: float, log: Path, level: str) -> str:
-    """Runs `command` for `seconds` (then stops it); returns its output (kept in `log`)."""
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": level}
-    with log.open("w", encoding="utf-8") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
-        try:
-            process.wait(timeout=seconds)
-        except subprocess.TimeoutExpired:
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-    return log.read_text("utf-8", errors="replace")
-
-
-def train_peer(workdir: Path, bin_dir: Path, config: Path, minutes: float, tag: str) -> dict:
-    """OpenNMT-tf training for `minutes`; its logged target tokens/s."""
-    model_dir = workdir / f"onmt-run-{tag}"
-    shutil.rmtree(model_dir, ignore_errors=True)
-    command = [str(bin_dir / "onmt-main"), "--model", str(workdir / "onmt_model.py")]
-    command += ["--config", str(config), "--model_dir", str(model_dir), "train"]
-    rates = peer_rates(run_for(command, minutes * 60, workdir / f"onmt-{tag}.log", "1"))
-    if not rates:
-        raise RuntimeError(f"OpenNMT-tf logged no training rate; see {workdir}/onmt-{tag}.log")
-    return {"tokens_per_second": statistics.mean(rates), "reports": len(rates)}
-
-
-def train_ours(workdir: Path, inputs: dict, data: Path, minutes: float, tag: str, shape) -> dict:
-    """`translator train` at the comparison shape for `minutes`; its logged tokens/s."""
-    run_dir = workdir / f"ours-{tag}"
+def train(side: str, workdir: Path, inputs: dict, data: Path, short: bool, tag: str) -> dict:
+    """One side's training for `MINUTES` (short: ours only, `SHORT_STEPS` updates of the tiny
+    preset); the mean of the target tokens/s its log shows, and our precision."""
+    run_dir = workdir / f"{side}-{tag}"
     shutil.rmtree(run_dir, ignore_errors=True)
-    settings = [
-        f"data.train_source={data / 'train.en.gz'}",
-        f"data.train_target={data / 'train.de.gz'}",
-        "data.valid_source=",
-        "data.valid_target=",
-        f"data.vocabulary={inputs['vocab']}",
-        f"train.max_minutes={minutes}",
-        "train.log_every_steps=20",  # a throughput line every 20 updates
-        "eval.every_steps=0",  # no validation (nor the peer), so no mid-run epochs
-        "checkpoint.every_steps=1000000",  # as the peer's save_checkpoints_steps
-        "checkpoint.average_last=0",
-        *shape,
-    ]
-    command = harness.translator_command("train", f"--run-dir={run_dir}")
-    command += [f"--set={item}" for item in settings]
-    log = workdir / f"ours-{tag}.log"
-    rates = our_rates(run_for(command, minutes * 60 + 120, log, "3"))
-    if not rates:
-        raise RuntimeError(f"translator train logged no rate; see {log}")
-    metadata = run_dir / "model" / "metadata.json"
-    precision = (
-        json.loads(metadata.read_text("utf-8")).get("precision") if metadata.is_file() else "?"
-    )
-    return {
-        "tokens_per_second": statistics.mean(rates),
-        "reports": len(rates),
-        "precision": precision,
-    }
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = harness.make_parser("peers", __doc__)
-    parser.add_argument("--workdir", type=Path, help=f"peer, data, runs ({DEFAULT_WORKDIR})")
-    parser.add_argument("--minutes", type=float, help="per side and round (3; short 0.5)")
-    parser.add_argument("--rounds", type=int, help="rounds of ours-then-peer (2; short 1)")
-    args = harness.parse(parser, argv, minutes=(3.0, 0.5), rounds=(2, 1))
-    data = harness.find_data(args.data)
-    started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="bench-peers-") as scratch:
-        workdir = (args.workdir or (Path(scratch) if args.short else DEFAULT_WORKDIR)).resolve()
-        workdir.mkdir(parents=True, exist_ok=True)
-        inputs = prepare_inputs(workdir, data)
-        if not args.short:
-            bin_dir = peer_environment(workdir)
-            config = peer_config(workdir, inputs, bin_dir)
-        shape = (*OUR_SHAPE, "model.preset=tiny") if args.short else OUR_SHAPE
-        ours, peer = [], []
-        for index in range(args.rounds):
-            ours.append(train_ours(workdir, inputs, data, args.minutes, f"r{index}", shape))
-            print(f"round {index + 1}: ours {ours[-1]['tokens_per_second']:,.0f} tok/s", flush=True)
-            if not args.short:
-                peer.append(train_peer(workdir, bin_dir, config, args.minutes, f"r{index}"))
-                print(f"round {index + 1}: OpenNMT-tf {peer[-1]['tokens_per_second']:,.0f} tok/s")
-    if not peer:
-        print("the short mode skips the peer")
-        return 0
-    ratio = mean(ours) / mean(peer)
-    harness.report_target("training tok/s vs OpenNMT-tf 2.32 (same run)", ratio, TARGET_RATIO, "x")
-    seconds = time.perf_counter() - started
-    harness.publish(args, "peers", peers_markdown, ours, peer, ratio, args.minutes, seconds)
-    return 0
+    if side == "onmt":
+        command = [str(inputs["bin"] / "onmt-main"), "--model", str(workdir / "onmt_model.py")]
+        command += ["--config", str(workdir / "onmt-config.yml"), "--model_dir", str(run_dir)]
+        command, seconds, rates, quiet = [*command, "train"], MINUTES * 60, peer_rates, "1"
+    else:
+        budget = ["train.max_minutes=0", f"train.max_steps={SHORT_STEPS}", "model.preset=tiny"]
+        settings = [
+            f"data.train_source={data / 'train.en.gz'}",
+            f"data.train_target={data / 'train.de.gz'}",
+            "data.valid_source=",
+            "data.valid_target=",
+            f"data.vocabulary={inputs['vocab']}",
+            f"train.log_every_steps={LOG_EVERY}",
+            "eval.every_steps=0",  # no validation (nor the peer), so no mid-run epochs
+            "checkpoint.every_steps=1000000",  # as the peer's save_checkpoints_steps
+            "checkpoint.average_last=0",
+            *OUR_SHAPE,
+            *(budget if short else [f"train.max_minutes={MINUTES}"]),
+        ]
+        command = [sys.executable, "-m", "translator", "train", f"--run-dir={run_dir}"]
+        command += [f"--set={item}" for item in settings]
+        seconds, rates, quiet = 600 if short else MINUTES * 60 + 120, our_rates, "3"  # if hung
+    log = workdir / f"{side}-{tag}.log"
+    text = harness.run_for(command, seconds, log, {"TF_CPP_MIN_LOG_LEVEL": quiet})
+    if not (found := rates(text)):
+        raise RuntimeError(f"{log.name}: no training rate in the log, which ends:\n{text[-3000:]}")
+    metadata = run_dir / "model" / "metadata.json"  # ours, unless the run had to be stopped
+    precision = json.loads(metadata.read_text()).get("precision") if metadata.is_file() else "?"
+    rate = statistics.mean(found)
+    return {"tokens_per_second": rate, "reports": len(found), "precision": precision}
 
 
 def mean(runs: list[dict]) -> float:
     return statistics.mean(run["tokens_per_second"] for run in runs)
 
 
-def peers_markdown(
-    ours: list[dict], peer: list[dict], ratio: float, minutes: float, seconds: float
-):
-    """The section: the template filled with this run's figures."""
+def peers_markdown(ours: list[dict], peer: list[dict], ratio: float, minutes: float, seconds):
+    """The section: the template filled with this run's figures (its local names)."""
     rows = [
-        render(
-            "round-row",
-            round=i + 1,
-            ours=o,
-            peer=p,
-            ratio=o["tokens_per_second"] / p["tokens_per_second"],
-        )
+        render("round-row", round=i + 1, ours=o, peer=p, ratio=mean([o]) / mean([p]))
         for i, (o, p) in enumerate(zip(ours, peer, strict=True))
     ]
     verdict = render("verdict-meets" if ratio >= TARGET_RATIO else "verdict-misses", ratio=ratio)
-    return (
-        render(
-            "section",
-            **harness.footer(),
-            vocab_size=VOCAB_SIZE,
-            batch_tokens=BATCH_TOKENS,
-            max_length=MAX_LENGTH,
-            minutes=minutes,
-            target_ratio=TARGET_RATIO,
-            verdict=verdict,
-            rows="\n".join(rows),
-            ours_mean=mean(ours),
-            peer_mean=mean(peer),
-            ratio=ratio,
-            wall_minutes=seconds / 60,
-        )
-        + "\n"
-    )
+    rows, ours_mean, peer_mean, wall_minutes = "\n".join(rows), mean(ours), mean(peer), seconds / 60
+    figures = dict(vocab_size=VOCAB_SIZE, batch_tokens=BATCH_TOKENS, max_length=MAX_LENGTH)
+    return render("section", **harness.footer(), **figures, target_ratio=TARGET_RATIO, **locals())
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+@harness.command
+def main(argv: list[str] | None = None) -> int:
+    args = harness.parse(harness.make_parser("peers", __doc__), argv)
+    data, started = harness.find_data(args.data), time.perf_counter()
+    runs = {"ours": [], "onmt": []}
+    with tempfile.TemporaryDirectory(prefix="bench-peers-") as scratch:
+        workdir = (Path(scratch) if args.short else WORKDIR).resolve()
+        workdir.mkdir(parents=True, exist_ok=True)
+        inputs = prepare(workdir, data, args.short)
+        for index in range(1 if args.short else ROUNDS):
+            for side in ("ours",) if args.short else ("ours", "onmt"):
+                runs[side].append(train(side, workdir, inputs, data, args.short, f"r{index}"))
+                print(f"round {index + 1}: {side} {runs[side][-1]['tokens_per_second']:,.0f} tok/s")
+    if args.short:  # our side only: no ratio
+        return 0
+    ours, peer = runs["ours"], runs["onmt"]
+    ratio = mean(ours) / mean(peer)
+    harness.report_target("training tok/s vs OpenNMT-tf 2.32 (same run)", ratio, TARGET_RATIO, "x")
+    seconds = time.perf_counter() - started
+    return harness.publish(args, "peers", peers_markdown, ours, peer, ratio, MINUTES, seconds)

@@ -1,15 +1,8 @@
 """The budget planner's trial grid: does the plan match the best setting of each cell?
 
-    python -m bench.planner [--sizes 3000,29000] [--budgets 2] [--report-only] [--short]
-
-A cell is a seeded subset of Multi30k's training pairs (`--sizes`, with the joint vocabulary
-`training.plan.choose_vocab_size` picks for it), a direction (`--pairs`) and a budget in
-minutes of this machine, turned into the target tokens the planner's speed measurement
-says this machine buys in that time, so trials do not depend on other load. In each cell
-the plan trains beside variants that change one of its choices (dropout, batch tokens),
-scored by greedy BLEU on the validation set. The rule was fit on the 2-minute cells
-(`FIT_BUDGETS`, `FIT_CELLS`); the others are held out. Trials are kept in
-WORKDIR/trials.json, so an interrupted run goes on where it stopped.
+A budget is turned into the target tokens the planner's speed measurement says it buys, so
+trials do not depend on other load; they are kept in WORKDIR/trials.json, so an interrupted
+run goes on where it stopped.
 """
 
 from __future__ import annotations
@@ -17,62 +10,46 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
-import subprocess
-import sys
 import tempfile
+from itertools import product
 from pathlib import Path
 
 from bench import harness
+from training.config import load_config
+from training.plan import SHAPES, Budget, CorpusCounts, Speed, choose_vocab_size, make_plan
+from training.planning import count_characters, measure_speed
+from training.strategy import make_strategy, select_precision
+from translator.io import read_lines, write_atomic
+from translator.pipelines import PipelineConfig, build_vocabulary, load_vocabulary, scan_corpus
 
 render = harness.Template("planner")
 DEFAULT_WORKDIR = Path("runs/bench-planner")
-# The cells the rule's constants were fit on (with the minutes table's earlier trials):
-# every 2-minute cell, and any single cells named in FIT_CELLS.
-FIT_BUDGETS = {2.0}
-FIT_CELLS: set[tuple[int, str, float]] = set()
+# The grid (corpus sizes in pairs, directions, budgets in minutes), full and short.
+GRID = {False: ((3000, 10000, 29000), ("en-de", "de-en"), (2.0, 5.0))}
+GRID[True] = ((400,), ("en-de",), (0.05,))
+FIT_BUDGETS = {2.0}  # the cells the rule was fit on (with the minutes table's earlier trials)
 SUBSET_SEED = 1
+# What a trial trains, as `translator train --set` keys.
+SETTINGS = dict(
+    batch_tokens="data.pipeline.batch_tokens",
+    dropout="model.overrides.dropout",
+    peak_learning_rate="optimizer.peak_learning_rate",
+    warmup_fraction="optimizer.warmup_fraction",
+)
 
 
-@dataclasses.dataclass(frozen=True)
-class Cell:
-    """One corpus, direction and budget."""
-
+@dataclasses.dataclass(frozen=True, order=True)
+class Cell:  # in the table's order
+    minutes: float
     pairs: int
     direction: str
-    minutes: float
 
     name = property(lambda self: f"{self.pairs}-{self.direction}-{self.minutes:g}min")
-
-    @property
-    def held_out(self) -> bool:
-        fit = (self.pairs, self.direction, self.minutes) in FIT_CELLS
-        return not (fit or self.minutes in FIT_BUDGETS)
-
-
-def parse_args(argv: list[str] | None):
-    parser = harness.make_parser("planner", __doc__)
-    parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
-    parser.add_argument("--sizes", help="corpus sizes, in pairs (3000,10000,29000)")
-    parser.add_argument("--pairs", help="directions (en-de,de-en)")
-    parser.add_argument("--budgets", help="budgets, in minutes of this machine (2,5)")
-    parser.add_argument("--report-only", action="store_true", help="write from trials.json")
-    defaults = dict(sizes=("3000,10000,29000", "400"), pairs=("en-de,de-en", "en-de"))
-    args = harness.parse(parser, argv, budgets=("2,5", "0.05"), **defaults)
-    args.sizes = [int(item) for item in args.sizes.split(",")]
-    args.pairs = args.pairs.split(",")
-    args.budgets = [float(item) for item in args.budgets.split(",")]
-    if args.short:
-        args.workdir = Path(tempfile.mkdtemp(prefix="bench-planner-"))
-    return args
+    held_out = property(lambda self: self.minutes not in FIT_BUDGETS)
 
 
 def make_corpus(data: Path, workdir: Path, pairs: int) -> Path:
     """A seeded subset of Multi30k's training pairs and its planned joint vocabulary."""
-    from training.plan import choose_vocab_size
-    from training.planning import count_characters
-    from translator.io import read_lines, write_atomic
-    from translator.pipelines import build_vocabulary
-
     directory = workdir / "corpora" / str(pairs)
     if (directory / "vocab" / "vocab.json").is_file():
         return directory
@@ -92,12 +69,6 @@ def measure_speeds(data: Path, workdir: Path, short: bool) -> dict:
     cache = workdir / "speeds.json"
     if cache.is_file():
         return json.loads(cache.read_text("utf-8"))
-    from training.config import load_config
-    from training.plan import SHAPES
-    from training.planning import measure_speed
-    from training.strategy import make_strategy, select_precision
-    from translator.pipelines import load_vocabulary
-
     corpus = make_corpus(data, workdir, 400 if short else 29000)
     files = [f"data.train_source={corpus / 'train.en'}", f"data.train_target={corpus / 'train.de'}"]
     lengths = ["data.pipeline.max_source_length=128", "data.pipeline.max_target_length=128"]
@@ -114,14 +85,10 @@ def measure_speeds(data: Path, workdir: Path, short: bool) -> dict:
 
 def settings_of(plan) -> dict:
     """What a trial trains: the plan's shape, batch, dropout, learning rate and warmup."""
-    keys = dict(batch_tokens="data.pipeline.batch_tokens", dropout="model.overrides.dropout")
-    keys |= dict(peak_learning_rate="optimizer.peak_learning_rate")
-    keys |= dict(warmup_fraction="optimizer.warmup_fraction")
-    return {"shape": plan.shape, **{name: plan.value(key) for name, key in keys.items()}}
+    return {"shape": plan.shape, **{name: plan.value(key) for name, key in SETTINGS.items()}}
 
 
 def trial_key(settings: dict) -> str:
-    """A trial's name: the settings that tell it from the cell's other trials."""
     shape, batch = settings["shape"].name, settings["batch_tokens"]
     return f"{shape}, batch {batch:,}, dropout {settings['dropout']}"
 
@@ -137,14 +104,10 @@ def variants(plan) -> list[dict]:
 
 def run_trial(cell: Cell, settings: dict, plan, corpus: Path, data: Path, args) -> dict:
     """Trains one setting for the cell's tokens; returns its validation BLEU and updates."""
-    source, target = cell.direction.split("-")
-    shape = settings["shape"]
-    updates = max(
-        1, round(plan.tokens / plan.speeds[shape.name].at_batch(settings["batch_tokens"]))
-    )
+    (source, target), shape = cell.direction.split("-"), settings["shape"]
+    speed = plan.speeds[shape.name].at_batch(settings["batch_tokens"])
     name = trial_key(settings).replace(", ", "-").replace(" ", "").replace(",", "")
     run_dir = args.workdir / "trials" / cell.name / name
-    overrides = {f"model.overrides.{k}": v for k, v in shape.model_overrides().items()}
     sets = {
         "data.train_source": corpus / f"train.{source}",
         "data.train_target": corpus / f"train.{target}",
@@ -152,38 +115,24 @@ def run_trial(cell: Cell, settings: dict, plan, corpus: Path, data: Path, args) 
         "data.valid_target": data / f"val.{target}.gz",
         "data.vocabulary": corpus / "vocab",
         "model.preset": shape.preset,
-        **overrides,
-        "model.overrides.dropout": settings["dropout"],
-        "data.pipeline.batch_tokens": settings["batch_tokens"],
-        "optimizer.peak_learning_rate": settings["peak_learning_rate"],
-        "optimizer.warmup_fraction": settings["warmup_fraction"],
-        "train.max_steps": updates,
+        **{f"model.overrides.{k}": v for k, v in shape.model_overrides().items()},
+        **{SETTINGS[key]: settings[key] for key in SETTINGS},
+        "train.max_steps": max(1, round(plan.tokens / speed)),
         "train.max_minutes": 0,
         "eval.every_steps": 0,
         "eval.max_sentences": 50 if args.short else 0,
         "checkpoint.every_steps": 1000000,
         "train.log_every_steps": 1000,
     }
-    command = harness.translator_command("train", "--no-plan", f"--run-dir={run_dir}")
-    command += [f"--set={key}={value}" for key, value in sets.items()]
-    print(" ".join(command[1:]), flush=True)
-    subprocess.run(command, check=True)
+    options = [f"--set={key}={value}" for key, value in sets.items()]
+    harness.run_translator("train", "--no-plan", f"--run-dir={run_dir}", *options)
     metadata = json.loads((run_dir / "model" / "metadata.json").read_text("utf-8"))
     kept = {key: settings[key] for key in ("batch_tokens", "dropout", "warmup_fraction")}
-    return {
-        "bleu": metadata["best_validation_bleu"],
-        "updates": metadata["step"],
-        "shape": shape.name,
-        **kept,
-    }
+    bleu, updates = metadata["best_validation_bleu"], metadata["step"]
+    return {"bleu": bleu, "updates": updates, "shape": shape.name, **kept}
 
 
 def cell_plan(cell: Cell, data: Path, speeds: dict, args):
-    """The cell's corpus and the plan the current rule makes for it."""
-    from training.plan import Budget, CorpusCounts, Speed, make_plan
-    from training.planning import count_characters
-    from translator.pipelines import PipelineConfig, load_vocabulary, scan_corpus
-
     corpus = make_corpus(data, args.workdir, cell.pairs)
     files = [corpus / f"train.{side}" for side in cell.direction.split("-")]
     stats = scan_corpus(*files, load_vocabulary(corpus / "vocab"), PipelineConfig())
@@ -193,10 +142,7 @@ def cell_plan(cell: Cell, data: Path, speeds: dict, args):
 
 
 def run_cell(cell: Cell, data: Path, speeds: dict, results: dict, args) -> None:
-    """Trains the cell's plan and its variants, those not trained before (kept by their
-    settings, so a refit rule whose plan was trained before reuses that trial)."""
-    from translator.io import write_atomic
-
+    """Trains the cell's plan and variants, those not trained before (kept by their settings)."""
     corpus, plan = cell_plan(cell, data, speeds, args)
     entry = results.setdefault(cell.name, {"trials": {}})
     entry["cell"] = dataclasses.asdict(cell)
@@ -220,64 +166,46 @@ def cell_rows(cells: list[Cell], results: dict, data: Path, speeds: dict, args):
         if cell.held_out and gap is not None:
             worst = gap if worst is None else max(worst, gap)
         role = render("held-out" if cell.held_out else "fit")
-        for name, trial in trials.items():
-            is_plan = trial is planned
-            rows.append(
-                render(
-                    "row",
-                    cell=cell.name,
-                    role=role,
-                    epochs=plan.epochs,
-                    trial=name,
-                    t=trial,
-                    plan=render("is-plan") if is_plan else "",
-                    mark="**" if trial["bleu"] == best else "",
-                    gap=render("gap", gap=gap) if is_plan else "",
-                )
-            )
+        for name, t in trials.items():  # the row's fields: these local names
+            is_plan = render("is-plan") if t is planned else ""
+            mark, gap_text = "**" * (t["bleu"] == best), render("gap", gap=gap) if is_plan else ""
+            rows.append(render("row", trial=name, **locals()))
         if planned is None:
             rows.append(render("plan-not-trained", cell=cell.name, trial=plan_key))
     return "\n".join(rows), worst
 
 
+def section_markdown(rows: str, speeds: dict, worst: float | None, date: str) -> str:
+    """The section: the template filled with the grid's rows and figures (its local names)."""
+    timed = [
+        f"{name} {s['tokens_per_second']:,.0f} target tok/s" for name, s in speeds["speeds"].items()
+    ]
+    timed, precision = ", ".join(timed), speeds["precision"]
+    worst = render("not-available") if worst is None else f"{worst:.2f}"
+    return render("section", **{**harness.footer(), **locals()})  # the date the run started
+
+
+@harness.command
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    parser = harness.make_parser("planner", __doc__)
+    parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
+    args = harness.parse(parser, argv)
+    if args.short:
+        args.workdir = Path(tempfile.mkdtemp(prefix="bench-planner-"))
     data = harness.find_data(args.data, (*harness.TRAIN, "val.en.gz", "val.de.gz"))
     args.workdir.mkdir(parents=True, exist_ok=True)
     date = harness.today()
     speeds = measure_speeds(data, args.workdir, args.short)
     path = args.workdir / "trials.json"
     results = json.loads(path.read_text("utf-8")) if path.is_file() else {}
-    if not args.report_only:
-        for minutes in args.budgets:
-            for pairs in args.sizes:
-                for direction in args.pairs:
-                    run_cell(Cell(pairs, direction, minutes), data, speeds, results, args)
+    sizes, directions, budgets = GRID[args.short]
+    for minutes, pairs, direction in product(budgets, sizes, directions):
+        run_cell(Cell(minutes, pairs, direction), data, speeds, results, args)
     # The table holds every cell trained so far in this work directory, not only these.
-    cells = sorted(
-        (Cell(**entry["cell"]) for entry in results.values()),
-        key=lambda c: (c.minutes, c.pairs, c.direction),
-    )
+    cells = sorted(Cell(**entry["cell"]) for entry in results.values())
     rows, worst = cell_rows(cells, results, data, speeds, args)
     print(rows, flush=True)
     if worst is not None and not args.short:
         name = "planner: the plan's validation BLEU below the cell's best (held-out cells, max)"
         harness.report_target(name, worst, 1.0, "BLEU", higher_is_better=False)
-    harness.publish(args, "planner", section_markdown, rows, speeds, worst, date)
-    return 0
-
-
-def section_markdown(rows: str, speeds: dict, worst: float | None, date: str) -> str:
-    """The section: the template filled with the grid's rows and figures."""
-    timed = ", ".join(
-        f"{name} {s['tokens_per_second']:,.0f} target tok/s" for name, s in speeds["speeds"].items()
-    )
-    worst = render("not-available") if worst is None else f"{worst:.2f}"
-    figures = {**harness.footer(), "date": date}  # the date the run started
-    return render(
-        "section", **figures, rows=rows, speeds=timed, precision=speeds["precision"], worst=worst
-    )
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return harness.publish(args, "planner", section_markdown, rows, speeds, worst, date)

@@ -1,75 +1,64 @@
 """Training step speed on Multi30k: the ways to a faster step, measured side by side.
 
-    python -m bench.training [--short] [--vocab DIR] [--steps N] [--warmup N]
-
-Two shapes, `small` (the comparison shape) and `narrow` (what the planner picks for
-Multi30k), the real pipeline and step (`TranslationTrainer` under `fit`), one variant
-after another: float32 and mixed_bfloat16, an XLA step, steps per execution, bucket
-widths. MFU = model FLOPs/s (`translator.flops`) over this machine's matmul FLOP/s in
-the same dtype, both measured in this run.
+MFU: model FLOPs/s (`translator.flops`) over this machine's matmul FLOP/s in the same dtype,
+both measured in this run.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import collections
 import logging
-import sys
 import tempfile
 import time
 import warnings
 from pathlib import Path
 
+import keras
+import tensorflow as tf
+
 from bench import harness
+from training.config import load_config
+from training.run import make_optimizer
+from training.strategy import select_precision
+from training.trainer import TranslationTrainer
+from translator import Transformer
+from translator.flops import training_flops
+from translator.pipelines import build_vocabulary, load_vocabulary, make_dataset, scan_corpus
 
 render = harness.Template("training")
+PRECISIONS = ("float32", "mixed_bfloat16")
 NARROW = (
     "model.overrides={num_encoder_layers: 4, num_decoder_layers: 4, d_model: 128, "
     "ffn_dim: 256, num_heads: 4}"
 )
-STATIC = (
-    "train.jit_compile=true",
-    "data.pipeline.static_shapes=true",
-    "data.pipeline.bucket_boundaries=[16, 24, 32, 48, 64]",
-)
-
-
-@dataclasses.dataclass(frozen=True)
-class Variant:
-    """One way of running the training step: its shape, table label, precision, `--set`s."""
-
-    shape: str
-    label: str
-    precision: str
-    overrides: tuple[str, ...] = ()
+# The narrow shape's variants, in the precision `auto` picks: (label, `--set`s).
+NARROW_VARIANTS = {
+    "XLA step, 6 static shapes": (
+        "train.jit_compile=true",
+        "data.pipeline.static_shapes=true",
+        "data.pipeline.bucket_boundaries=[16, 24, 32, 48, 64]",
+    ),
+    "4 steps per execution": ("train.steps_per_execution=4",),
+    "buckets of 2": ("data.pipeline.bucket_width=2",),
+    "buckets of 8": ("data.pipeline.bucket_width=8",),
+}
+# One way of running the training step: its shape, table label, precision, `--set`s.
+Variant = collections.namedtuple("Variant", "shape label precision overrides", defaults=[()])
 
 
 def variants(auto: str, short: bool) -> list[Variant]:
     """The variants in the order they run; `auto` is the precision `auto` picks here."""
     if short:
         return [Variant("tiny", "default", "float32")]
-    narrow = [
-        (f"{auto}, XLA step, 6 static shapes", STATIC),
-        (f"{auto}, 4 steps per execution", ("train.steps_per_execution=4",)),
-        (f"{auto}, buckets of 2", ("data.pipeline.bucket_width=2",)),
-        (f"{auto}, buckets of 8", ("data.pipeline.bucket_width=8",)),
+    shapes = (("small", ()), ("narrow", (NARROW,)))
+    return [Variant(s, p, p, o) for s, o in shapes for p in PRECISIONS] + [
+        Variant("narrow", f"{auto}, {label}", auto, (NARROW, *sets))
+        for label, sets in NARROW_VARIANTS.items()
     ]
-    return [
-        *(
-            Variant(s, p, p, o)
-            for s, o in (("small", ()), ("narrow", (NARROW,)))
-            for p in PRECISIONS
-        ),
-        *(Variant("narrow", label, auto, (NARROW, *overrides)) for label, overrides in narrow),
-    ]
-
-
-PRECISIONS = ("float32", "mixed_bfloat16")
 
 
 def matmul_flops_per_second(dtype: str, size: int = 2048, repeats: int = 8) -> float:
     """Sustained FLOP/s of a square matmul in `dtype` (the MFU denominator), best of 3."""
-    import tensorflow as tf
-
     a = tf.cast(tf.random.normal((size, size)), dtype)
 
     @tf.function
@@ -83,37 +72,24 @@ def matmul_flops_per_second(dtype: str, size: int = 2048, repeats: int = 8) -> f
 
 
 def train_throughput(variant: Variant, data: Path, vocabulary, warmup: int, steps: int) -> dict:
-    """Trains `variant` for warmup + steps updates; times the last `steps`."""
-    import keras
-
-    from training.config import load_config
-    from training.run import make_optimizer
-    from training.trainer import TranslationTrainer
-    from translator import Transformer
-    from translator.flops import training_flops
-    from translator.pipelines import make_dataset, scan_corpus
-
     keras.config.set_dtype_policy(variant.precision)
     keras.utils.set_random_seed(1)
     preset = "tiny" if variant.shape == "tiny" else "small"
     lengths = ("data.pipeline.max_source_length=128", "data.pipeline.max_target_length=128")
     run_config = load_config(None, [f"model.preset={preset}", *lengths, *variant.overrides])
-    pipeline, train = run_config.data.pipeline, run_config.train
+    pipeline, per_call = run_config.data.pipeline, run_config.train.steps_per_execution
     sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
     config = run_config.model.transformer_config(*sizes)
     trainer = TranslationTrainer(Transformer(config))
     optimizer = make_optimizer(run_config, config.d_model)
-    per_call = train.steps_per_execution
-    trainer.compile(
-        optimizer=optimizer, jit_compile=train.jit_compile, steps_per_execution=per_call
-    )
+    jit = run_config.train.jit_compile
+    trainer.compile(optimizer=optimizer, jit_compile=jit, steps_per_execution=per_call)
     source, target = data / "train.en.gz", data / "train.de.gz"
     dataset = make_dataset(source, target, vocabulary, pipeline, training=True).repeat()
     # Model FLOPs per target token at the corpus' mean lengths (EOS/BOS included).
     stats = scan_corpus(source, target, vocabulary, pipeline)
     mean_source, mean_target = stats.source_tokens / stats.kept, stats.target_tokens / stats.kept
     flops_per_token = float(training_flops(config, mean_source, mean_target)) / mean_target
-
     marks = {}
 
     class Clock(keras.callbacks.Callback):
@@ -136,64 +112,18 @@ def train_throughput(variant: Variant, data: Path, vocabulary, warmup: int, step
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Runs the benchmark; writes its RESULTS.md section unless --short."""
-    parser = harness.make_parser("training", __doc__)
-    parser.add_argument("--vocab", help="vocabulary directory (default: train an 8,000-piece one)")
-    parser.add_argument("--steps", type=int, help="timed steps per variant (default 40, short 2)")
-    parser.add_argument("--warmup", type=int, help="untimed steps first (default 10, short 1)")
-    args = harness.parse(parser, argv)
-    warnings.filterwarnings("ignore")
-    logging.getLogger("translator.pipelines").setLevel(logging.ERROR)
-    steps = args.steps or (2 if args.short else 40)
-    warmup = args.warmup or (1 if args.short else 10)
-
-    import tensorflow as tf
-
-    from training.strategy import select_precision
-    from translator.pipelines import build_vocabulary, load_vocabulary
-
-    auto = select_precision("auto", tf.distribute.get_strategy())
-    data = harness.find_data(args.data)
-    with tempfile.TemporaryDirectory() as scratch:
-        vocab_dir = args.vocab or Path(scratch) / "vocab"
-        if args.vocab is None:
-            build_vocabulary(
-                [data / "train.en.gz"], [data / "train.de.gz"], vocab_dir, vocab_size=8000
-            )
-        vocabulary = load_vocabulary(vocab_dir)
-        peaks = {p: matmul_flops_per_second(p.removeprefix("mixed_")) for p in PRECISIONS}
-        runs = []
-        for variant in variants(auto, args.short):
-            runs.append(train_throughput(variant, data, vocabulary, warmup, steps))
-            rate = runs[-1]["tokens_per_second"]
-            print(f"{variant.shape} {variant.label}: {rate:,.0f} tok/s", flush=True)
-    table = throughput_table(runs, peaks)
-    print(table)
-    harness.publish(args, "training", training_markdown, runs, peaks, auto, warmup, steps, table)
-    return 0
-
-
 def throughput_table(runs: list[dict], peaks: dict[str, float]) -> str:
-    """One row per variant: tokens/s, against the shape's first row, MFU, warm-up."""
     first, rows = {}, []
     for run in runs:
-        variant, rate = run["variant"], run["tokens_per_second"]
-        first.setdefault(variant.shape, rate)
-        peak = peaks["mixed_bfloat16" if "bfloat16" in variant.precision else "float32"]
-        model = run["model_flops_per_second"]
+        v, rate, model = run["variant"], run["tokens_per_second"], run["model_flops_per_second"]
+        peak = peaks["mixed_bfloat16" if "bfloat16" in v.precision else "float32"]
+        vs_first, mfu, warmup = (
+            rate / first.setdefault(v.shape, rate),
+            model / peak,
+            run["warmup_seconds"],
+        )
         rows.append(
-            render(
-                "table-row",
-                shape=variant.shape,
-                label=variant.label,
-                rate=rate,
-                vs_first=rate / first[variant.shape],
-                model_gflops=model / 1e9,
-                matmul_gflops=peak / 1e9,
-                mfu=model / peak,
-                warmup=run["warmup_seconds"],
-            )
+            render("table-row", model_gflops=model / 1e9, peak_gflops=peak / 1e9, **locals())
         )
     return render("table", rows="\n".join(rows))
 
@@ -215,24 +145,34 @@ def variant_verdict(runs: list[dict], auto: str) -> str:
 
 
 def training_markdown(runs, peaks, auto, warmup, steps, table) -> str:
-    """The section: the template filled with this run's figures."""
+    """The section: the template filled with this run's figures (its local names)."""
     from training.strategy import cpu_has_native_bfloat16
 
+    native_bfloat16 = "has" if cpu_has_native_bfloat16() else "does not have"
+    bfloat16_gflops, float32_gflops = peaks["mixed_bfloat16"] / 1e9, peaks["float32"] / 1e9
     flops = {run["variant"].shape: run["flops_per_target_token"] / 1e6 for run in runs}
-    return render(
-        "section",
-        **harness.footer(),
-        steps=steps,
-        warmup=warmup,
-        table=table,
-        auto=auto,
-        native_bfloat16="has" if cpu_has_native_bfloat16() else "does not have",
-        bfloat16_gflops=peaks["mixed_bfloat16"] / 1e9,
-        float32_gflops=peaks["float32"] / 1e9,
-        verdict=variant_verdict(runs, auto),
-        flops=", ".join(f"{shape} {value:.1f}" for shape, value in flops.items()),
-    )
+    flops = ", ".join(f"{shape} {value:.1f}" for shape, value in flops.items())
+    verdict = variant_verdict(runs, auto)
+    return render("section", **harness.footer(), **locals())
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+@harness.command
+def main(argv: list[str] | None = None) -> int:
+    parser = harness.make_parser("training", __doc__)
+    args = harness.parse(parser, argv, steps=(40, 2), warmup=(10, 1))
+    warnings.filterwarnings("ignore")
+    logging.getLogger("translator.pipelines").setLevel(logging.ERROR)
+    auto = select_precision("auto", tf.distribute.get_strategy())
+    data = harness.find_data(args.data)
+    peaks = {p: matmul_flops_per_second(p.removeprefix("mixed_")) for p in PRECISIONS}
+    runs, files = [], [data / name for name in harness.TRAIN]
+    with tempfile.TemporaryDirectory() as scratch:
+        build_vocabulary(files[:1], files[1:], Path(scratch) / "vocab", vocab_size=8000)
+        vocabulary = load_vocabulary(Path(scratch) / "vocab")
+        for variant in variants(auto, args.short):
+            runs.append(train_throughput(variant, data, vocabulary, args.warmup, args.steps))
+            print(f"{variant.shape} {variant.label}: {runs[-1]['tokens_per_second']:,.0f} tok/s")
+    table = throughput_table(runs, peaks)
+    print(table, flush=True)
+    figures = (runs, peaks, auto, args.warmup, args.steps, table)
+    return harness.publish(args, "training", training_markdown, *figures)

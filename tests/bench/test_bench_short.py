@@ -45,7 +45,15 @@ def test_every_benchmark_runs_in_short_mode_and_measures_its_targets(multi30k):
         timeout=40 * 60,
     )
     out = process.stdout
-    assert process.returncode == 0, out[-4000:] + process.stderr[-4000:]
+    # On a failure, the failed benchmarks' own output (the last lines of the run are others').
+    failed = re.findall(r"^=== bench\.(\w+): exit -?[1-9]", out, re.MULTILINE)
+    blocks = [
+        out[out.index(f"=== bench.{name}: ") : out.index(f"=== bench.{name}: exit")]
+        for name in failed
+    ]
+    assert process.returncode == 0, (
+        "".join(block[-8000:] for block in blocks) or out[-4000:] + process.stderr[-4000:]
+    )
 
     # Each benchmark ran in its own process and succeeded, in order.
     exits = re.findall(r"^=== bench\.(\w+): exit (-?\d+) after", out, re.MULTILINE)

@@ -1,5 +1,6 @@
 """The peers and quality sections: the words from their templates, the figures from the runs."""
 
+import argparse
 import dataclasses
 import re
 from pathlib import Path
@@ -58,8 +59,8 @@ def test_the_peers_section_holds_the_round_figures_and_no_unfilled_field():
     assert "| 1 | 7,510 (18 reports, mixed_bfloat16) | 4,879 (10 reports) | 1.54x |\n" in text
     assert "| 2 | 7,544 (17 reports, mixed_bfloat16) | 4,820 (9 reports) | 1.57x |\n" in text
     assert "| **mean** | **7,527** | **4,850** | **1.55x** |\n\n- Command:" in text
-    assert f"- Command: `{COMMAND}` (13 min)\n- Date: {DATE}\n- Machine: {MACHINE}\n" in text
-    assert text.endswith(f"- Machine: {MACHINE}\n")
+    assert f"- Command: `{COMMAND}` (13 min)\n- Date: {DATE}\n- Machine: {MACHINE}" in text
+    assert text.endswith(f"- Machine: {MACHINE}")
     assert not UNFILLED.search(text), "a field was left unfilled"
 
 
@@ -143,7 +144,7 @@ def test_the_quality_section_holds_each_budget_and_no_unfilled_field():
     commands = "`translator recipe --minutes=5` (5.4 min); "
     commands += "`translator recipe --minutes=60` (60.4 min)"
     assert f"- Commands: `{COMMAND}` ran {commands}\n" in text
-    assert text.endswith(f"- Date: {DATE}\n- Machine: {MACHINE}\n")
+    assert text.endswith(f"- Date: {DATE}\n- Machine: {MACHINE}")
     assert not UNFILLED.search(text), "a field was left unfilled"
 
 
@@ -201,7 +202,7 @@ def test_the_baseline_run_sets_every_planned_value_so_nothing_is_planned_or_time
     from training.config import explicit_keys, load_config
     from training.planning import given_settings
 
-    args = quality.parse_args(["--budgets", "5", "--table-budgets", "5"])
+    args = argparse.Namespace(short=False)
     command = quality.recipe_command(args, tmp_path, tmp_path, quality.Variant(5.0, table=True))
     sets = [item.removeprefix("--set=") for item in command if item.startswith("--set=")]
     assert "--vocab-size=8000" in command and "--pair=en-de" in command

@@ -47,8 +47,7 @@ EPOCHS = [
 def test_the_pipeline_section_holds_the_run_figures(monkeypatch):
     fake_run_context(monkeypatch, pipeline)
     monkeypatch.setattr(harness, "LOAD_AT_START", "1.1/1.6")
-    args = argparse.Namespace(epochs=3, vocab=None)
-    text = pipeline.section_markdown(args, PIPELINE_CONFIG, 8000, 3.84, EPOCHS, 2.744)
+    text = pipeline.section_markdown(PIPELINE_CONFIG, 8000, 3.84, EPOCHS, 2.744)
     assert text.startswith("## Input pipeline (`bench/pipeline.py`)")
     assert "Goal: at least 20x the\ntraining step's consumption of 5,400 target tok/s" in text
     assert "i.e. 108,000 target tok/s." in text
@@ -69,14 +68,12 @@ def test_the_pipeline_section_holds_the_run_figures(monkeypatch):
     assert_filled(text)
 
 
-def test_the_pipeline_section_of_a_given_vocabulary_and_a_missed_target(monkeypatch):
+def test_the_pipeline_section_of_a_missed_target(monkeypatch):
     fake_run_context(monkeypatch, pipeline)
-    args = argparse.Namespace(epochs=2, vocab="runs/vocab")
     slow = [(seconds * 10, *rest) for seconds, *rest in EPOCHS[:2]]  # 48,000 tok/s
-    text = pipeline.section_markdown(args, PIPELINE_CONFIG, 16000, None, slow, 1.0)
+    text = pipeline.section_markdown(PIPELINE_CONFIG, 16000, 12.0, slow, 1.0)
     assert "(epochs 2-2) | **48,000** |" in text and "**8.9x** (MISSES 20x)" in text
-    assert "- Vocabulary: joint unigram, 16,000 ids (runs/vocab)\n" in text
-    assert "trained in" not in text
+    assert "- Vocabulary: joint unigram, 16,000 ids, trained in 12.0 s\n" in text
     assert_filled(text)
 
 
@@ -237,5 +234,4 @@ def test_the_serving_section_says_why_a_missed_target_misses(monkeypatch, togeth
 
 
 def test_the_serving_model_notes():
-    assert serving.render("model-export", export="/e/x") == "export `/e/x`"
     assert serving.render("model-trained", model="runs/a") == "trained model `runs/a`"
