@@ -5,8 +5,7 @@ from pathlib import Path
 import pytest
 
 from bench import harness
-
-COMMAND, DATE, MACHINE = "python -m bench.x --flag", "2026-01-02 03:04 UTC", "2 cores, a CPU"
+from tests.support.bench import COMMAND, DATE, MACHINE
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 
 from bench import peers, quality
 from bench.quality import BudgetRun
-from tests.bench.conftest import COMMAND, DATE, MACHINE
+from tests.support.bench import COMMAND, DATE, MACHINE
 
 REPO = Path(__file__).resolve().parents[2]
 MODULES = {"peers": peers, "quality": quality}

@@ -19,6 +19,7 @@ imports another test module):
 - `scores`: the `sacrebleu` program's scores, for reference.
 - `serving`: the export's and the server's settings, the sentences every comparison uses,
   `Exported` (the server itself: `serving.process.ServerProcess`).
+- `bench`: the fixed footer (command, date, machine) of the benchmarks' template tests.
 - `scripts/`: run as subprocesses, never imported: `train_run.py`,
   `strategy_equivalence.py` and `saved_model_reference.py` (imports no project code).
 """
