@@ -75,6 +75,9 @@ class DataSection:
     # Validation files for loss and BLEU; empty to train without validation.
     valid_source: str = ""
     valid_target: str = ""
+    # Prepended to the validation sources as training tags a corpus (e.g. <2de>, the
+    # direction to validate of a multilingual model); "": none.
+    valid_tag: str = ""
     # A directory written by `translator build-vocab`.
     vocabulary: str = ""
     # Tokenization, filtering, batching (batch_tokens is per replica).

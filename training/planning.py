@@ -153,7 +153,9 @@ def count_corpus(config: RunConfig, vocabulary: Vocabulary) -> CorpusCounts:
         pairs, target_tokens = pairs + stats.pairs, target_tokens + stats.target_tokens
         characters += count_characters(corpus.source, corpus.target)
     if data.valid_source:
-        valid = scan_corpus(data.valid_source, data.valid_target, vocabulary, data.pipeline)
+        valid = scan_corpus(
+            data.valid_source, data.valid_target, vocabulary, data.pipeline, tag=data.valid_tag
+        )
         check_learnable(valid, training=False)
     return CorpusCounts(pairs, characters, target_tokens)
 

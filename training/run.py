@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 import shutil
@@ -646,6 +647,7 @@ def validation_dataset(config: RunConfig, vocabulary: Vocabulary, strategy) -> A
             data.pipeline,
             training=False,
             input_context=context,
+            tag=data.valid_tag,
         ).prefetch(tf.data.AUTOTUNE)
 
     return strategy.distribute_datasets_from_function(dataset_fn)
@@ -657,7 +659,7 @@ def _bleu_callback(
     limit = config.eval.max_sentences
     sources = read_lines(config.data.valid_source, limit)
     references = read_lines(config.data.valid_target, limit)
-    factory = translate_factory or greedy_translator
+    factory = translate_factory or functools.partial(greedy_translator, tag=config.data.valid_tag)
 
     def on_best(step: int, bleu: float) -> None:
         if chief:
@@ -680,10 +682,11 @@ def _bleu_callback(
 
 
 def greedy_translator(
-    model: Transformer, vocabulary: Vocabulary
+    model: Transformer, vocabulary: Vocabulary, tag: str = ""
 ) -> Callable[[Sequence[str]], list[str]]:
     """Greedy translation for validation BLEU, through the one decoding path."""
     from translator.inference import Translator
     from translator.search import SearchConfig
 
-    return Translator.from_model(model, vocabulary, SearchConfig(beam_size=1)).translate
+    config = SearchConfig(beam_size=1)
+    return Translator.from_model(model, vocabulary, config, tag=tag).translate

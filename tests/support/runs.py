@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from tests.support.paths import REPO, SCRIPTS
-from training.config import RunConfig, build_section
+from training.config import RunConfig, build_section, dump_config
 
 # Runs `training.run.train` in its own process: CONFIG RUN_DIR WEIGHTS.npz.
 TRAIN_SCRIPT = SCRIPTS / "train_run.py"
@@ -103,3 +103,27 @@ def replace(config: RunConfig, section: str, **fields) -> RunConfig:
     return dataclasses.replace(
         config, **{section: dataclasses.replace(getattr(config, section), **fields)}
     )
+
+
+def killed_and_resumed_equals_straight(config: RunConfig, tmp_path: Path, kill_at: int) -> None:
+    """Trains `config` straight, and again killed (SIGKILL) after the checkpoint of step
+    `kill_at` then resumed by the same command: asserts the same final weights."""
+    import signal
+
+    steps = config.train.max_steps
+    config_path = tmp_path / "config.yaml"
+    dump_config(config, config_path)
+    train_to_end(config_path, tmp_path / "straight", tmp_path / "a.npz")
+    killed = tmp_path / "killed"
+    process = subprocess.Popen(
+        [sys.executable, str(TRAIN_SCRIPT), str(config_path), str(killed), str(tmp_path / "x.npz")],
+        env=script_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    signal_after_checkpoint(process, killed, kill_at, signal.SIGKILL)
+    process.wait()
+    assert latest_step(killed) in range(kill_at, steps)
+    assert not (killed / "model").exists()
+    assert f"steps={steps}" in train_to_end(config_path, killed, tmp_path / "b.npz")
+    assert_same_weights(tmp_path / "a.npz", tmp_path / "b.npz")

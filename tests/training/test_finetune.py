@@ -1,24 +1,15 @@
 """Fine-tuning (`--init-from`): weights only, the model's architecture and vocabulary."""
 
-import signal
-import subprocess
-import sys
-
 import pytest
 import sacrebleu
 
 from tests.support.corpora import write_copy_corpus
 from tests.support.runs import (
-    TRAIN_SCRIPT,
-    assert_same_weights,
-    latest_step,
+    killed_and_resumed_equals_straight,
     replace,
-    script_env,
-    signal_after_checkpoint,
     tiny_run_config,
-    train_to_end,
 )
-from training.config import ConfigError, dump_config
+from training.config import ConfigError
 from training.run import train
 from translator.artifacts import load_model_dir
 from translator.inference import Translator
@@ -127,18 +118,4 @@ def test_a_resumed_fine_tuning_equals_an_uninterrupted_one(copy_task, base_model
         train={"max_steps": 40, "init_from": str(base_model)},
         checkpoint={"every_steps": 10, "keep_last": 10},
     )
-    config_path = tmp_path / "config.yaml"
-    dump_config(config, config_path)
-    train_to_end(config_path, tmp_path / "straight", tmp_path / "a.npz")
-    killed = tmp_path / "killed"
-    process = subprocess.Popen(
-        [sys.executable, str(TRAIN_SCRIPT), str(config_path), str(killed), str(tmp_path / "x.npz")],
-        env=script_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    signal_after_checkpoint(process, killed, 20, signal.SIGKILL)
-    process.wait()
-    assert latest_step(killed) in range(20, 40)
-    train_to_end(config_path, killed, tmp_path / "b.npz")
-    assert_same_weights(tmp_path / "a.npz", tmp_path / "b.npz")
+    killed_and_resumed_equals_straight(config, tmp_path, kill_at=20)

@@ -1,7 +1,6 @@
 """Whole training runs through `training.run.train` on the synthetic copy task."""
 
 import json
-import signal
 import socket
 import subprocess
 import sys
@@ -13,14 +12,11 @@ import yaml
 
 from tests.support.runs import (
     TRAIN_SCRIPT,
-    assert_same_weights,
-    latest_step,
+    killed_and_resumed_equals_straight,
     replace,
     script_env,
-    signal_after_checkpoint,
     tiny_raw_config,
     tiny_run_config,
-    train_to_end,
 )
 from training.config import ConfigError, dump_config
 from training.run import TrainingError, train
@@ -129,31 +125,7 @@ def test_resume_after_sigkill_matches_an_uninterrupted_run(copy_task, tmp_path):
         train={"max_steps": 60},
         checkpoint={"every_steps": 10, "keep_last": 10},
     )
-    config_path = tmp_path / "config.yaml"
-    dump_config(config, config_path)
-
-    train_to_end(config_path, tmp_path / "straight", tmp_path / "a.npz")
-
-    killed_dir = tmp_path / "killed"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            str(TRAIN_SCRIPT),
-            str(config_path),
-            str(killed_dir),
-            str(tmp_path / "x.npz"),
-        ],
-        env=script_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    signal_after_checkpoint(process, killed_dir, 30, signal.SIGKILL)
-    process.wait()
-    assert latest_step(killed_dir) in range(30, 60)
-    assert not (killed_dir / "model").exists()
-
-    assert "steps=60" in train_to_end(config_path, killed_dir, tmp_path / "b.npz")
-    assert_same_weights(tmp_path / "a.npz", tmp_path / "b.npz")
+    killed_and_resumed_equals_straight(config, tmp_path, kill_at=30)
 
 
 def _free_ports(count):
