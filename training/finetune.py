@@ -82,16 +82,21 @@ def with_init_architecture(config: RunConfig, init: InitModel) -> RunConfig:
     """
     model = config.model
     sizes = (init.config.source_vocab_size, init.config.target_vocab_size)
-    if model.preset != ModelSection().preset or set(model.overrides) - set(DROPOUT_FIELDS):
-        wanted = model.transformer_config(*sizes)
-        for field in ARCHITECTURE_FIELDS:
-            ours, theirs = getattr(wanted, field), getattr(init.config, field)
-            if ours != theirs:
-                key = f"model.overrides.{field}" if field in model.overrides else "model.preset"
-                raise ConfigError(
-                    f"{key}: sets {field} {ours!r}, but the --init-from model "
-                    f"{init.source} has {field} {theirs!r}; leave model.* unset to fine-tune it"
-                )
+    wanted = model.transformer_config(*sizes)
+    # A preset other than the default sets every field; else only the overrides given do.
+    set_by_user = (
+        ARCHITECTURE_FIELDS
+        if model.preset != ModelSection().preset
+        else [field for field in ARCHITECTURE_FIELDS if field in model.overrides]
+    )
+    for field in set_by_user:
+        ours, theirs = getattr(wanted, field), getattr(init.config, field)
+        if ours != theirs:
+            key = f"model.overrides.{field}" if field in model.overrides else "model.preset"
+            raise ConfigError(
+                f"{key}: sets {field} {ours!r}, but the --init-from model "
+                f"{init.source} has {field} {theirs!r}; leave model.* unset to fine-tune it"
+            )
     fields = {name: getattr(init.config, name) for name in ARCHITECTURE_FIELDS + DROPOUT_FIELDS}
     fields.update({k: v for k, v in model.overrides.items() if k in DROPOUT_FIELDS})
     return dataclasses.replace(config, model=ModelSection(model.preset, fields))

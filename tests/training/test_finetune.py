@@ -54,6 +54,9 @@ def test_the_architecture_comes_from_the_model(copy_task, base_model, tmp_path):
     conflicting = replace(config, "model", overrides={"dropout": 0.0, "d_model": 128})
     with pytest.raises(ConfigError, match=r"model.overrides.d_model: sets d_model 128, but"):
         train(conflicting, tmp_path / "conflict", verbose=0)
+    # Setting the model's own value is no conflict, whatever the default preset says.
+    same = replace(config, "model", overrides={"dropout": 0.0, "num_encoder_layers": 2})
+    assert train(same, tmp_path / "same", verbose=0).steps == 1
     # Dropout is not architecture: changing it is fine-tuning.
     result = train(
         replace(config, "model", overrides={"dropout": 0.2}), tmp_path / "dropout", verbose=0
