@@ -27,7 +27,14 @@ from starlette.routing import Route
 
 from serving.batching import Batcher, BatcherStoppedError, QueueFullError
 from serving.model import ServedModel
-from serving.protocol import RequestError, RequestLimits, dumps, format_predict, parse_predict
+from serving.protocol import (
+    RequestError,
+    RequestLimits,
+    Row,
+    dumps,
+    format_predict,
+    parse_predict,
+)
 from serving.protocol import too_large as body_too_large
 
 logger = logging.getLogger(__name__)
@@ -62,13 +69,16 @@ class ModelService:
         model: The served model.
         batcher: Runs predict requests in batches.
         limits: Request size limits.
+        tag: What `serve --tag` gives every sentence of an untagged request ("": none):
+            `serving_default` and `n_best` then run as `tagged` and `tagged_n_best`.
     """
 
-    def __init__(self, model: ServedModel, batcher: Batcher, limits: RequestLimits):
+    def __init__(self, model: ServedModel, batcher: Batcher, limits: RequestLimits, tag: str = ""):
         self.model = model
         self.batcher = batcher
         self.limits = limits
-        self.input_keys = {name: info.input_key for name, info in model.signatures.items()}
+        self.tag = tag.encode("utf-8")
+        self.input_keys = {name: info.input_keys for name, info in model.signatures.items()}
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette):
@@ -157,7 +167,8 @@ class ModelService:
         try:
             body = await read_body(request, self.limits.max_bytes)
             parsed = parse_predict(body, self.input_keys, self.limits)
-            future = self.batcher.submit(parsed.signature, parsed.inputs)
+            signature, inputs = self.tagged(parsed.signature, parsed.inputs)
+            future = self.batcher.submit(signature, inputs)
         except RequestError as error:
             return error_response(error.message, error.status)
         except (QueueFullError, BatcherStoppedError) as error:
@@ -169,6 +180,24 @@ class ModelService:
         keys = self.model.signatures[parsed.signature].output_keys
         return json_response(format_predict(outputs, keys, parsed.columnar))
 
+    def tagged(self, signature: str, inputs: list[Row]) -> tuple[str, list[Row]]:
+        """The signature and sentences to run: `--tag` applied, every tag checked.
+
+        Raises:
+            RequestError: a tag the model does not know (400), before it is batched with
+                other requests' sentences, whose calls it would fail.
+        """
+        tagged = self.model.tagged(signature)
+        if self.tag and tagged is not None:
+            signature, inputs = tagged, [(row, self.tag) for row in inputs]
+        if len(self.model.signatures[signature].input_keys) > 1:
+            for index, row in enumerate(inputs):
+                assert isinstance(row, tuple)
+                why = self.model.unknown_tag(row[1])
+                if why is not None:
+                    raise RequestError(f"sentence {index}: {why}")
+        return signature, inputs
+
     async def http_error(self, request: Request, error: Exception) -> Response:
         """Starlette's own errors (unknown route, wrong method) in TF Serving's shape."""
         assert isinstance(error, HTTPException)
@@ -177,13 +206,16 @@ class ModelService:
         )
 
 
-def create_app(model: ServedModel, batcher: Batcher, limits: RequestLimits) -> Starlette:
+def create_app(
+    model: ServedModel, batcher: Batcher, limits: RequestLimits, tag: str = ""
+) -> Starlette:
     """The Starlette application serving `model` through `batcher`.
 
     The batcher is started with the application (if not yet running) and stopped when the
-    application shuts down, after the server has finished the requests in flight.
+    application shuts down, after the server has finished the requests in flight. `tag`:
+    see `ModelService`.
     """
-    service = ModelService(model, batcher, limits)
+    service = ModelService(model, batcher, limits, tag)
     return Starlette(
         routes=[
             Route("/healthz", service.health, methods=["GET"]),

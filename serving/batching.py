@@ -36,12 +36,13 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from serving.config import BatchingConfig
+from serving.protocol import Row
 
 logger = logging.getLogger(__name__)
 
 # Runs one signature on a batch: (signature, sentences) -> arrays by output key, one row
-# per sentence.
-RunFunction = Callable[[str, Sequence[bytes]], dict[str, np.ndarray]]
+# per sentence. A sentence is opaque here (`serving.protocol.Row`).
+RunFunction = Callable[[str, Sequence[Row]], dict[str, np.ndarray]]
 
 
 class QueueFullError(RuntimeError):
@@ -72,7 +73,7 @@ class BatchStats:
 class _Task:
     """One request: its sentences, how many are dispatched, and its collected outputs."""
 
-    def __init__(self, signature: str, inputs: Sequence[bytes]):
+    def __init__(self, signature: str, inputs: Sequence[Row]):
         self.signature = signature
         self.inputs = list(inputs)
         self.future: concurrent.futures.Future = concurrent.futures.Future()
@@ -141,7 +142,7 @@ class Batcher:
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
-    def submit(self, signature: str, inputs: Sequence[bytes]) -> concurrent.futures.Future:
+    def submit(self, signature: str, inputs: Sequence[Row]) -> concurrent.futures.Future:
         """Queues a request.
 
         Args:

@@ -51,6 +51,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)"
     )
     parser.add_argument("--port", type=int, default=8501, help="TCP port (default: 8501)")
+    tags = parser.add_argument_group(
+        "tags (a model trained on tagged corpora; requests may also name the 'tagged' "
+        'signature and give {"inputs": ..., "tags": ...} per sentence)'
+    )
+    choice = tags.add_mutually_exclusive_group()
+    choice.add_argument(
+        "--tag",
+        default="",
+        metavar="TAG",
+        help="tag every sentence of a request that names no tag with TAG, as training "
+        "tagged a corpus (one of the export's tags)",
+    )
+    choice.add_argument(
+        "--target-lang",
+        metavar="XX",
+        help="translate requests that name no tag into language XX (a multilingual "
+        "model): the same as --tag <2XX>",
+    )
     batching = parser.add_argument_group(
         "dynamic batching (TF Serving's batching parameters; flags override --batching-parameters)"
     )
@@ -151,9 +169,19 @@ def run(args: argparse.Namespace) -> int:
     from serving.batching import Batcher
     from serving.model import ServedModel
     from serving.protocol import RequestLimits
+    from translator.constants import language_tag
+    from translator.signatures import SERVING_SIGNATURE
 
+    tag = language_tag(args.target_lang) if args.target_lang else args.tag
     start = time.monotonic()
     model = ServedModel(args.name, args.model)
+    if tag and model.tagged(SERVING_SIGNATURE) is None:
+        raise CommandError(
+            f"--tag {tag}: {model.path} has no tagged signatures (export a model whose "
+            "vocabulary has tags, or pass the tag to `translator export --tag`)"
+        )
+    if tag and (why := model.unknown_tag(tag.encode("utf-8"))):
+        raise CommandError(f"--tag {tag}: {why}")
     model.warm_up()
     batching = (
         f"batching max_batch_size={config.max_batch_size} "
@@ -164,14 +192,15 @@ def run(args: argparse.Namespace) -> int:
     )
     print(
         f"loaded {model.path} (version {model.version}; signatures "
-        f"{', '.join(sorted(model.signatures))}) in {time.monotonic() - start:.1f} s; {batching}",
+        f"{', '.join(sorted(model.signatures))}) in {time.monotonic() - start:.1f} s; {batching}"
+        + (f"; untagged requests tagged {tag}" if tag else ""),
         flush=True,
     )
     limits = RequestLimits(
         max_sentences=args.max_request_sentences, max_bytes=args.max_request_bytes
     )
     batcher = Batcher(model.run, config)
-    app = create_app(model, batcher, limits)
+    app = create_app(model, batcher, limits, tag)
     server = _server_class(uvicorn)(
         uvicorn.Config(
             app,

@@ -2,6 +2,7 @@
 
     python -m serving.client "A man rides a bike." "Two dogs play in the snow."
     python -m serving.client --n-best < sentences.txt
+    python -m serving.client --tag "<2de>" "A man rides a bike."     (a multilingual model)
     python -m serving.client --url http://127.0.0.1:8501 --name translator --status
 
 It speaks TF Serving's REST API only, so the same client works against `translator serve`
@@ -40,15 +41,24 @@ def call(url: str, body: dict[str, Any] | None = None, timeout: float = 60) -> d
 
 
 def translate(
-    sentences: list[str], url: str, name: str = "translator", n_best: bool = False
+    sentences: list[str],
+    url: str,
+    name: str = "translator",
+    n_best: bool = False,
+    tag: str = "",
 ) -> list[dict[str, Any]]:
     """Translates sentences; one `{"translations": ..., "scores": ...}` per sentence.
 
-    With `n_best`, each entry holds lists, best first (empty slots: "" and -inf).
+    With `n_best`, each entry holds lists, best first (empty slots: "" and -inf). With a
+    `tag` (e.g. <2de>, a multilingual model's target language), the tagged signatures
+    run, each sentence with that tag.
     """
     body: dict[str, Any] = {"instances": sentences}
-    if n_best:
-        body["signature_name"] = "n_best"
+    signature = "n_best" if n_best else "serving_default"
+    if tag:
+        signature = "tagged_n_best" if n_best else "tagged"
+        body["instances"] = [{"inputs": sentence, "tags": tag} for sentence in sentences]
+    body["signature_name"] = signature
     return call(f"{url}/v1/models/{name}:predict", body)["predictions"]
 
 
@@ -59,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", default="http://127.0.0.1:8501", help="server address")
     parser.add_argument("--name", default="translator", help="model name (default: translator)")
     parser.add_argument("--n-best", action="store_true", help="print every hypothesis")
+    parser.add_argument("--tag", default="", help="tag every sentence, e.g. <2de> (default: none)")
     parser.add_argument("--status", action="store_true", help="print the model status and exit")
     args = parser.parse_args(argv)
     try:
@@ -66,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(call(f"{args.url}/v1/models/{args.name}"), indent=2))
             return 0
         sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
-        for prediction in translate(sentences, args.url, args.name, args.n_best):
+        for prediction in translate(sentences, args.url, args.name, args.n_best, args.tag):
             if args.n_best:
                 pairs = zip(prediction["scores"], prediction["translations"], strict=True)
                 print(" ||| ".join(f"{score:.3f} {text}" for score, text in pairs))

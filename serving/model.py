@@ -3,7 +3,9 @@
 Like TF Serving, `translator serve` is given the export base (`EXPORT_BASE/<version>/`
 directories, as `translator export` writes them) and serves the highest version. Loading
 needs `tensorflow` and `tensorflow_text` (for the SentencePiece ops), no `translator`
-code: any SavedModel whose signatures take one string vector works.
+code: any SavedModel whose signatures take string vectors works. An export's
+`assets.extra/translator.json`, where there is one, names the tags its tagged signatures
+know, so that a request with another tag is refused alone instead of failing its batch.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from translator.errors import TranslatorError
-from translator.signatures import SERVING_SIGNATURE
+from translator.signatures import SERVING_SIGNATURE, TAGGED_OF, read_metadata
 
 SAVED_MODEL_FILE = "saved_model.pb"
 
@@ -58,8 +60,9 @@ def find_latest_version(export_base: str | os.PathLike[str]) -> tuple[int, Path]
 class SignatureInfo:
     """What the server needs to know about one signature."""
 
-    # The one input's key, e.g. "inputs".
-    input_key: str
+    # The input keys, e.g. ("inputs",), or ("inputs", "tags") for a tagged signature; all
+    # string vectors [batch].
+    input_keys: tuple[str, ...]
     # Output keys, sorted (TF Serving orders named outputs by name).
     output_keys: tuple[str, ...]
 
@@ -92,45 +95,67 @@ class ServedModel:
         if SERVING_SIGNATURE not in self.signatures:
             found = ", ".join(sorted(self._loaded.signatures)) or "none"
             raise ModelLoadError(
-                f"{self.path}: no '{SERVING_SIGNATURE}' signature taking one string tensor "
+                f"{self.path}: no '{SERVING_SIGNATURE}' signature taking string tensors "
                 f"[batch] (signatures: {found}); export the model with `translator export`"
             )
         self.signature_defs = _signature_defs(self.path)
+        # The tags the tagged signatures take ("" for the export's own); () if unknown.
+        self.tags: tuple[str, ...] = tuple(read_metadata(self.path).get("tags", ()))
 
-    def run(self, signature: str, inputs: Sequence[bytes]) -> dict[str, Any]:
-        """Runs one signature on a batch of UTF-8 sentences.
+    def tagged(self, signature: str) -> str | None:
+        """The tagged signature of an untagged one, if the model has it."""
+        tagged = TAGGED_OF.get(signature)
+        return tagged if tagged in self.signatures else None
+
+    def unknown_tag(self, tag: bytes) -> str | None:
+        """Why the model would refuse `tag` ("" is always taken), or None if it takes it."""
+        text = tag.decode("utf-8", errors="replace")
+        if not text or not self.tags or text in self.tags:
+            return None
+        return f"unknown tag {text!r}; the model's tags: {', '.join(self.tags)}"
+
+    def run(self, signature: str, inputs: Sequence[bytes | tuple[bytes, ...]]) -> dict[str, Any]:
+        """Runs one signature on a batch of sentences.
 
         Args:
             signature: A key of `signatures`.
-            inputs: The sentences, as bytes.
+            inputs: The sentences: UTF-8 bytes, or for a signature with several inputs a
+                tuple of each input's bytes, in `input_keys` order.
 
         Returns:
             numpy arrays by output key, each with `len(inputs)` rows.
         """
         import tensorflow as tf
 
-        info = self.signatures[signature]
-        tensor = tf.constant(list(inputs), dtype=tf.string)  # [batch]
-        outputs = self._functions[signature](**{info.input_key: tensor})
+        keys = self.signatures[signature].input_keys
+        columns = [inputs] if len(keys) == 1 else list(zip(*inputs, strict=True))
+        tensors = {
+            key: tf.constant(list(column), tf.string)
+            for key, column in zip(keys, columns, strict=True)
+        }
+        outputs = self._functions[signature](**tensors)  # each [batch] or [batch, n]
         return {key: value.numpy() for key, value in outputs.items()}
 
     def warm_up(self) -> None:
         """Runs every signature once: the first call of a loaded function is slow."""
-        for signature in self.signatures:
-            self.run(signature, [b"warm up"])
+        for signature, info in self.signatures.items():
+            self.run(signature, [b"warm up" if len(info.input_keys) == 1 else (b"warm up", b"")])
 
 
 def _string_vector_signature(function: Any) -> SignatureInfo | None:
-    """The signature's keys if it takes exactly one string tensor of shape [batch]."""
+    """The signature's keys if every input is a string tensor of shape [batch]."""
     import tensorflow as tf
 
     _, inputs = function.structured_input_signature
-    if len(inputs) != 1:
+    if not inputs:
         return None
-    ((key, spec),) = inputs.items()
-    if spec.dtype != tf.string or spec.shape.rank != 1:
-        return None
-    return SignatureInfo(input_key=key, output_keys=tuple(sorted(function.structured_outputs)))
+    for spec in inputs.values():
+        if spec.dtype != tf.string or spec.shape.rank != 1:
+            return None
+    keys = tuple(inputs)
+    if "inputs" in keys:  # the sentences first, whatever the keys' order in the signature
+        keys = ("inputs", *(key for key in keys if key != "inputs"))
+    return SignatureInfo(input_keys=keys, output_keys=tuple(sorted(function.structured_outputs)))
 
 
 def _signature_defs(path: Path) -> dict[str, Any]:

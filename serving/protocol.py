@@ -6,6 +6,11 @@ Requests (https://www.tensorflow.org/tfx/serving/api_rest, Predict API):
      "instances": ["A man.", {"b64": "..."}, {"inputs": "A dog."}]}    row format
     {"inputs": ["A man.", "A dog."]}  or  {"inputs": {"inputs": [...]}}  columnar format
 
+A signature with several inputs (the export's `tagged`: `inputs` and `tags`) takes them
+by name, as TF Serving does: `{"instances": [{"inputs": "A man.", "tags": "<2de>"}]}` or
+`{"inputs": {"inputs": ["A man."], "tags": ["<2de>"]}}`; each sentence is then a tuple
+of its inputs' values, in the signature's input order.
+
 Responses: row requests get `{"predictions": [{"scores": ..., "translations": ...}, ...]}`
 (one object per instance, as for any signature with several named outputs); columnar
 requests get `{"outputs": {"scores": [...], "translations": [...]}}`. A signature with one
@@ -53,13 +58,18 @@ class RequestLimits:
     max_bytes: int = 1 << 20
 
 
+# One sentence of a request: its text (UTF-8, or the decoded b64), or, for a signature
+# with several inputs, the value of each input in the signature's order.
+Row = bytes | tuple[bytes, ...]
+
+
 @dataclasses.dataclass(frozen=True)
 class PredictRequest:
     """A parsed predict request."""
 
     signature: str
-    # The sentences, UTF-8 (or the decoded b64) bytes, in request order.
-    inputs: list[bytes]
+    # The sentences, in request order.
+    inputs: list[Row]
     # True for the columnar ("inputs") format, False for rows ("instances").
     columnar: bool
 
@@ -85,7 +95,7 @@ def _request_object(body: bytes, limits: RequestLimits) -> dict[str, Any]:
     return request
 
 
-def _signature(request: dict[str, Any], signatures: Mapping[str, str]) -> str:
+def _signature(request: dict[str, Any], signatures: Mapping[str, tuple[str, ...]]) -> str:
     """The signature a request names (or the default), after checking its keys."""
     unknown = sorted(set(request) - {SIGNATURE_KEY, ROW_KEY, COLUMN_KEY})
     if ROW_KEY in request and COLUMN_KEY in request:
@@ -114,13 +124,13 @@ def _signature(request: dict[str, Any], signatures: Mapping[str, str]) -> str:
 
 
 def parse_predict(
-    body: bytes, signatures: Mapping[str, str], limits: RequestLimits
+    body: bytes, signatures: Mapping[str, tuple[str, ...]], limits: RequestLimits
 ) -> PredictRequest:
     """Parses and checks a predict request body.
 
     Args:
         body: The raw request body.
-        signatures: Input key of each servable signature, by signature name.
+        signatures: The input keys of each servable signature, by signature name.
         limits: Size limits.
 
     Returns:
@@ -131,11 +141,16 @@ def parse_predict(
     """
     request = _request_object(body, limits)
     signature = _signature(request, signatures)
-    input_key = signatures[signature]
-    if ROW_KEY in request:
-        inputs = _parse_rows(request[ROW_KEY], input_key)
+    input_keys = signatures[signature]
+    if len(input_keys) > 1:
+        if ROW_KEY in request:
+            inputs = _parse_named_rows(request[ROW_KEY], input_keys)
+        else:
+            inputs = _parse_named_columns(request[COLUMN_KEY], input_keys)
+    elif ROW_KEY in request:
+        inputs = _parse_rows(request[ROW_KEY], input_keys[0])
     else:
-        inputs = _parse_columns(request[COLUMN_KEY], input_key)
+        inputs = _parse_columns(request[COLUMN_KEY], input_keys[0])
     if len(inputs) > limits.max_sentences:
         raise RequestError(
             f"the request has {len(inputs)} sentences, more than the limit of "
@@ -154,12 +169,9 @@ def too_large(size: int, limit: int, exact: bool = True) -> RequestError:
     )
 
 
-def _parse_rows(instances: Any, input_key: str) -> list[bytes]:
-    if not isinstance(instances, list):
-        raise RequestError(f"{ROW_KEY!r} must be a list of strings, got {_kind(instances)}")
-    if not instances:
-        raise RequestError(f"{ROW_KEY!r} is an empty list; send at least one sentence")
-    inputs = []
+def _parse_rows(instances: Any, input_key: str) -> list[Row]:
+    _check_instances(instances, "strings")
+    inputs: list[Row] = []
     for index, instance in enumerate(instances):
         where = f"{ROW_KEY}[{index}]"
         if isinstance(instance, dict) and "b64" not in instance:
@@ -174,7 +186,56 @@ def _parse_rows(instances: Any, input_key: str) -> list[bytes]:
     return inputs
 
 
-def _parse_columns(columns: Any, input_key: str) -> list[bytes]:
+def _check_instances(instances: Any, what: str) -> None:
+    if not isinstance(instances, list):
+        raise RequestError(f"{ROW_KEY!r} must be a list of {what}, got {_kind(instances)}")
+    if not instances:
+        raise RequestError(f"{ROW_KEY!r} is an empty list; send at least one sentence")
+
+
+def _named(value: Any, keys: tuple[str, ...], where: str) -> dict[str, Any]:
+    """`value` as an object with exactly the signature's input keys."""
+    if not isinstance(value, dict) or set(value) != set(keys):
+        got = _kind(value)
+        if isinstance(value, dict):
+            got = ", ".join(map(repr, value)) or "no keys"
+        raise RequestError(
+            f"{where}: the signature takes {len(keys)} inputs, so it must be an object with "
+            f"the keys {', '.join(map(repr, keys))}; got {got}"
+        )
+    return value
+
+
+def _parse_named_rows(instances: Any, keys: tuple[str, ...]) -> list[Row]:
+    _check_instances(instances, "objects (the signature takes several inputs)")
+    rows: list[Row] = []
+    for index, instance in enumerate(instances):
+        where = f"{ROW_KEY}[{index}]"
+        values = _named(instance, keys, where)
+        rows.append(tuple(_string(values[key], f"{where}.{key}") for key in keys))
+    return rows
+
+
+def _parse_named_columns(columns: Any, keys: tuple[str, ...]) -> list[Row]:
+    values = _named(columns, keys, COLUMN_KEY)
+    lists = []
+    for key in keys:
+        where = f"{COLUMN_KEY}.{key}"
+        column = values[key]
+        if not isinstance(column, list):
+            raise RequestError(f"{where} must be a list of strings, got {_kind(column)}")
+        if not column:
+            raise RequestError(f"{where} is an empty list; send at least one sentence")
+        if len(column) != len(values[keys[0]]):
+            raise RequestError(
+                f"{where} has {len(column)} values and {COLUMN_KEY}.{keys[0]} "
+                f"{len(values[keys[0]])}; give one per sentence"
+            )
+        lists.append([_string(value, f"{where}[{i}]") for i, value in enumerate(column)])
+    return list(zip(*lists, strict=True))
+
+
+def _parse_columns(columns: Any, input_key: str) -> list[Row]:
     where = COLUMN_KEY
     if isinstance(columns, dict) and "b64" not in columns:
         if set(columns) != {input_key}:

@@ -8,8 +8,9 @@
 The exported model has random weights (with a real SentencePiece vocabulary; a 1+1-layer
 Transformer whose hypotheses run to the length limit, so every sentence gets its own
 translation): exactness does not need a trained model, and building it takes a second.
-Exporting traces the search twice (once per signature); the server and the fresh process
-start together, so their TensorFlow start-ups overlap.
+Its vocabulary has tags (TAGS), so the export has the tagged signatures too. Exporting
+traces the search once per signature; the server and the fresh process start together,
+so their TensorFlow start-ups overlap.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from tests.support.serving import (
     MAX_SOURCE_LENGTH,
     SEARCH,
     SENTENCES,
+    TAGS,
     Exported,
     run_saved_model_reference,
 )
@@ -88,7 +90,8 @@ def exported(tmp_path_factory) -> Exported:
     corpus = synthetic_sentences(2000, seed=1)
     (root / "corpus.txt").write_text("\n".join(corpus) + "\n", "utf-8")
     vocab_dir = root / "vocab"
-    build_vocabulary([root / "corpus.txt"], [root / "corpus.txt"], vocab_dir, vocab_size=400)
+    corpus_files = [root / "corpus.txt"]
+    build_vocabulary(corpus_files, corpus_files, vocab_dir, vocab_size=400, user_symbols=TAGS)
     model = tiny_model(400, seed=5, logit_scale=2.0, num_encoder_layers=1, num_decoder_layers=1)
     model_dir = save_model_dir(root / "model", model, vocab_dir, {"purpose": "serving tests"})
     config = ExportConfig(search=SEARCH, max_source_length=MAX_SOURCE_LENGTH)
@@ -129,4 +132,4 @@ def reference(exported, server_process) -> dict[str, Any]:
     Depends on `server_process` only so that the server starts first and both load
     TensorFlow at the same time.
     """
-    return run_saved_model_reference(exported.version_dir, SENTENCES)
+    return run_saved_model_reference(exported.version_dir, SENTENCES, TAGS)

@@ -16,7 +16,7 @@ import math
 import numpy as np
 import pytest
 
-from tests.support.serving import BEST, MAX_SOURCE_LENGTH, SEARCH, SENTENCES
+from tests.support.serving import BEST, MAX_SOURCE_LENGTH, SEARCH, SENTENCES, TAGS
 from translator.cli import main as cli_main
 
 
@@ -27,7 +27,7 @@ def trained(exported):
     return load_model_dir(exported.model_dir)
 
 
-def translator_for(trained, config):
+def translator_for(trained, config, tag=""):
     from translator.inference import Translator
 
     return Translator.from_model(
@@ -36,6 +36,7 @@ def translator_for(trained, config):
         config,
         batch_tokens=1 << 20,  # one batch for all SENTENCES, as one export call
         max_source_length=MAX_SOURCE_LENGTH,
+        tag=tag,
     )
 
 
@@ -74,6 +75,41 @@ def test_fresh_process_n_best_equals_translate_n_best(trained, reference):
         assert scores[:count] == sorted(scores[:count], reverse=True)
 
 
+def test_the_tagged_signature_tags_as_translate_tag_does(trained, reference):
+    """`tagged` with tag T for every sentence == `translate --tag T`; "" == untagged."""
+    assert reference["tagged"][""] == reference["batch"]
+    texts = {}
+    for tag in TAGS:
+        hypotheses = translator_for(trained, BEST, tag).search(SENTENCES).hypotheses
+        want = [h[0].text if h else "" for h in hypotheses]
+        got = reference["tagged"][tag]
+        assert got["translations"] == want
+        assert np.array_equal(
+            np.float32(got["scores"]), np.float32([h[0].score if h else 0.0 for h in hypotheses])
+        )
+        texts[tag] = want
+    # The tag reaches the model: each one translates differently (random weights).
+    assert texts[TAGS[0]] != texts[TAGS[1]] != reference["batch"]["translations"]
+    # Tags taking turns in one call: each sentence as in the call with its own tag.
+    mixed = reference["tagged_mixed"]
+    for index, tag in enumerate(mixed["tags"]):
+        assert mixed["translations"][index] == texts[tag][index]
+        alone = reference["tagged"][tag]["scores"][index]
+        assert abs(mixed["scores"][index] - alone) <= 1e-4
+
+
+def test_the_tagged_signature_refuses_an_unknown_tag_and_a_tag_count_mismatch(exported):
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401
+
+    tagged = tf.saved_model.load(str(exported.version_dir)).signatures["tagged"]
+    inputs = tf.constant(["Baku dofi.", "Mela."])
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"unknown tag .*<2de>, <2en>"):
+        tagged(inputs=inputs, tags=tf.constant(["<2de>", "<2fr>"]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="one tag per sentence"):
+        tagged(inputs=inputs, tags=tf.constant(["<2de>"]))
+
+
 def test_export_layout_signatures_and_assets(exported):
     from tensorflow.core.protobuf import saved_model_pb2
 
@@ -86,17 +122,26 @@ def test_export_layout_signatures_and_assets(exported):
     metadata = json.loads((exported.version_dir / "assets.extra" / "translator.json").read_text())
     assert metadata["search"] == SEARCH.to_dict()
     assert metadata["max_source_length"] == MAX_SOURCE_LENGTH
+    assert metadata["tags"] == list(TAGS) and metadata["tag"] == ""
+    assert set(metadata["signatures"]) == {"serving_default", "n_best", "tagged", "tagged_n_best"}
 
     saved_model = saved_model_pb2.SavedModel()
     saved_model.ParseFromString((exported.version_dir / "saved_model.pb").read_bytes())
     graph = saved_model.meta_graphs[0]
     signatures = graph.signature_def
-    for name, n_best in (("serving_default", None), ("n_best", SEARCH.n_best)):
+    for name, n_best in (
+        ("serving_default", None),
+        ("n_best", SEARCH.n_best),
+        ("tagged", None),
+        ("tagged_n_best", SEARCH.n_best),
+    ):
         signature = signatures[name]
         assert signature.method_name == "tensorflow/serving/predict"
-        ((key, tensor),) = signature.inputs.items()
-        assert key == "inputs" and tensor.dtype == 7  # DT_STRING
-        assert [d.size for d in tensor.tensor_shape.dim] == [-1]
+        keys = ["inputs", "tags"] if name.startswith("tagged") else ["inputs"]
+        assert sorted(signature.inputs) == keys
+        for tensor in signature.inputs.values():
+            assert tensor.dtype == 7  # DT_STRING
+            assert [d.size for d in tensor.tensor_shape.dim] == [-1]
         assert set(signature.outputs) == {"translations", "scores"}
         shape = [-1] if n_best is None else [-1, n_best]
         for output in signature.outputs.values():

@@ -1,4 +1,4 @@
-"""Special ids and pieces, and the one default that training and decoding share.
+"""Special ids and pieces, a default that training and decoding share, the tags' names.
 
 The ids are the vocabulary convention of every model `translator` trains.
 
@@ -28,3 +28,12 @@ SPECIAL_IDS = (PAD_ID, UNK_ID, BOS_ID, EOS_ID)
 # (`translator.pipelines.PipelineConfig`) and the decoding batch
 # (`translator.engines.InferenceOptions`, `--batch-tokens`).
 DEFAULT_BATCH_TOKENS = 4096
+
+
+def language_tag(language: str) -> str:
+    """The tag of a target language, `<2de>` for "de": what `--target-lang` stands for.
+
+    A multilingual model is trained with it prepended to each corpus's sources, and asked
+    for that language with it at inference.
+    """
+    return f"<2{language}>"

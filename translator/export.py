@@ -6,7 +6,10 @@
 The SavedModel holds the whole translation: in-graph SentencePiece tokenization
 (tensorflow_text), the beam search of `translator.search` (the same function `Translator`
 runs), and detokenization. Its signatures are `translator.signatures`'s: the 1-best
-translations and scores of a batch of strings, and their n-best lists.
+translations and scores of a batch of strings, and their n-best lists; when the
+vocabulary has tags (`build-vocab --user-symbols`), the same two again with a second
+input, one tag per sentence (e.g. `<2de>` for a multilingual model's target language).
+An unknown tag fails the call with an InvalidArgument error naming the tags it knows.
 
 Loading needs TensorFlow and `import tensorflow_text` (which registers the SentencePiece
 ops), no `translator` code. Plain TensorFlow ops only (no XLA), so stock TF Serving, whose
@@ -41,7 +44,14 @@ from translator.engines.base import check_max_source_length
 from translator.errors import TranslatorError
 from translator.io import atomic_directory
 from translator.search import SearchConfig, search
-from translator.signatures import N_BEST_SIGNATURE, SERVING_SIGNATURE, describe_signatures
+from translator.signatures import (
+    METADATA_FILE,
+    N_BEST_SIGNATURE,
+    SERVING_SIGNATURE,
+    TAGGED_N_BEST_SIGNATURE,
+    TAGGED_SIGNATURE,
+    describe_signatures,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from translator.artifacts import TrainedModel
@@ -52,9 +62,9 @@ if TYPE_CHECKING:  # pragma: no cover
 from translator.text import default_max_source_length, finish, prepare
 
 INPUT_KEY = "inputs"
+TAGS_KEY = "tags"
 OUTPUT_TRANSLATIONS = "translations"
 OUTPUT_SCORES = "scores"
-METADATA_FILE = "translator.json"
 EXPORT_FORMAT = 1
 
 
@@ -73,7 +83,8 @@ class ExportConfig:
     # (`translator.text.default_max_source_length`).
     max_source_length: int | None = None
     # Prepended to every source as one id, as training tagged a corpus (e.g. <2de>, the
-    # target language of a multilingual model): fixed in the graph. "": none.
+    # target language of a multilingual model): fixed in the graph for the untagged
+    # signatures, and what a tagged signature's "" tag means. "": none.
     tag: str = ""
 
     def __post_init__(self) -> None:
@@ -106,7 +117,11 @@ class TranslationModule(tf.Module):
         )
         if self.max_source_length < 2:
             raise ExportError(f"max_source_length must be >= 2, got {self.max_source_length}")
+        self.tag = config.tag
         self.tag_id = vocabulary.tag_id(config.tag) if config.tag else None
+        # The vocabulary's tags and their ids, for the tagged signatures.
+        self.tags = vocabulary.metadata.tags
+        self.tag_ids = tuple(vocabulary.tag_id(tag) for tag in self.tags)
         self.best_config = dataclasses.replace(config.search, n_best=1)
         self.n_best_config = config.search
         directory = Path(vocabulary.directory)
@@ -123,27 +138,89 @@ class TranslationModule(tf.Module):
         self.translate_n_best = tf.function(
             self._translate_n_best, input_signature=[spec], autograph=False
         )
+        tags = tf.TensorSpec([None], tf.string, name=TAGS_KEY)
+        self.translate_tagged = tf.function(
+            self._translate_tagged, input_signature=[spec, tags], autograph=False
+        )
+        self.translate_tagged_n_best = tf.function(
+            self._translate_tagged_n_best, input_signature=[spec, tags], autograph=False
+        )
 
     def signatures(self) -> dict[str, Any]:
         """The concrete functions to save as signatures, by signature name."""
-        return {
+        signatures = {
             SERVING_SIGNATURE: self.translate.get_concrete_function(),
             N_BEST_SIGNATURE: self.translate_n_best.get_concrete_function(),
         }
+        if self.tags:
+            signatures[TAGGED_SIGNATURE] = self.translate_tagged.get_concrete_function()
+            signatures[TAGGED_N_BEST_SIGNATURE] = (
+                self.translate_tagged_n_best.get_concrete_function()
+            )
+        return signatures
 
     def _translate_best(self, inputs: tf.Tensor) -> dict[str, tf.Tensor]:
-        translations, scores = self._translate(inputs, self.best_config)  # [b, 1], [b, 1]
-        return {OUTPUT_TRANSLATIONS: translations[:, 0], OUTPUT_SCORES: scores[:, 0]}
+        return self._best(*self._translate(inputs, self.tag_id, self.best_config))
 
     def _translate_n_best(self, inputs: tf.Tensor) -> dict[str, tf.Tensor]:
-        translations, scores = self._translate(inputs, self.n_best_config)  # [b, n], [b, n]
+        return self._lists(*self._translate(inputs, self.tag_id, self.n_best_config))
+
+    def _translate_tagged(self, inputs: tf.Tensor, tags: tf.Tensor) -> dict[str, tf.Tensor]:
+        return self._best(*self._translate(inputs, self._tag_ids(inputs, tags), self.best_config))
+
+    def _translate_tagged_n_best(self, inputs: tf.Tensor, tags: tf.Tensor) -> dict[str, tf.Tensor]:
+        tag_ids = self._tag_ids(inputs, tags)
+        return self._lists(*self._translate(inputs, tag_ids, self.n_best_config))
+
+    @staticmethod
+    def _best(translations: tf.Tensor, scores: tf.Tensor) -> dict[str, tf.Tensor]:
+        return {OUTPUT_TRANSLATIONS: translations[:, 0], OUTPUT_SCORES: scores[:, 0]}
+
+    @staticmethod
+    def _lists(translations: tf.Tensor, scores: tf.Tensor) -> dict[str, tf.Tensor]:
         return {OUTPUT_TRANSLATIONS: translations, OUTPUT_SCORES: scores}
 
-    def _translate(self, inputs: tf.Tensor, config: SearchConfig) -> tuple[tf.Tensor, tf.Tensor]:
+    def _tag_ids(self, inputs: tf.Tensor, tags: tf.Tensor) -> tf.Tensor:
+        """The source id of each sentence's tag: int32 `[batch]`, -1 for none.
+
+        Args:
+            inputs: tf.string `[batch]`, the sentences (for the batch size).
+            tags: tf.string `[batch]`: one of the vocabulary's tags, or "" for the
+                export's own (`ExportConfig.tag`, or none).
+
+        An unknown tag, or a tags vector of another length, fails the call with an
+        InvalidArgument error.
+        """
+        lengths = tf.debugging.assert_equal(
+            tf.shape(tags),
+            tf.shape(inputs),
+            message=f"'{TAGS_KEY}' must have one tag per sentence of '{INPUT_KEY}'",
+        )
+        known = tf.constant(self.tags, tf.string)  # [k]
+        matches = tf.equal(tags[:, None], known[None, :])  # [batch, k]
+        found = tf.reduce_any(matches, axis=1)  # [batch]
+        unknown = tf.logical_not(tf.logical_or(found, tf.equal(tags, "")))  # [batch]
+        check = tf.debugging.Assert(
+            tf.logical_not(tf.reduce_any(unknown)),
+            [
+                f"unknown tag (the model's tags: {', '.join(self.tags)}):",
+                tf.boolean_mask(tags, unknown),
+            ],
+        )
+        with tf.control_dependencies([lengths, check]):
+            own = -1 if self.tag_id is None else self.tag_id
+            ids = tf.gather(tf.constant(self.tag_ids, tf.int32), tf.argmax(matches, axis=1))
+            return tf.where(found, ids, own)  # [batch]
+
+    def _translate(
+        self, inputs: tf.Tensor, tag_ids: int | tf.Tensor | None, config: SearchConfig
+    ) -> tuple[tf.Tensor, tf.Tensor]:
         """Translates a batch of sentences.
 
         Args:
             inputs: tf.string `[batch]`.
+            tag_ids: The tag of every sentence (an id, or None), or of each (int32
+                `[batch]`, -1 for none).
             config: The search settings.
 
         Returns:
@@ -151,7 +228,7 @@ class TranslationModule(tf.Module):
             empty slots (fewer hypotheses than n_best) are "" with score -inf, and an empty
             sentence has the empty translation with score 0.0.
         """
-        prepared = prepare(inputs, self.source_tokenizer, self.max_source_length, self.tag_id)
+        prepared = prepare(inputs, self.source_tokenizer, self.max_source_length, tag_ids)
         n_best = config.n_best
 
         def decode() -> tuple[tf.Tensor, tf.Tensor]:
@@ -235,8 +312,9 @@ def _metadata(trained: TrainedModel, module: TranslationModule, version: int) ->
         "model_dir": str(trained.directory),
         "search": module.n_best_config.to_dict(),
         "max_source_length": module.max_source_length,
-        "tag": module.tag_id and trained.vocabulary.source.id_to_piece(module.tag_id),
-        "signatures": describe_signatures(module.n_best_config.n_best),
+        "tag": module.tag,
+        "tags": list(module.tags),
+        "signatures": describe_signatures(module.n_best_config.n_best, tagged=bool(module.tags)),
         "vocabulary": {
             "source_sha256": trained.vocabulary.source.sha256,
             "target_sha256": trained.vocabulary.target.sha256,

@@ -1,22 +1,52 @@
 """The exported SavedModel's signatures: their names and what they take and return.
 
 TensorFlow-free, so `translator export --help`, the export's metadata and the server all
-read one description.
+read one description; and the metadata file beside them.
 """
 
 from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+# The export's settings and model metadata, in `<version>/assets.extra/` (TF Serving
+# ignores that folder).
+METADATA_FILE = "translator.json"
 
 # TF Serving's default signature key: what a request without "signature_name" runs.
 SERVING_SIGNATURE = "serving_default"
 # The n-best lists, `n_best` translations per sentence, best first.
 N_BEST_SIGNATURE = "n_best"
+# The same two with a second input, `tags`: one tag per sentence ("" for the export's own),
+# for a model trained on tagged corpora (e.g. a multilingual model's target languages).
+# Exported when the vocabulary has tags.
+TAGGED_SIGNATURE = "tagged"
+TAGGED_N_BEST_SIGNATURE = "tagged_n_best"
+# The tagged signature of each untagged one.
+TAGGED_OF = {SERVING_SIGNATURE: TAGGED_SIGNATURE, N_BEST_SIGNATURE: TAGGED_N_BEST_SIGNATURE}
 
 
-def describe_signatures(n_best: int | str = "N") -> dict[str, str]:
-    """Each signature's inputs and outputs, with `n_best` as the n-best lists' size."""
-    return {
-        SERVING_SIGNATURE: "inputs string [batch] -> translations string [batch], "
-        "scores float32 [batch]",
-        N_BEST_SIGNATURE: f"inputs string [batch] -> translations string [batch, {n_best}], "
-        f"scores float32 [batch, {n_best}]",
+def describe_signatures(n_best: int | str = "N", tagged: bool = True) -> dict[str, str]:
+    """Each signature's inputs and outputs, with `n_best` as the n-best lists' size.
+
+    `tagged`: include the tagged signatures (an export whose vocabulary has tags).
+    """
+    best = "translations string [batch], scores float32 [batch]"
+    lists = f"translations string [batch, {n_best}], scores float32 [batch, {n_best}]"
+    described = {
+        SERVING_SIGNATURE: f"inputs string [batch] -> {best}",
+        N_BEST_SIGNATURE: f"inputs string [batch] -> {lists}",
     }
+    if tagged:
+        both = "inputs string [batch], tags string [batch]"
+        described[TAGGED_SIGNATURE] = f"{both} -> {best}"
+        described[TAGGED_N_BEST_SIGNATURE] = f"{both} -> {lists}"
+    return described
+
+
+def read_metadata(version_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """An export's `assets.extra/translator.json` ({} for a SavedModel written elsewhere)."""
+    path = Path(version_dir) / "assets.extra" / METADATA_FILE
+    return json.loads(path.read_text("utf-8")) if path.is_file() else {}

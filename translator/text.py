@@ -85,40 +85,46 @@ def batch_ranges(lengths, batch_tokens: int):
         yield start, len(lengths), padded_length(int(lengths[-1]))
 
 
-def tag_sources(pieces: tf.RaggedTensor, tag_id: int | None) -> tf.RaggedTensor:
-    """Source pieces `[n, (s)]` with `tag_id` first on every non-empty row.
+def tag_sources(pieces: tf.RaggedTensor, tag_ids: int | tf.Tensor | None) -> tf.RaggedTensor:
+    """Source pieces `[n, (s)]` with a tag id first on every non-empty row.
 
     An empty line stays empty (it is skipped, not turned into a lone tag). Training and
-    `prepare` tag alike, at the id level, so the tag is one id however
-    the tokenizer would have split the text around it.
+    `prepare` tag alike, at the id level, so the tag is one id however the tokenizer
+    would have split the text around it.
+
+    Args:
+        pieces: int `[n, (s)]`.
+        tag_ids: One id for every row; or int `[n]`, one per row, -1 for none (a request
+            whose sentences ask for different tags); or None for no tag.
     """
-    if tag_id is None:
+    if tag_ids is None:
         return pieces
     rows = pieces.nrows()
-    tag = tf.RaggedTensor.from_row_lengths(
-        tf.fill([rows], tf.cast(tag_id, pieces.dtype)), tf.ones([rows], pieces.row_splits.dtype)
-    )  # [n, 1]
-    tagged = tf.concat([tag, pieces], axis=1)  # [n, (s + 1)]
-    lengths = tagged.row_lengths()  # [n]
-    filled = tf.greater(pieces.row_lengths(), 0)  # [n]
-    keep = tf.RaggedTensor.from_row_lengths(tf.repeat(filled, lengths), lengths)  # [n, (s + 1)]
-    return tf.ragged.boolean_mask(tagged, keep)  # an empty row's lone tag dropped
+    tag_ids = tf.broadcast_to(tf.cast(tag_ids, pieces.dtype), [rows])  # [n]
+    tagged = tf.logical_and(tag_ids >= 0, pieces.row_lengths() > 0)  # [n]
+    tags = tf.RaggedTensor.from_row_lengths(
+        tf.boolean_mask(tag_ids, tagged), tf.cast(tagged, pieces.row_splits.dtype)
+    )  # [n, (0 or 1)]
+    return tf.concat([tags, pieces], axis=1)  # [n, (s + 0 or 1)]
 
 
-def prepare(lines, tokenizer, max_source_length: int, tag_id: int | None = None) -> Prepared:
+def prepare(
+    lines, tokenizer, max_source_length: int, tag_ids: int | tf.Tensor | None = None
+) -> Prepared:
     """Lines -> the sorted, padded sources of the lines that are searched.
 
     Args:
         lines: tf.string `[batch]`.
         tokenizer: The source `SentencePieceTokenizer`.
         max_source_length: Most source tokens, EOS included (>= 2); a tag counts.
-        tag_id: Prepended to every non-empty source, as training did (`tag_sources`).
+        tag_ids: Prepended to the non-empty sources, as training did: one id, int32
+            `[batch]` (-1: none), or None (`tag_sources`).
 
     Returns:
         The `Prepared` batch.
     """
     lines = tf.strings.regex_replace(lines, "\n+$", "")  # [batch]
-    pieces = tag_sources(tokenizer.tokenize(lines), tag_id)  # [batch, (pieces)]
+    pieces = tag_sources(tokenizer.tokenize(lines), tag_ids)  # [batch, (pieces)]
     truncated = pieces.row_lengths() > max_source_length - 1  # [batch]
     pieces = pieces[:, : max_source_length - 1]  # room for EOS
     counts = tf.cast(pieces.row_lengths(), tf.int32)  # [batch]

@@ -180,5 +180,5 @@ def test_responses_take_tf_servings_shapes():
 
 def test_b64_and_unicode_inputs_become_bytes():
     body = json.dumps({"instances": ["Zoë", {"b64": "/w=="}]}).encode()
-    parsed = parse_predict(body, {"serving_default": "inputs"}, RequestLimits())
+    parsed = parse_predict(body, {"serving_default": ("inputs",)}, RequestLimits())
     assert parsed.inputs == ["Zoë".encode(), b"\xff"] and not parsed.columnar

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from serving.process import free_port
-from tests.support.serving import MAX_REQUEST_SENTENCES, SENTENCES
+from serving.process import ServerProcess, free_port
+from tests.support.serving import MAX_REQUEST_SENTENCES, SENTENCES, TAGS
 from translator.cli import main as cli_main
 
 PREDICT = "/v1/models/translator:predict"
@@ -83,6 +83,38 @@ def test_predictions_equal_the_saved_model(server, reference):
     assert body["outputs"]["scores"][SENTENCES.index("")][1] == float("-inf")
 
 
+def test_tagged_requests_equal_the_saved_model(server, reference):
+    """The `tagged` signature, each sentence with its own tag, in both request formats."""
+    mixed = reference["tagged_mixed"]
+    tags = mixed["tags"]
+    rows = [{"inputs": s, "tags": t} for s, t in zip(SENTENCES, tags, strict=True)]
+    want = {"scores": mixed["scores"], "translations": mixed["translations"]}
+    status, body = server.post(PREDICT, {"signature_name": "tagged", "instances": rows})
+    assert status == 200
+    assert [p["translations"] for p in body["predictions"]] == want["translations"]
+    assert [p["scores"] for p in body["predictions"]] == want["scores"]
+    columns = {"inputs": SENTENCES, "tags": tags}
+    body = {"signature_name": "tagged", "inputs": columns}
+    assert server.post(PREDICT, body) == (200, {"outputs": want})
+    # "" is the export's own tag (none here): the untagged translation.
+    untagged = {"inputs": SENTENCES, "tags": [""] * len(SENTENCES)}
+    body = {"signature_name": "tagged", "inputs": untagged}
+    assert server.post(PREDICT, body) == (200, {"outputs": reference["batch"]})
+
+
+def test_serve_tag_tags_the_requests_that_name_no_tag(exported, reference, tmp_path):
+    with ServerProcess(exported.base, tmp_path / "serve.log", "--target-lang", "en") as tagged:
+        tagged.wait_ready()
+        status, body = tagged.post(PREDICT, {"inputs": SENTENCES})
+        assert (status, body) == (200, {"outputs": reference["tagged"]["<2en>"]})
+        assert body["outputs"] != reference["batch"]  # not what the untagged model says
+        rows = [{"inputs": s, "tags": "<2de>"} for s in SENTENCES]  # a request's own tag wins
+        status, body = tagged.post(PREDICT, {"signature_name": "tagged", "instances": rows})
+        want = reference["tagged"]["<2de>"]["translations"]
+        assert status == 200 and [p["translations"] for p in body["predictions"]] == want
+    assert "untagged requests tagged <2en>" in tagged.log()
+
+
 def test_concurrent_clients_get_their_own_answers(server, reference):
     single = reference["single"]  # each sentence translated alone
     clients, rounds = 16, 6
@@ -137,6 +169,22 @@ BAD_REQUESTS = [
     ({"inputs": []}, 400, "inputs is an empty list"),
     ({"instances": ["a"], "signature_name": "nope"}, 400, 'signature name: "nope" not found'),
     (
+        {"instances": ["a"], "signature_name": "tagged"},
+        400,
+        "instances[0]: the signature takes 2 inputs, so it must be an object with the keys "
+        "'inputs', 'tags'; got a string",
+    ),
+    (
+        {"inputs": {"inputs": ["a", "b"], "tags": [""]}, "signature_name": "tagged"},
+        400,
+        "inputs.tags has 1 values and inputs.inputs 2; give one per sentence",
+    ),
+    (
+        {"instances": [{"inputs": "a", "tags": "<2fr>"}], "signature_name": "tagged_n_best"},
+        400,
+        "sentence 0: unknown tag '<2fr>'; the model's tags: <2de>, <2en>",
+    ),
+    (
         {"instances": ["a"] * (MAX_REQUEST_SENTENCES + 1)},
         413,
         f"{MAX_REQUEST_SENTENCES + 1} sentences, more than the limit of {MAX_REQUEST_SENTENCES}",
@@ -181,6 +229,8 @@ def test_client_example_talks_to_the_server(server, reference):
     ]
     n_best = translate(SENTENCES[:1], server.url, n_best=True)
     assert len(n_best[0]["translations"]) == 3
+    tagged = translate(SENTENCES[:3], server.url, tag=TAGS[1])
+    assert [p["translations"] for p in tagged] == reference["tagged"][TAGS[1]]["translations"][:3]
     with pytest.raises(RuntimeError, match=r"HTTP 404: Servable not found"):
         call(f"{server.url}/v1/models/other:predict", {"instances": ["a"]})
 
@@ -199,12 +249,15 @@ def test_serve_refuses_a_directory_without_a_valid_export(exported, tmp_path, ca
         (tmp_path / "empty", "no version directory (a number such as 1/) with a saved_model.pb"),
         (exported.version_dir, "is a SavedModel itself; pass its parent directory"),
         (tmp_path / "garbage", "cannot load the SavedModel"),
-        (tmp_path / "numbers", "no 'serving_default' signature taking one string tensor"),
+        (tmp_path / "numbers", "no 'serving_default' signature taking string tensors"),
     ]
     for path, message in cases:
         code = cli_main(["serve", "--model", str(path), "--port", str(free_port())])
         err = capsys.readouterr().err
         assert code == 2 and "translator serve: error:" in err and message in err, err
+    code = cli_main(["serve", "--model", str(exported.base), "--target-lang", "fr"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--tag <2fr>: unknown tag '<2fr>'; the model's tags: <2de>, <2en>" in err
 
 
 def test_an_oversized_body_gets_413_and_the_server_keeps_serving(server, reference):

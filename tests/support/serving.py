@@ -31,6 +31,9 @@ MAX_SOURCE_LENGTH = 40
 MAX_REQUEST_SENTENCES = 16
 MAX_REQUEST_BYTES = 4096
 MAX_BATCH_SIZE = 16
+# The vocabulary's tags (e.g. the target languages of a multilingual model): the export
+# has the tagged signatures too.
+TAGS = ("<2de>", "<2en>")
 
 
 # The sentences every comparison uses: ordinary ones of several lengths, and the edge
@@ -59,14 +62,22 @@ class Exported:
     version_dir: Path
 
 
-def run_saved_model_reference(version_dir: Path, sentences: list[str]) -> dict[str, Any]:
+def run_saved_model_reference(
+    version_dir: Path, sentences: list[str], tags: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """The export run in a fresh process with only tensorflow and tensorflow_text.
 
     Nothing of the repository is on its path (cwd "/", no PYTHONPATH), and the script
     blocks the project's packages: see scripts/saved_model_reference.py for the output.
     """
     result = subprocess.run(
-        [sys.executable, str(SAVED_MODEL_REFERENCE), str(version_dir), json.dumps(sentences)],
+        [
+            sys.executable,
+            str(SAVED_MODEL_REFERENCE),
+            str(version_dir),
+            json.dumps(sentences),
+            json.dumps(list(tags)),
+        ],
         capture_output=True,
         text=True,
         timeout=300,

@@ -29,6 +29,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Writes EXPORT_BASE/<version>/, a SavedModel with in-graph SentencePiece\n"
             "tokenization, the beam search of `translator translate` and detokenization.\n"
             f"Signatures:\n{SIGNATURES}"
+            "(the tagged ones when the vocabulary has tags: tags[i] is sentence i's tag,\n"
+            '"" for --tag\'s, or none)\n'
             "It loads with TensorFlow and `import tensorflow_text` alone, and serves with\n"
             "`translator serve` or TF Serving (model base path EXPORT_BASE).\n\n"
             "With --format ctranslate2, writes OUT/ as a CTranslate2 model directory\n"
@@ -110,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
 
     search = export_search_config(args)
     from translator.export import ExportConfig, export_model
+    from translator.signatures import read_metadata
 
     start = time.monotonic()
     path = export_model(
@@ -120,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
     )
     print(f"exported {args.model} to {path} in {time.monotonic() - start:.1f} s")
-    for name, what in describe_signatures(search.n_best).items():
+    for name, what in read_metadata(path)["signatures"].items():
         print(f"  {name}: {what}")
     print(f"  search: beam {search.beam_size}, length penalty {search.length_penalty}")
     print(f"  serve it: translator serve --model {args.out}")

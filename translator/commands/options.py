@@ -11,6 +11,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from translator.config import PRECISIONS
+from translator.constants import language_tag
 from translator.engines.base import ENGINES, InferenceOptions
 from translator.evaluation.scoring import DEFAULT_BOOTSTRAP_SAMPLES
 from translator.search.config import LENGTH_PENALTY_FORMS, SearchConfig
@@ -169,7 +170,7 @@ def add_tag_options(parser: argparse.ArgumentParser) -> None:
 
 def tag_of(args: argparse.Namespace) -> str:
     """The tag --tag or --target-lang gives ("" for none)."""
-    return f"<2{args.target_lang}>" if args.target_lang else args.tag
+    return language_tag(args.target_lang) if args.target_lang else args.tag
 
 
 def add_batching_options(parser: argparse.ArgumentParser) -> None:

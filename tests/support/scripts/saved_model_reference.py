@@ -4,8 +4,12 @@
 
 Imports only tensorflow and tensorflow_text; `translator`, `training` and `serving` are
 blocked, so the export provably needs none of them. Prints JSON: both signatures on all
-sentences in one call ("batch"), serving_default on each sentence alone ("single"), and
-the modules that were imported from the project ("project_modules", expected empty).
+sentences in one call ("batch"), serving_default on each sentence alone ("single"), the
+tagged signature on all sentences with each tag of TAGS_JSON (and "") for every sentence
+("tagged": {tag: outputs}) and with the tags taking turns ("tagged_mixed"), and the
+modules that were imported from the project ("project_modules", expected empty).
+
+    python saved_model_reference.py EXPORT_VERSION_DIR SENTENCES_JSON [TAGS_JSON]
 """
 
 import importlib.abc
@@ -28,8 +32,11 @@ import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402, F401  (registers the SentencePiece ops)
 
 
-def outputs(function, sentences):
-    result = function(inputs=tf.constant(sentences, dtype=tf.string))
+def outputs(function, sentences, tags=None):
+    inputs = {"inputs": tf.constant(sentences, dtype=tf.string)}
+    if tags is not None:
+        inputs["tags"] = tf.constant(tags, dtype=tf.string)
+    result = function(**inputs)
     return {
         "translations": [
             row.decode("utf-8") if isinstance(row, bytes) else [t.decode("utf-8") for t in row]
@@ -41,14 +48,21 @@ def outputs(function, sentences):
 
 def main() -> None:
     path, sentences = sys.argv[1], json.loads(sys.argv[2])
+    tags = json.loads(sys.argv[3]) if len(sys.argv) > 3 else []
     loaded = tf.saved_model.load(path)
     best, n_best = loaded.signatures["serving_default"], loaded.signatures["n_best"]
     report = {
         "batch": outputs(best, sentences),
         "batch_n_best": outputs(n_best, sentences),
         "single": [outputs(best, [s]) for s in sentences],
-        "project_modules": sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED),
     }
+    if tags:
+        tagged = loaded.signatures["tagged"]
+        every = len(sentences)
+        report["tagged"] = {t: outputs(tagged, sentences, [t] * every) for t in ["", *tags]}
+        turns = [tags[i % len(tags)] for i in range(len(sentences))]
+        report["tagged_mixed"] = {"tags": turns, **outputs(tagged, sentences, turns)}
+    report["project_modules"] = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)
     json.dump(report, sys.stdout)
 
 
