@@ -204,6 +204,8 @@ class Given:
     """Settings the user fixed (config or `--set`): the plan keeps them and plans around."""
 
     shape: Shape | None = None
+    # Why the shape is fixed: the user set it, or fine-tuning keeps the model's.
+    shape_reason: str = "set by you"
     dropout: float | None = None
     batch_tokens: int | None = None
     peak_learning_rate: float | None = None
@@ -467,7 +469,7 @@ def _shape_choice(
     corpus: CorpusCounts, budget: Budget, speeds: Mapping[str, Speed], given: Given
 ) -> tuple[Shape, Choice]:
     if given.shape is not None:
-        return given.shape, Choice("model", given.shape.name, "set by you", planned=False)
+        return given.shape, Choice("model", given.shape.name, given.shape_reason, planned=False)
     shape, reason = choose_shape(corpus, budget, speeds)
     return shape, Choice("model", shape.name, reason)
 

@@ -98,8 +98,10 @@ def given_settings(config: RunConfig, keys: frozenset[str], vocab_sizes: tuple[i
         whole = key.startswith("model.overrides.") and "model.overrides" in keys
         return read() if key in keys or whole else None
 
+    init_from = config.train.init_from
     return Given(
         shape=shape,
+        shape_reason=f"the fine-tuned model's ({init_from})" if init_from else "set by you",
         dropout=value(
             "model.overrides.dropout", lambda: config.model.transformer_config(*vocab_sizes).dropout
         ),

@@ -3,10 +3,13 @@ r"""`translator recipe`: the whole job, one command, for any parallel corpus.
     translator recipe --workdir runs/multi30k --minutes 60            # Multi30k EN->DE
     translator recipe --workdir runs/fr-en --minutes 30 \
         --train corpus.fr.gz corpus.en.gz --test news.fr news.en
+    translator recipe --workdir runs/fr-en-bt --minutes 30 \
+        --train corpus.fr corpus.en --weight 2 --train synthetic.fr synthetic.en --tag "<bt>"
 
 gets the corpus (Multi30k from `--mirror` / `$TRANSLATOR_DATA_MIRROR` when no files are
-given; else the user's files, with a seeded slice held out for validation when no
-`--valid` is given), builds a joint SentencePiece vocabulary of the planned size, plans
+given; else the user's corpora, mixed by `--weight` and tagged by `--tag`, with a
+seeded slice of the first held out for validation when no `--valid` is given), builds a
+joint SentencePiece vocabulary of the planned size (keeping the tags one piece each), plans
 and trains within the time budget (`training.plan`: the corpus' size and this machine's
 measured speed decide the model, batch, dropout, learning rate...), translates every
 test set with beam search and scores it with sacreBLEU into a report, and exports a
@@ -56,6 +59,38 @@ def held_out_size(pairs: int) -> int:
 
 
 @dataclasses.dataclass(frozen=True)
+class TrainFiles:
+    """One training corpus: `--train SRC TGT [--weight W] [--tag T]`."""
+
+    source: Path
+    target: Path
+    # Its share of the drawn pairs, relative to the other corpora's weights.
+    weight: float = 1.0
+    # Prepended to its sources as one piece, e.g. <bt> or <2de>; "": none.
+    tag: str = ""
+
+    @property
+    def files(self) -> tuple[Path, Path]:
+        return self.source, self.target
+
+    def describe(self) -> str:
+        """`src | tgt (weight 2, tag <bt>)` for the log and the summary."""
+        extras = [f"weight {self.weight:g}"] if self.weight != 1.0 else []
+        extras += [f"tag {self.tag}"] if self.tag else []
+        return f"{self.source} | {self.target}" + (f" ({', '.join(extras)})" if extras else "")
+
+
+@dataclasses.dataclass(frozen=True)
+class TestFiles:
+    """A test set as given: `--test SRC REF [--tag T]`."""
+
+    source: Path
+    reference: Path
+    # Prepended to its sources, as to the training corpus of its direction; "": none.
+    tag: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
 class TestSet:
     """One test set the recipe reports on."""
 
@@ -63,6 +98,8 @@ class TestSet:
     name: str
     source: Path
     reference: Path
+    # Prepended to its sources when it is translated; "": none.
+    tag: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,19 +108,28 @@ class RecipeCorpus:
 
     source_lang: str
     target_lang: str
-    train: tuple[Path, Path]
+    # The training corpora (the first one without its held-out slice, if any).
+    train: tuple[TrainFiles, ...]
     valid: tuple[Path, Path]
     # How the validation set came about (a file given, or pairs held out).
     valid_origin: str
     # The test sets (empty: the report is on the validation set).
     tests: tuple[TestSet, ...]
+    # The validation sources' tag (the first corpus', unless --valid has its own).
+    valid_tag: str = ""
 
     @property
     def reports(self) -> tuple[TestSet, ...]:
         """The sets reported on: the tests, else the validation set."""
         if self.tests:
             return self.tests
-        return (TestSet("validation", *self.valid),)
+        return (TestSet("validation", *self.valid, tag=self.valid_tag),)
+
+    @property
+    def tags(self) -> tuple[str, ...]:
+        """Every tag of the corpora and sets, in order of appearance, once each."""
+        found = [c.tag for c in self.train] + [self.valid_tag] + [t.tag for t in self.tests]
+        return tuple(dict.fromkeys(tag for tag in found if tag))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,11 +148,13 @@ class RecipeSettings:
     test_sentences: int = 0
     # Beam size of the test translation and of the export.
     beam_size: int = 4
-    # The user's training files (None: Multi30k) and optional validation files.
-    train: tuple[Path, Path] | None = None
+    # The user's training corpora (none: Multi30k) and optional validation files.
+    train: tuple[TrainFiles, ...] = ()
     valid: tuple[Path, Path] | None = None
-    # The user's test sets: (source, reference) pairs.
-    tests: tuple[tuple[Path, Path], ...] = ()
+    # The tag of the validation sources (--tag after --valid); "": the first corpus'.
+    valid_tag: str = ""
+    # The user's test sets.
+    tests: tuple[TestFiles, ...] = ()
     # "SRC-TGT" language codes (None: from the file suffixes, or `pair`).
     langs: str | None = None
     # Multi30k's direction when no files are given.
@@ -168,7 +216,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "  translator recipe --workdir runs/multi30k --minutes 5\n"
             "  translator recipe --workdir runs/m30k-de-en --pair de-en --minutes 15\n"
             "  translator recipe --workdir runs/fr-en --minutes 30 \\\n"
-            "      --train corpus.fr.gz corpus.en.gz --test news.fr news.en --plan"
+            "      --train corpus.fr.gz corpus.en.gz --test news.fr news.en --plan\n"
+            "  translator recipe --workdir runs/en-de-bidi --minutes 30 \\\n"
+            "      --train train.en train.de --tag '<2de>' --train train.de train.en --tag '<2en>'"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -181,27 +231,48 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=60.0,
         help="training time budget, measuring this machine's speed included (default: 60)",
     )
-    corpus = parser.add_argument_group("corpus (default: Multi30k)")
+    corpus = parser.add_argument_group(
+        "corpus (default: Multi30k); --weight and --tag apply to the --train, --valid or "
+        "--test before them"
+    )
     corpus.add_argument(
         "--train",
         nargs=2,
         type=Path,
+        action=_Files,
         metavar=("SRC", "TGT"),
-        help="training files, aligned line by line (plain or .gz)",
+        help="training files, aligned line by line (plain or .gz); repeatable: several "
+        "corpora are mixed by weight",
+    )
+    corpus.add_argument(
+        "--weight",
+        type=float,
+        action=_Attribute,
+        metavar="W",
+        help="the share of the --train before it among the corpora (default: 1; "
+        "e.g. 2 draws its pairs twice as often as a weight-1 corpus of any size)",
+    )
+    corpus.add_argument(
+        "--tag",
+        action=_Attribute,
+        metavar="T",
+        help="prepend T to the sources of the --train, --valid or --test before it, e.g. "
+        "<bt> for back-translated data or <2de> for a target language (kept one piece "
+        "by the vocabulary)",
     )
     corpus.add_argument(
         "--valid",
         nargs=2,
         type=Path,
+        action=_Files,
         metavar=("SRC", "TGT"),
-        help="validation files (default: a seeded slice of the training pairs, held out)",
+        help="validation files (default: a seeded slice of the first --train, held out)",
     )
     corpus.add_argument(
         "--test",
         nargs=2,
         type=Path,
-        action="append",
-        default=[],
+        action=_Files,
         metavar=("SRC", "REF"),
         help="a test set to report on (repeatable; default: the validation set)",
     )
@@ -254,11 +325,57 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run, log_level=logging.INFO)
 
 
+class _Files(argparse.Action):
+    """`--train/--valid/--test A B`: a list of `{"files", "weight", "tag"}` entries.
+
+    It remembers which came last, for the --weight or --tag that follows.
+    """
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        entries = list(getattr(namespace, self.dest) or [])
+        if self.dest == "valid" and entries:
+            parser.error("--valid: give one validation set")
+        entries.append({"files": tuple(values), "weight": None, "tag": None})
+        setattr(namespace, self.dest, entries)
+        namespace.last_files = (option_string, entries[-1])
+
+
+class _Attribute(argparse.Action):
+    """`--weight W` / `--tag T`: set on the --train (--valid, --test) before it."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        option, entry = getattr(namespace, "last_files", None) or (None, None)
+        if entry is None or (self.dest == "weight" and option != "--train"):
+            wanted = "--train" if self.dest == "weight" else "--train, --valid or --test"
+            parser.error(f"{option_string} {values}: give it after the {wanted} it applies to")
+        if entry[self.dest] is not None:
+            parser.error(f"{option_string}: {option} {' '.join(map(str, entry['files']))} has one")
+        if self.dest == "weight" and not values > 0:
+            parser.error(f"--weight {values:g}: must be > 0 (leave a corpus out by not giving it)")
+        entry[self.dest] = values
+
+
+def _settings_files(args: argparse.Namespace) -> dict:
+    """The corpora, validation and test sets of the parsed options, with their attributes."""
+    train = tuple(
+        TrainFiles(*entry["files"], weight=entry["weight"] or 1.0, tag=entry["tag"] or "")
+        for entry in args.train or ()
+    )
+    valid = (args.valid or [None])[0]
+    tests = tuple(TestFiles(*entry["files"], tag=entry["tag"] or "") for entry in args.test or ())
+    return {
+        "train": train,
+        "valid": valid and valid["files"],
+        "valid_tag": (valid and valid["tag"]) or "",
+        "tests": tests,
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     """Runs `translator recipe`."""
     if args.minutes <= 0:
         raise ConfigError(f"--minutes must be positive, got {args.minutes:g}")
-    if args.train is None and (args.valid or args.test or args.langs):
+    if not args.train and (args.valid or args.test or args.langs):
         raise ConfigError("--valid, --test and --langs need --train (Multi30k: --pair)")
     paths = RecipePaths(args.workdir)
     settings = RecipeSettings(
@@ -268,10 +385,8 @@ def run(args: argparse.Namespace) -> int:
         overrides=tuple(args.overrides),
         test_sentences=args.test_sentences,
         beam_size=args.beam_size,
-        train=tuple(args.train) if args.train else None,
-        valid=tuple(args.valid) if args.valid else None,
-        tests=tuple(tuple(pair) for pair in args.test),
         langs=args.langs,
+        **_settings_files(args),
         pair=args.pair,
         init_from=args.init_from,
     )
@@ -295,7 +410,7 @@ def run_recipe(paths: RecipePaths, settings: RecipeSettings) -> RecipeCorpus:
     build_vocab(paths, settings, corpus)
     train_model(paths, settings, corpus)
     evaluate(paths, settings, corpus)
-    export_model(paths, settings)
+    export_model(paths, settings, corpus)
     return corpus
 
 
@@ -303,7 +418,7 @@ def run_recipe(paths: RecipePaths, settings: RecipeSettings) -> RecipeCorpus:
 
 
 def languages(settings: RecipeSettings) -> tuple[str, str]:
-    """The source and target language codes: --langs, the file suffixes, or --pair.
+    """The source and target language codes: --langs, the first corpus' suffixes, or --pair.
 
     Raises:
         ConfigError: when neither names them, or both sides are the same language.
@@ -314,11 +429,12 @@ def languages(settings: RecipeSettings) -> tuple[str, str]:
         if not sep or not LANGUAGE_CODE.fullmatch(source) or not LANGUAGE_CODE.fullmatch(target):
             raise ConfigError(f"--langs: expected SRC-TGT language codes like fr-en, got {text!r}")
     else:
-        source, target = (language_of(path) for path in settings.train)
+        first = settings.train[0]
+        source, target = (language_of(path) for path in first.files)
         if not source or not target:
             raise ConfigError(
                 f"--langs: the language codes are not in the file names "
-                f"({settings.train[0].name}, {settings.train[1].name}); give --langs SRC-TGT"
+                f"({first.source.name}, {first.target.name}); give --langs SRC-TGT"
             )
     if source == target:
         raise ConfigError(f"--langs: source and target are both {source!r}")
@@ -337,22 +453,26 @@ def prepare_data(paths: RecipePaths, settings: RecipeSettings) -> RecipeCorpus:
     source_lang, target_lang = languages(settings)
     print(f"[1/5] data ({source_lang}->{target_lang}) -> {paths.data}", flush=True)
     _check_inputs(paths, settings, (source_lang, target_lang))
-    if settings.train is None:
+    if not settings.train:
         return _multi30k(paths, settings, source_lang, target_lang)
     from translator.pipelines.corpus import ParallelCorpus
     from translator.pipelines.errors import CorpusError
 
-    pairs = ParallelCorpus(*settings.train).validate()  # one error line naming the file
-    if pairs == 0:
-        raise CorpusError(f"{settings.train[0]} | {settings.train[1]}: no sentence pairs")
-    train, valid, origin = _validation(paths, settings, pairs, (source_lang, target_lang))
-    tests = []
-    for source, reference in settings.tests:
-        ParallelCorpus(source, reference).validate()
-        tests.append(TestSet(_set_name(source, tests), source, reference))
-    corpus = RecipeCorpus(source_lang, target_lang, train, valid, origin, tuple(tests))
-    print(f"  train {train[0]} | {train[1]}", flush=True)
-    print(f"  validation: {origin}", flush=True)
+    counts = []
+    for corpus in settings.train:  # each checked and counted on its own
+        pairs = ParallelCorpus(*corpus.files).validate()  # one error line naming the file
+        if pairs == 0:
+            raise CorpusError(f"{corpus.source} | {corpus.target}: no sentence pairs")
+        print(f"  train {corpus.describe()}: {pairs:,} pairs", flush=True)
+        counts.append(pairs)
+    train, valid, origin = _validation(paths, settings, counts[0], (source_lang, target_lang))
+    tests: list[TestSet] = []
+    for test in settings.tests:
+        ParallelCorpus(test.source, test.reference).validate()
+        tests.append(TestSet(_set_name(test.source, tests), test.source, test.reference, test.tag))
+    valid_tag = settings.valid_tag if settings.valid else settings.train[0].tag
+    corpus = RecipeCorpus(source_lang, target_lang, train, valid, origin, tuple(tests), valid_tag)
+    print(f"  validation: {origin}" + (f" (tag {valid_tag})" if valid_tag else ""), flush=True)
     if not tests:
         print("  no --test: the report is on the validation set", flush=True)
     return corpus
@@ -360,25 +480,31 @@ def prepare_data(paths: RecipePaths, settings: RecipeSettings) -> RecipeCorpus:
 
 def _validation(
     paths: RecipePaths, settings: RecipeSettings, pairs: int, langs: tuple[str, str]
-) -> tuple[tuple[Path, Path], tuple[Path, Path], str]:
-    """The training and validation files, and where the validation set comes from."""
+) -> tuple[tuple[TrainFiles, ...], tuple[Path, Path], str]:
+    """The training corpora, the validation files, and where the validation set comes from.
+
+    Without --valid, the slice is held out of the first corpus (`pairs` pairs).
+    """
     from translator.pipelines.corpus import ParallelCorpus
     from translator.pipelines.errors import CorpusError
 
     if settings.valid:
         ParallelCorpus(*settings.valid).validate()
         return settings.train, settings.valid, f"{settings.valid[0]} (given)"
+    first = settings.train[0]
     if pairs < 2:
         raise CorpusError(
-            f"{settings.train[0]}: {pairs} pair, too few to hold a validation slice out of; "
+            f"{first.source}: {pairs} pair, too few to hold a validation slice out of; "
             "give --valid SRC TGT"
         )
-    train, valid, held = hold_out(paths.data, settings.train, pairs, langs)
+    train, valid, held = hold_out(paths.data, first.files, pairs, langs)
     origin = (
-        f"{held:,} of the {pairs:,} training pairs, held out (seed {HOLD_OUT_SEED}) and never "
-        "trained on"
+        f"{held:,} of the {pairs:,} training pairs"
+        + (" of the first corpus" if len(settings.train) > 1 else "")
+        + f", held out (seed {HOLD_OUT_SEED}) and never trained on"
     )
-    return train, valid, origin
+    rest = settings.train[1:]
+    return (dataclasses.replace(first, source=train[0], target=train[1]), *rest), valid, origin
 
 
 def _multi30k(
@@ -457,11 +583,13 @@ def _check_inputs(paths: RecipePaths, settings: RecipeSettings, langs: tuple[str
 
     Its stages would be skipped as done, and the results would not be of these inputs.
     """
-    inputs = {
+    inputs: dict[str, object] = {
         "languages": list(langs),
-        "train": [str(path.resolve()) for path in settings.train] if settings.train else "multi30k",
+        "train": _train_record(settings.train),
         "valid": [str(path.resolve()) for path in settings.valid] if settings.valid else None,
     }
+    if settings.valid_tag:
+        inputs["valid_tag"] = settings.valid_tag
     if settings.init_from is not None:
         inputs["init_from"] = str(settings.init_from.resolve())
     record = paths.workdir / "recipe.json"
@@ -475,6 +603,22 @@ def _check_inputs(paths: RecipePaths, settings: RecipeSettings, langs: tuple[str
         return
     paths.workdir.mkdir(parents=True, exist_ok=True)
     write_atomic(record, json.dumps(inputs, indent=2))
+
+
+def _train_record(train: tuple[TrainFiles, ...]) -> object:
+    """The corpora as recipe.json records them (one untagged corpus: its two paths)."""
+    if not train:
+        return "multi30k"
+    if len(train) == 1 and not train[0].tag and train[0].weight == 1.0:
+        return [str(path.resolve()) for path in train[0].files]
+    return [
+        {
+            "files": [str(path.resolve()) for path in corpus.files],
+            "weight": corpus.weight,
+            "tag": corpus.tag,
+        }
+        for corpus in train
+    ]
 
 
 # ---- Stage 2: the vocabulary -------------------------------------------------------------
@@ -495,12 +639,19 @@ def build_vocab(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorp
         return
     size, why = settings.vocab_size, "--vocab-size"
     if size is None:
-        characters = count_characters(*corpus.train)
+        characters = sum(count_characters(*files.files) for files in corpus.train)
         size = choose_vocab_size(characters)
         why = f"planned: 8,000 x ({characters:,} characters / Multi30k's 3.82M) ** 0.4"
-    print(f"  {size:,} pieces ({why})", flush=True)
+    tags = corpus.tags
+    print(f"  {size:,} pieces ({why})" + (f"; tags {', '.join(tags)}" if tags else ""), flush=True)
+    sources = [files.source for files in corpus.train]
+    targets = [files.target for files in corpus.train]
+
+    def build(size: int) -> None:
+        build_vocabulary(sources, targets, paths.vocabulary, vocab_size=size, user_symbols=tags)
+
     try:
-        build_vocabulary([corpus.train[0]], [corpus.train[1]], paths.vocabulary, vocab_size=size)
+        build(size)
     except VocabularyError as error:
         # A planned size the corpus cannot fill (few distinct words): SentencePiece says
         # the most it supports; a size the user asked for stays an error.
@@ -509,7 +660,7 @@ def build_vocab(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorp
             raise
         size = int(most.group(1))
         print(f"  {size:,} pieces: all that the corpus supports", flush=True)
-        build_vocabulary([corpus.train[0]], [corpus.train[1]], paths.vocabulary, vocab_size=size)
+        build(size)
 
 
 def _copy_init_vocabulary(paths: RecipePaths, init_from: Path) -> None:
@@ -541,10 +692,10 @@ def _request(
     from training.run import PlanRequest
 
     overrides = (
-        f"data.train_source={corpus.train[0]}",
-        f"data.train_target={corpus.train[1]}",
+        *_corpus_overrides(corpus.train),
         f"data.valid_source={corpus.valid[0]}",
         f"data.valid_target={corpus.valid[1]}",
+        *([f"data.valid_tag={corpus.valid_tag}"] if corpus.valid_tag else []),
         f"data.vocabulary={paths.vocabulary}",
         f"train.max_minutes={settings.minutes}",
         *([f"train.init_from={settings.init_from}"] if settings.init_from else []),
@@ -553,6 +704,18 @@ def _request(
     keys = explicit_keys(DEFAULT_CONFIG, overrides)
     request = PlanRequest(DEFAULT_CONFIG, overrides, keys, cache_dir=paths.workdir)
     return load_config(DEFAULT_CONFIG, overrides), request
+
+
+def _corpus_overrides(train: tuple[TrainFiles, ...]) -> tuple[str, ...]:
+    """The config's training data: one pair of files, or `data.train`, a weighted list."""
+    if len(train) == 1 and not train[0].tag and train[0].weight == 1.0:
+        return (f"data.train_source={train[0].source}", f"data.train_target={train[0].target}")
+    corpora = [
+        {"source": str(c.source), "target": str(c.target), "weight": c.weight, "tag": c.tag}
+        for c in train
+    ]
+    # JSON is YAML: `--set` values are read as YAML.
+    return ("data.train_source=", "data.train_target=", f"data.train={json.dumps(corpora)}")
 
 
 def preview(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus) -> Plan:
@@ -582,6 +745,7 @@ def train_model(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorp
 
 def evaluate(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus) -> None:
     """Stage 4: beam-search translation of each report set, scored into a report."""
+    from translator.engines.base import InferenceOptions
     from translator.evaluation import evaluate_model
     from translator.search.config import SearchConfig
 
@@ -603,14 +767,19 @@ def evaluate(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus)
             source,
             reference,
             SearchConfig(beam_size=settings.beam_size),
+            options=InferenceOptions(tag=test.tag),
             hypotheses_out=report / f"translations.{corpus.target_lang}",
             report_dir=report,
         )
         print(written.summary(), flush=True)
 
 
-def export_model(paths: RecipePaths, settings: RecipeSettings) -> None:
-    """Stage 5: the SavedModel (tokenizer, beam search, detokenizer inside)."""
+def export_model(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus) -> None:
+    """Stage 5: the SavedModel (tokenizer, beam search, detokenizer inside).
+
+    Its untagged signatures tag as validation did (the run's main direction); the tagged
+    ones, written when there are tags, take any of them per sentence.
+    """
     from translator.export import ExportConfig
     from translator.export import export_model as export_saved_model
     from translator.search.config import SearchConfig
@@ -621,9 +790,8 @@ def export_model(paths: RecipePaths, settings: RecipeSettings) -> None:
         print("  already exported")
         return
     search = SearchConfig(beam_size=settings.beam_size, n_best=settings.beam_size)
-    path = export_saved_model(
-        paths.run, paths.export, ExportConfig(search=search), version=EXPORT_VERSION
-    )
+    config = ExportConfig(search=search, tag=corpus.valid_tag)
+    path = export_saved_model(paths.run, paths.export, config, version=EXPORT_VERSION)
     print(f"  exported {path}", flush=True)
 
 
@@ -636,8 +804,10 @@ def print_summary(paths: RecipePaths, corpus: RecipeCorpus) -> None:
     plan = load_plan(paths.run)
     print()
     print(f"languages:   {corpus.source_lang} -> {corpus.target_lang}")
-    print(f"data:        {corpus.train[0]} | {corpus.train[1]}")
-    print(f"validation:  {corpus.valid_origin}")
+    for files in corpus.train:
+        print(f"data:        {files.describe()}")
+    tagged = f" (tag {corpus.valid_tag})" if corpus.valid_tag else ""
+    print(f"validation:  {corpus.valid_origin}{tagged}")
     print(f"vocabulary:  {paths.vocabulary}")
     if plan is not None:
         print(
@@ -663,7 +833,7 @@ def print_summary(paths: RecipePaths, corpus: RecipeCorpus) -> None:
         )
     print(
         f"export:      {paths.export / str(EXPORT_VERSION)}  (translator serve --model "
-        f"{paths.export})"
+        f"{paths.export}" + (f"; tags {', '.join(corpus.tags)}" if corpus.tags else "") + ")"
     )
 
 

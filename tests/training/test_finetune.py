@@ -122,3 +122,26 @@ def test_a_resumed_fine_tuning_equals_an_uninterrupted_one(copy_task, base_model
         checkpoint={"every_steps": 10, "keep_last": 10},
     )
     killed_and_resumed_equals_straight(config, tmp_path, kill_at=20)
+
+
+def test_a_planned_fine_tuning_keeps_the_model_and_plans_what_fine_tuning_changes(
+    copy_task, base_model, tmp_path
+):
+    from training.run import PlanRequest, preview_plan
+
+    config = tiny_run_config(
+        copy_task, train={"max_steps": 0, "max_minutes": 0.5, "init_from": str(base_model)}
+    )
+    plan = preview_plan(config, PlanRequest(None, (), frozenset(), tmp_path), tmp_path / "run")
+    by_key = {choice.key: choice for choice in plan.choices}
+    model = by_key["model"]
+    assert not model.planned and model.reason == f"the fine-tuned model's ({base_model})"
+    trained = load_model_dir(base_model).model.config  # the model's, whatever the budget
+    shape = plan.shape
+    assert (shape.layers, shape.d_model, shape.ffn_dim) == (
+        trained.num_encoder_layers,
+        trained.d_model,
+        trained.ffn_dim,
+    )
+    for key in ("data.pipeline.batch_tokens", "optimizer.peak_learning_rate"):
+        assert by_key[key].planned, key

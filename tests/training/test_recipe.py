@@ -10,12 +10,17 @@ from tests.support.corpora import write_copy_corpus
 from training.recipe import (
     RecipePaths,
     RecipeSettings,
+    TrainFiles,
+    _request,
+    _settings_files,
+    build_vocab,
     held_out_size,
     hold_out,
     language_of,
     languages,
     prepare_data,
 )
+from translator.cli import build_parser
 from translator.errors import ConfigError
 
 
@@ -41,11 +46,11 @@ def test_the_language_comes_from_the_file_suffix(name, code):
 
 
 def test_languages_from_langs_suffixes_or_the_multi30k_pair():
-    train = (Path("a.fr.gz"), Path("a.en.gz"))
+    train = (TrainFiles(Path("a.fr.gz"), Path("a.en.gz")),)
     assert languages(RecipeSettings(1, None, None, train=train)) == ("fr", "en")
     assert languages(RecipeSettings(1, None, None, train=train, langs="de-en")) == ("de", "en")
     assert languages(RecipeSettings(1, None, None, pair="de-en")) == ("de", "en")
-    nameless = (Path("source"), Path("target"))
+    nameless = (TrainFiles(Path("source"), Path("target")),)
     with pytest.raises(ConfigError, match="give --langs SRC-TGT"):
         languages(RecipeSettings(1, None, None, train=nameless))
     with pytest.raises(ConfigError, match="both 'en'"):
@@ -81,9 +86,79 @@ def test_a_workdir_of_another_corpus_is_refused(tmp_path):
     first = write_copy_corpus(tmp_path / "c1", 300, seed=1)
     other = write_copy_corpus(tmp_path / "c2", 300, seed=2)
     paths = RecipePaths(tmp_path / "work")
-    prepare_data(paths, RecipeSettings(1, None, None, train=first, langs="xx-yy"))
+    prepare_data(paths, RecipeSettings(1, None, None, train=(TrainFiles(*first),), langs="xx-yy"))
     with pytest.raises(ConfigError, match="holds a recipe of other inputs"):
-        prepare_data(paths, RecipeSettings(1, None, None, train=other, langs="xx-yy"))
+        settings = RecipeSettings(1, None, None, train=(TrainFiles(*other),), langs="xx-yy")
+        prepare_data(paths, settings)
+
+
+def recipe_args(*args):
+    return build_parser().parse_args(["recipe", *map(str, args)])
+
+
+def test_train_weight_and_tag_apply_to_the_files_before_them():
+    args = recipe_args(
+        *("--train", "a.en", "a.de", "--tag", "<2de>", "--weight", "2"),
+        *("--train", "b.de", "b.en", "--tag", "<2en>"),
+        *("--valid", "v.de", "v.en", "--tag", "<2en>", "--test", "t.en", "t.de"),
+    )
+    files = _settings_files(args)
+    assert files["train"] == (
+        TrainFiles(Path("a.en"), Path("a.de"), 2.0, "<2de>"),
+        TrainFiles(Path("b.de"), Path("b.en"), 1.0, "<2en>"),
+    )
+    assert files["valid"] == (Path("v.de"), Path("v.en")) and files["valid_tag"] == "<2en>"
+    assert [(t.source, t.tag) for t in files["tests"]] == [(Path("t.en"), "")]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--weight", "2", "--train", "a", "b"], "--weight 2.0: give it after the --train"),
+        (["--train", "a", "b", "--test", "c", "d", "--weight", "2"], "after the --train it"),
+        (["--train", "a", "b", "--tag", "<x>", "--tag", "<y>"], "--tag: --train a b has one"),
+        (["--train", "a", "b", "--weight", "0"], "--weight 0: must be > 0"),
+        (["--train", "a", "b", "--valid", "c", "d", "--valid", "e", "f"], "one validation"),
+    ],
+)
+def test_a_misplaced_weight_or_tag_is_one_error_line(args, message, capsys):
+    with pytest.raises(SystemExit):
+        recipe_args(*args)
+    assert message in capsys.readouterr().err
+
+
+def test_several_tagged_corpora_become_the_configs_weighted_list(tmp_path):
+    """Stages 1 and 2 and the training config of a bidirectional two-corpus recipe."""
+    forward = write_copy_corpus(tmp_path / "f", 400, seed=11)
+    backward = write_copy_corpus(tmp_path / "b", 100, seed=12, reverse=True)
+    args = recipe_args(
+        *("--workdir", tmp_path / "work", "--langs", "xx-yy", "--minutes", "2"),
+        *("--train", *forward, "--tag", "<2yy>", "--weight", "3"),
+        *("--train", *backward, "--tag", "<2xx>"),
+    )
+    settings = RecipeSettings(2, None, None, langs="xx-yy", **_settings_files(args))
+    paths = RecipePaths(tmp_path / "work")
+    corpus = prepare_data(paths, settings)
+    # The validation slice comes out of the first corpus only, and is tagged as it is.
+    assert corpus.valid_tag == "<2yy>" and corpus.tags == ("<2yy>", "<2xx>")
+    held = lines(corpus.valid[0])
+    assert len(held) == held_out_size(400) and set(held) <= set(lines(forward[0]))
+    assert corpus.train[0].source == paths.data / "train.xx" and corpus.train[1].files == backward
+    build_vocab(paths, settings, corpus)
+    from translator.pipelines.tokenizer import load_vocabulary
+
+    vocabulary = load_vocabulary(paths.vocabulary)
+    assert vocabulary.metadata.tags == ("<2yy>", "<2xx>")
+    config, _ = _request(paths, settings, corpus)
+    got = [(c.source, c.weight, c.tag) for c in config.data.corpora()]
+    assert got == [
+        (str(paths.data / "train.xx"), 3.0, "<2yy>"),
+        (str(backward[0]), 1.0, "<2xx>"),
+    ]
+    assert config.data.valid_tag == "<2yy>" and config.data.train_source == ""
+    from training.run import check_inputs
+
+    check_inputs(config)  # every file found, every tag one piece of the vocabulary
 
 
 def test_bad_corpus_files_are_one_error_line_naming_the_file(tmp_path):
@@ -140,3 +215,27 @@ def test_recipe_on_a_users_corpus_end_to_end(tmp_path):
     again = translator(*args, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "already trained" in again.stdout and "already exported" in again.stdout
+
+
+@pytest.mark.slow
+def test_recipe_trains_a_bidirectional_model_from_two_tagged_corpora(tmp_path):
+    """One vocabulary, one model, both directions: each test set translated with its tag."""
+    forward = write_copy_corpus(tmp_path / "f", 1500, seed=5)
+    backward = tuple(reversed(forward))  # the same pairs, the other way
+    test = write_copy_corpus(tmp_path / "t", 60, seed=6)
+    work = tmp_path / "work"
+    args = ["recipe", "--workdir", work, "--minutes", "1.5", "--langs", "xx-yy"]
+    args += ["--train", *forward, "--tag", "<2yy>", "--train", *backward, "--tag", "<2xx>"]
+    args += ["--test", *test, "--tag", "<2yy>", "--test", *reversed(test), "--tag", "<2xx>"]
+    args += ["--set", "model.preset=tiny", "--set", "eval.max_sentences=50"]
+    result = translator(*args, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    assert "tags <2yy>, <2xx>" in out and "(tag <2xx>)" in out
+    reports = sorted(path.parent.name for path in (work / "eval").glob("*/report.json"))
+    assert len(reports) == 2
+    records = [json.loads((work / "eval" / r / "report.json").read_text()) for r in reports]
+    assert {record["search"]["tag"] for record in records} == {"<2yy>", "<2xx>"}
+    metadata = json.loads((work / "export" / "1" / "assets.extra" / "translator.json").read_text())
+    assert metadata["tags"] == ["<2yy>", "<2xx>"] and metadata["tag"] == "<2yy>"
+    assert "tagged" in metadata["signatures"]
