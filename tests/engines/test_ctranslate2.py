@@ -27,6 +27,8 @@ needs_ctranslate2 = pytest.mark.skipif(
 )
 # Our top-beam stop with CTranslate2's length penalty form: the search CTranslate2 runs.
 TOP_BEAM = SearchConfig(beam_size=4, exact_stop=False, length_penalty_form="power")
+# A tag of the vocabulary (`--target-lang yy`), never trained on.
+TAG = "<2yy>"
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +46,12 @@ def trained(tmp_path_factory):
         "vocab": root / "vocab",
     }
     build_vocabulary(
-        [task["train"][0]], [task["train"][1]], task["vocab"], vocab_size=39, byte_fallback=False
+        [task["train"][0]],
+        [task["train"][1]],
+        task["vocab"],
+        vocab_size=40,
+        byte_fallback=False,
+        user_symbols=(TAG,),  # one more piece: the tag the tagged translations carry
     )
     config = tiny_run_config(
         task,
@@ -246,6 +253,21 @@ def test_cli_export_then_translate_and_evaluate(trained, tmp_path, capsys):
     assert outputs["ctranslate2"][20:23] == ["", "", ""]
     same = sum(a == b for a, b in zip(*outputs.values(), strict=True))
     assert same >= 0.95 * len(lines)
+    # --target-lang: both engines get the tag through the one text path, as greedy shows
+    # (the engines' greedy searches are equal id for id).
+    greedy = {}
+    for engine, model in (("tensorflow", run_dir), ("ctranslate2", out)):
+        for tag in ([], ["--target-lang", "yy"]):
+            target = tmp_path / f"{engine}.{len(tag)}.txt"
+            args = ["translate", "--model", str(model), "-i", str(source), "-o", str(target)]
+            assert main([*args, "--beam-size", "1", *tag, *search]) == 0
+            greedy[engine, bool(tag)] = target.read_text().splitlines()
+    assert greedy["tensorflow", True] == greedy["ctranslate2", True]
+    assert greedy["tensorflow", True][20:23] == ["", "", ""]  # an empty line gets no lone tag
+    assert greedy["tensorflow", True] != greedy["tensorflow", False]  # the tag reached it
+    capsys.readouterr()
+    assert main([*args, "--tag", "<2zz>"]) == 2
+    assert "tag '<2zz>'" in capsys.readouterr().err
 
     # Default settings: CTranslate2 runs its own rules, and says so; the report records them.
     reference = tmp_path / "ref.txt"
