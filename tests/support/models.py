@@ -62,7 +62,8 @@ class MarkovModel:
     built = True
 
     def __init__(self, probs: np.ndarray):
-        self.log_probs = tf.constant(np.log(probs), tf.float32)  # [steps, vocab, vocab]
+        with np.errstate(divide="ignore"):  # a probability of 0: log P = -inf
+            self.log_probs = tf.constant(np.log(probs), tf.float32)  # [steps, vocab, vocab]
         self.config = TransformerConfig.preset("tiny", vocab_size=probs.shape[-1])
 
     def encode(self, source_ids, training=None):

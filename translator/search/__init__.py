@@ -4,11 +4,14 @@ The model exposes `encode`, `init_cache` and `decode_step` (`translator.model`);
 `prepare` encodes a batch once and hands the strategies only the step function, the
 cache and the length limits (`SearchInputs`). One loop (`driver.decode`, a
 `tf.while_loop` with no Python loop per token and no custom ops, so it fits in a
-SavedModel) runs either strategy, OpenNMT-tf style:
+SavedModel) runs each strategy, OpenNMT-tf style; any of them can continue a given
+target prefix (`SearchInputs.prefix_ids`):
 
 - `greedy_search`: the most probable token at each step.
 - `beam_search`: beam search with the GNMT length penalty and n-best output.
-- `search`: picks one by `SearchConfig.beam_size`; `Decoder` compiles it once, as a
+- `sample`: each next token drawn (top-k or nucleus, with a temperature), for
+  back-translation.
+- `search`: picks one by `SearchConfig`; `Decoder` compiles it once, as a
   `tf.Module` ready for `tf.saved_model.save`.
 
 Scoring and length conventions are in `translator.search.common`.
@@ -30,6 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from translator.search.decoder import Decoder, prepare, search
     from translator.search.driver import SearchInputs
     from translator.search.greedy import GreedyState, greedy_search
+    from translator.search.sampling import sample
 
 # Imported on first use, so that reading `SearchConfig` (the command-line defaults, for
 # `--help`) does not start TensorFlow.
@@ -47,6 +51,7 @@ _LAZY = {
     "SpecialIds": "common",
     "GreedyState": "greedy",
     "greedy_search": "greedy",
+    "sample": "sampling",
 }
 
 __all__ = [
@@ -62,6 +67,7 @@ __all__ = [
     "length_penalty",
     "output_length_limits",
     "prepare",
+    "sample",
     "search",
 ]
 

@@ -50,6 +50,7 @@ from translator.search.common import (
     NEG_INF,
     SearchResult,
     SpecialIds,
+    forced_tokens,
     length_penalty,
     next_token_candidates,
     trim,
@@ -110,12 +111,17 @@ class Beam:
         config: beam_size, n_best, length_penalty, min_length, exact_stop.
         max_lengths: int32 `[batch]`, each sentence's length limit.
         special_ids: The special ids.
+        prefix_ids: int32 `[batch, width]`, target prefixes to force (`SearchInputs`), or
+            None. While a prefix is forced its one alive hypothesis is the prefix so far.
     """
 
     fixed = ("step", "finished_ids", "finished_scores", "finished_lengths")
 
-    def __init__(self, config: SearchConfig, max_lengths, special_ids: SpecialIds):
+    def __init__(
+        self, config: SearchConfig, max_lengths, special_ids: SpecialIds, prefix_ids=None
+    ):
         self.config = config
+        self.prefix_ids = prefix_ids
         self.beam = config.beam_size
         self.max_lengths = max_lengths  # [batch]
         self.best_possible_penalty = self.penalty(max_lengths)  # [batch]
@@ -170,8 +176,15 @@ class Beam:
         # The best `beam` extensions of a sentence are among the best `beam` of each of
         # its hypotheses: k = min(beam, vocab) candidates per row.
         row_limits = tf.repeat(tf.gather(self.max_lengths, state.sentence), beam)  # [rows]
+        forced = forced_tokens(self.prefix_ids, state.sentence, t)  # [active] or None
         log_probs, ids = next_token_candidates(
-            logits, t, row_limits, beam, self.config.min_length, self.special_ids
+            logits,
+            t,
+            row_limits,
+            beam,
+            self.config.min_length,
+            self.special_ids,
+            None if forced is None else tf.repeat(forced, beam),
         )  # [rows, k]
         k = log_probs.shape[-1]
         candidates = state.alive_log_probs[:, :, None] + tf.reshape(
@@ -279,4 +292,5 @@ def beam_search(
     Returns:
         A `SearchResult` with `config.n_best` hypotheses per sentence.
     """
-    return decode(Beam(config, inputs.max_lengths, special_ids), inputs, compact)
+    strategy = Beam(config, inputs.max_lengths, special_ids, inputs.prefix_ids)
+    return decode(strategy, inputs, compact)

@@ -102,14 +102,21 @@ def output_length_limits(source_ids, config: SearchConfig, model_max_length: int
 
 
 def next_token_candidates(
-    logits, step, max_lengths, k: int, min_length: int = 0, ids: SpecialIds = DEFAULT_IDS
+    logits,
+    step,
+    max_lengths,
+    k: int,
+    min_length: int = 0,
+    ids: SpecialIds = DEFAULT_IDS,
+    forced=None,
 ):
     """The `k` most probable allowed next tokens of each row and their log-probabilities.
 
     Log-probabilities are the model's own log-softmax over the full vocabulary, not
     renormalized. PAD and BOS are never candidates, nor EOS before position
     `min_length`; at the last position a sentence may fill (`step + 1 == max_lengths`),
-    EOS is the only one (the limit wins over `min_length`). Only the `k` best are needed
+    EOS is the only one (the limit wins over `min_length`); where a target prefix forces
+    a token (`forced`), it is the only one. Only the `k` best are needed
     (a beam keeps `beam_size` of `beam_size x vocab` extensions, and they are among the
     `beam_size` best of each row), so the full `[rows, vocab]` log-softmax is never
     materialized: the softmax normalizer is subtracted from the `k` selected logits.
@@ -123,6 +130,8 @@ def next_token_candidates(
         k: Candidates per row; at most the vocabulary size are returned.
         min_length: Static; EOS is no candidate while `step < min_length`.
         ids: The special ids.
+        forced: int32 `[rows]`, the token each row must take (`forced_tokens`), -1 where
+            free; or None.
 
     Returns:
         `(log_probs, ids)`: float32 `[rows, k']`, descending, -inf for a slot with no
@@ -149,7 +158,57 @@ def next_token_candidates(
     eos_logit = logits[:, ids.eos : ids.eos + 1]  # [rows, 1]
     best_logits = tf.where(at_limit, tf.where(first_slot, eos_logit, NEG_INF), best_logits)
     best_ids = tf.where(at_limit, ids.eos, best_ids)
+    if forced is not None:  # a prefix token: the only candidate, with its own log P
+        forcing = tf.greater_equal(forced, 0)[:, None]  # [rows, 1]
+        token = tf.maximum(forced, 0)[:, None]  # [rows, 1]
+        forced_logit = tf.gather(logits, token, batch_dims=1)  # [rows, 1]
+        best_logits = tf.where(forcing, tf.where(first_slot, forced_logit, NEG_INF), best_logits)
+        best_ids = tf.where(forcing, token, best_ids)
     return best_logits - normalizer, best_ids
+
+
+def allowed_log_probs(
+    logits, step, max_lengths, min_length: int = 0, ids: SpecialIds = DEFAULT_IDS, forced=None
+):
+    """Every allowed next token's log-probability, -inf for the others: `[rows, vocab]`.
+
+    The rules of `next_token_candidates` (the model's own log-softmax, not
+    renormalized; PAD, BOS, EOS before `min_length`, EOS alone at the limit, a forced
+    prefix token alone), over the whole vocabulary, as sampling needs it.
+    """
+    logits = tf.cast(logits, tf.float32)  # [rows, vocab]
+    log_probs = logits - log_sum_exp(logits)  # [rows, vocab]
+    vocab = tf.shape(logits)[-1]
+    token = tf.range(vocab)[None, :]  # [1, vocab]
+    allowed = tf.logical_and(tf.not_equal(token, ids.pad), tf.not_equal(token, ids.bos))
+    if min_length > 0:
+        allowed = tf.logical_and(allowed, tf.logical_or(token != ids.eos, step >= min_length))
+    at_limit = tf.greater_equal(step + 1, max_lengths)[:, None]  # [rows, 1]
+    allowed = tf.where(at_limit, tf.equal(token, ids.eos), allowed)  # [rows, vocab]
+    if forced is not None:
+        allowed = tf.where(tf.greater_equal(forced, 0)[:, None], token == forced[:, None], allowed)
+    return tf.where(allowed, log_probs, NEG_INF)
+
+
+def forced_tokens(prefix_ids, sentence, step):
+    """The target-prefix token each sentence must take at `step`: int32 `[active]`.
+
+    Args:
+        prefix_ids: int32 `[batch, width >= 1]`, each sentence's prefix pieces then PAD
+            (`SearchInputs.prefix_ids`), or None.
+        sentence: int32 `[active]`, the batch index of each active sentence.
+        step: int32 scalar.
+
+    Returns:
+        The prefix's token at `step`, or -1 past its end; None without prefixes.
+    """
+    if prefix_ids is None:
+        return None
+    width = tf.shape(prefix_ids)[1]  # >= 1 (`search.prepare` pads a column)
+    column = tf.gather(prefix_ids, tf.minimum(step, width - 1), axis=1)  # [batch]
+    token = tf.gather(column, sentence)  # [active]
+    inside = tf.logical_and(step < width, tf.not_equal(token, PAD_ID))
+    return tf.where(inside, token, -1)
 
 
 def log_sum_exp(logits):

@@ -10,6 +10,7 @@ from translator.errors import ConfigError
 
 LengthPenaltyForm = Literal["gnmt", "power"]
 LENGTH_PENALTY_FORMS = ("gnmt", "power")
+SAMPLING_FORMS = "topk:K (the K most probable tokens; topk:0 = all) or topp:P (0 < P <= 1)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +52,47 @@ class SearchConfig(DictConfig):
     # are finished (the rule of OpenNMT-py and CTranslate2): fewer steps, but a longer
     # hypothesis that the length penalty would rank higher can be missed.
     exact_stop: bool = True
+    # Draw each next token instead of searching ("": search): "topk:K" draws among the
+    # K most probable tokens (topk:0: among all), "topp:P" among the fewest most probable
+    # whose probability reaches P (nucleus sampling, Holtzman et al. 2020). Sampled
+    # back-translations train better models than beam ones (Edunov et al. 2018).
+    # beam_size and n_best are then not used; scores are log P / lp as for a search.
+    sampling: str = ""
+    # Sampling: the logits are divided by it before the draw (< 1 sharper, > 1 flatter).
+    temperature: float = 1.0
+    # Sampling: the draws are a function of it and the batch, so a run is repeatable.
+    seed: int = 0
+    # Sampling: draws per sentence, returned best first as its n-best list.
+    num_samples: int = 1
+
+    @property
+    def sampled(self) -> bool:
+        """Whether tokens are drawn (`sampling`) rather than searched for."""
+        return bool(self.sampling)
+
+    @property
+    def sampling_rule(self) -> tuple[str, float]:
+        """`sampling` parsed: ("topk", K) or ("topp", P).
+
+        Raises:
+            ConfigError: a malformed value.
+        """
+        method, _, value = self.sampling.partition(":")
+        try:
+            number = float(value)
+        except ValueError:
+            number = float("nan")
+        valid = (method == "topk" and number >= 0 and number == int(number)) or (
+            method == "topp" and 0 < number <= 1
+        )
+        if not valid:
+            raise ConfigError(f"sampling must be {SAMPLING_FORMS}, got {self.sampling!r}")
+        return method, number
+
+    @property
+    def hypotheses(self) -> int:
+        """Hypotheses returned per sentence: n_best, or num_samples when sampling."""
+        return self.num_samples if self.sampled else self.n_best
 
     def __post_init__(self) -> None:
         problems = []
@@ -71,5 +113,14 @@ class SearchConfig(DictConfig):
             problems.append(f"min_length must be >= 0, got {self.min_length}")
         if self.max_output_length < 1:
             problems.append(f"max_output_length must be >= 1, got {self.max_output_length}")
+        if self.sampling:
+            try:
+                self.sampling_rule  # noqa: B018  (parses, or raises)
+            except ConfigError as error:
+                problems.append(str(error))
+        if not self.temperature > 0:
+            problems.append(f"temperature must be > 0, got {self.temperature}")
+        if self.num_samples < 1:
+            problems.append(f"num_samples must be >= 1, got {self.num_samples}")
         if problems:
             raise ConfigError("Invalid SearchConfig: " + "; ".join(problems))

@@ -9,9 +9,12 @@ from translator.search.common import SearchResult, output_length_limits
 from translator.search.config import SearchConfig
 from translator.search.driver import SearchInputs
 from translator.search.greedy import greedy_search
+from translator.search.sampling import sample
 
 
-def prepare(model, source_ids, config: SearchConfig, compact: bool = True) -> SearchInputs:
+def prepare(
+    model, source_ids, config: SearchConfig, compact: bool = True, prefix_ids=None
+) -> SearchInputs:
     """Encodes a batch once and gives the search its step function, cache and limits.
 
     Args:
@@ -22,6 +25,9 @@ def prepare(model, source_ids, config: SearchConfig, compact: bool = True) -> Se
         compact: For a compacting search, whose loop allows changing shapes: the
             self-attention cache then grows with the written positions (faster); else
             it has the static `cache_length` XLA needs.
+        prefix_ids: int32 `[batch, width]`, target pieces each output must begin with,
+            then PAD; or None. A sentence's length limit is raised to hold its prefix and
+            EOS; a prefix longer than the output cap allows is cut to it.
 
     Returns:
         The `SearchInputs` of the batch.
@@ -30,13 +36,22 @@ def prepare(model, source_ids, config: SearchConfig, compact: bool = True) -> Se
     max_lengths, cache_length = output_length_limits(
         source_ids, config, model.config.position_limit
     )  # [batch], scalar
+    if prefix_ids is not None:
+        cap = min(config.max_output_length, model.config.position_limit or (1 << 30))
+        prefix_ids = tf.convert_to_tensor(prefix_ids, tf.int32)[:, : cap - 1]  # room for EOS
+        prefix_ids = tf.pad(prefix_ids, [[0, 0], [0, 1]])  # [batch, width + 1]: never empty
+        prefix_lengths = tf.reduce_sum(tf.cast(tf.not_equal(prefix_ids, 0), tf.int32), 1)
+        max_lengths = tf.maximum(max_lengths, prefix_lengths + 1)  # [batch]
+        cache_length = tf.maximum(cache_length, tf.reduce_max(prefix_lengths) + 1)
     encoder_output = model.encode(source_ids, training=False)  # [batch, src, d_model]
     cache = model.init_cache(encoder_output, source_ids, None if compact else cache_length)
-    return SearchInputs(model.decode_step, cache, max_lengths, cache_length)
+    return SearchInputs(model.decode_step, cache, max_lengths, cache_length, prefix_ids)
 
 
-def search(model, source_ids, config: SearchConfig, compact: bool = True) -> SearchResult:
-    """Greedy search for `beam_size == 1`, else beam search.
+def search(
+    model, source_ids, config: SearchConfig, compact: bool = True, prefix_ids=None
+) -> SearchResult:
+    """Sampling when `config.sampling` is set, greedy search for `beam_size == 1`, else beam.
 
     Works eagerly (slowly: the loop then runs in Python) and inside a `tf.function`; use
     `Decoder` for a compiled function that does not retrace per batch.
@@ -48,12 +63,17 @@ def search(model, source_ids, config: SearchConfig, compact: bool = True) -> Sea
         compact: Drop finished sentences from the loop, so a step only costs what the
             sentences still decoding cost; the loop's batch then shrinks, which XLA
             cannot compile (pass False there). The result is the same either way.
+        prefix_ids: int32 `[batch, width]`, target prefixes to continue (see `prepare`).
 
     Returns:
-        A `SearchResult`: ids `[batch, n_best, length]`, scores and lengths `[batch, n_best]`.
+        A `SearchResult`: ids `[batch, n, length]`, scores and lengths `[batch, n]`, with
+        n = `config.hypotheses`.
     """
-    strategy = greedy_search if config.beam_size == 1 else beam_search
-    return strategy(prepare(model, source_ids, config, compact), config, compact)
+    if config.sampled:
+        strategy = sample
+    else:
+        strategy = greedy_search if config.beam_size == 1 else beam_search
+    return strategy(prepare(model, source_ids, config, compact, prefix_ids), config, compact)
 
 
 class Decoder(tf.Module):

@@ -44,6 +44,9 @@ class SearchInputs(NamedTuple):
     max_lengths: tf.Tensor
     # Static length of the cache (>= every limit): int32 scalar.
     cache_length: tf.Tensor
+    # Target prefixes the output must begin with: int32 [batch, width >= 1], pieces then
+    # PAD (limits already leave room for them and EOS); None: none.
+    prefix_ids: tf.Tensor | None = None
 
 
 class Strategy(Protocol):

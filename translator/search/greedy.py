@@ -10,6 +10,7 @@ from translator.search.common import (
     DEFAULT_IDS,
     SearchResult,
     SpecialIds,
+    forced_tokens,
     length_penalty,
     next_token_candidates,
     trim,
@@ -49,14 +50,19 @@ class Greedy:
         config: The `SearchConfig`; `beam_size` and `n_best` are ignored (n_best = 1).
         max_lengths: int32 `[batch]`, each sentence's length limit.
         special_ids: The special ids.
+        prefix_ids: int32 `[batch, width]`, target prefixes to force (`SearchInputs`), or
+            None.
     """
 
     fixed = ("step", "ids", "log_probs")
 
-    def __init__(self, config: SearchConfig, max_lengths, special_ids: SpecialIds):
+    def __init__(
+        self, config: SearchConfig, max_lengths, special_ids: SpecialIds, prefix_ids=None
+    ):
         self.config = config
         self.max_lengths = max_lengths
         self.special_ids = special_ids
+        self.prefix_ids = prefix_ids
 
     def initial_state(self, inputs: SearchInputs) -> GreedyState:
         batch = tf.shape(inputs.max_lengths)[0]
@@ -73,19 +79,25 @@ class Greedy:
     def step_inputs(self, state: GreedyState):
         return state.last_ids  # [active]
 
-    def update(self, state: GreedyState, logits, cache) -> GreedyState:
-        sentence, ids = state.sentence, self.special_ids  # [active]
+    def choose(self, state: GreedyState, logits) -> tuple[tf.Tensor, tf.Tensor]:
+        """The next token of each active row and its log P: int32, float32 `[active]`."""
         log_probs, tokens = next_token_candidates(
             logits,
             state.step,
-            tf.gather(self.max_lengths, sentence),
+            tf.gather(self.max_lengths, state.sentence),
             1,
             self.config.min_length,
-            ids,
+            self.special_ids,
+            forced_tokens(self.prefix_ids, state.sentence, state.step),
         )  # [active, 1] x2
+        return tokens[:, 0], log_probs[:, 0]
+
+    def update(self, state: GreedyState, logits, cache) -> GreedyState:
+        sentence, ids = state.sentence, self.special_ids  # [active]
+        chosen, chosen_log_prob = self.choose(state, logits)  # [active] x2
         # Done rows (only without compaction) emit PAD and add nothing.
-        token = tf.where(state.done, ids.pad, tokens[:, 0])  # [active]
-        token_log_prob = tf.where(state.done, 0.0, log_probs[:, 0])  # [active]
+        token = tf.where(state.done, ids.pad, chosen)  # [active]
+        token_log_prob = tf.where(state.done, 0.0, chosen_log_prob)  # [active]
         positions = tf.stack([sentence, tf.fill(tf.shape(sentence), state.step)], axis=1)
         return state._replace(
             step=state.step + 1,
@@ -141,4 +153,5 @@ def greedy_search(
     Returns:
         A `SearchResult` with `n_best = 1`.
     """
-    return decode(Greedy(config, inputs.max_lengths, special_ids), inputs, compact)
+    strategy = Greedy(config, inputs.max_lengths, special_ids, inputs.prefix_ids)
+    return decode(strategy, inputs, compact)
