@@ -36,6 +36,7 @@ from serving.protocol import (
     parse_predict,
 )
 from serving.protocol import too_large as body_too_large
+from translator.signatures import TAGS_KEY
 
 logger = logging.getLogger(__name__)
 
@@ -190,10 +191,12 @@ class ModelService:
         tagged = self.model.tagged(signature)
         if self.tag and tagged is not None:
             signature, inputs = tagged, [(row, self.tag) for row in inputs]
-        if len(self.model.signatures[signature].input_keys) > 1:
+        keys = self.model.signatures[signature].input_keys
+        if TAGS_KEY in keys:
+            at = keys.index(TAGS_KEY)
             for index, row in enumerate(inputs):
-                assert isinstance(row, tuple)
-                why = self.model.unknown_tag(row[1])
+                assert isinstance(row, tuple)  # a signature of several inputs
+                why = self.model.unknown_tag(row[at])
                 if why is not None:
                     raise RequestError(f"sentence {index}: {why}")
         return signature, inputs

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from translator.errors import TranslatorError
-from translator.signatures import SERVING_SIGNATURE, TAGGED_OF, read_metadata
+from translator.signatures import INPUTS_KEY, SERVING_SIGNATURE, TAGGED_OF, read_metadata
 
 SAVED_MODEL_FILE = "saved_model.pb"
 
@@ -139,7 +139,8 @@ class ServedModel:
     def warm_up(self) -> None:
         """Runs every signature once: the first call of a loaded function is slow."""
         for signature, info in self.signatures.items():
-            self.run(signature, [b"warm up" if len(info.input_keys) == 1 else (b"warm up", b"")])
+            extra = len(info.input_keys) - 1  # a tag or prefix: "" (none)
+            self.run(signature, [(b"warm up", *[b""] * extra) if extra else b"warm up"])
 
 
 def _string_vector_signature(function: Any) -> SignatureInfo | None:
@@ -153,8 +154,8 @@ def _string_vector_signature(function: Any) -> SignatureInfo | None:
         if spec.dtype != tf.string or spec.shape.rank != 1:
             return None
     keys = tuple(inputs)
-    if "inputs" in keys:  # the sentences first, whatever the keys' order in the signature
-        keys = ("inputs", *(key for key in keys if key != "inputs"))
+    if INPUTS_KEY in keys:  # the sentences first, whatever the keys' order in the signature
+        keys = (INPUTS_KEY, *(key for key in keys if key != INPUTS_KEY))
     return SignatureInfo(input_keys=keys, output_keys=tuple(sorted(function.structured_outputs)))
 
 

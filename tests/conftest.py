@@ -39,6 +39,8 @@ from tests.support.serving import (
     MAX_REQUEST_BYTES,
     MAX_REQUEST_SENTENCES,
     MAX_SOURCE_LENGTH,
+    PREFIXES,
+    SAMPLING,
     SEARCH,
     SENTENCES,
     TAGS,
@@ -94,7 +96,7 @@ def exported(tmp_path_factory) -> Exported:
     build_vocabulary(corpus_files, corpus_files, vocab_dir, vocab_size=400, user_symbols=TAGS)
     model = tiny_model(400, seed=5, logit_scale=2.0, num_encoder_layers=1, num_decoder_layers=1)
     model_dir = save_model_dir(root / "model", model, vocab_dir, {"purpose": "serving tests"})
-    config = ExportConfig(search=SEARCH, max_source_length=MAX_SOURCE_LENGTH)
+    config = ExportConfig(search=SEARCH, max_source_length=MAX_SOURCE_LENGTH, sampling=SAMPLING)
     version_dir = export_model(model_dir, root / "export", config)
     return Exported(model_dir, vocab_dir, root / "export", version_dir)
 
@@ -132,4 +134,4 @@ def reference(exported, server_process) -> dict[str, Any]:
     Depends on `server_process` only so that the server starts first and both load
     TensorFlow at the same time.
     """
-    return run_saved_model_reference(exported.version_dir, SENTENCES, TAGS)
+    return run_saved_model_reference(exported.version_dir, SENTENCES, TAGS, PREFIXES)

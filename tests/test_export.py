@@ -16,7 +16,15 @@ import math
 import numpy as np
 import pytest
 
-from tests.support.serving import BEST, MAX_SOURCE_LENGTH, SEARCH, SENTENCES, TAGS
+from tests.support.serving import (
+    BEST,
+    MAX_SOURCE_LENGTH,
+    PREFIXES,
+    SAMPLING,
+    SEARCH,
+    SENTENCES,
+    TAGS,
+)
 from translator.cli import main as cli_main
 
 
@@ -98,6 +106,39 @@ def test_the_tagged_signature_tags_as_translate_tag_does(trained, reference):
         assert abs(mixed["scores"][index] - alone) <= 1e-4
 
 
+def test_the_prefixed_signature_continues_each_prefix_as_translate_does(trained, reference):
+    assert reference["prefixed_empty"] == reference["batch"]  # no prefix: the plain search
+    hypotheses = translator_for(trained, BEST).search(SENTENCES, prefixes=PREFIXES).hypotheses
+    got = reference["prefixed"]
+    assert got["translations"] == [h[0].text if h else "" for h in hypotheses]
+    assert np.array_equal(
+        np.float32(got["scores"]), np.float32([h[0].score if h else 0.0 for h in hypotheses])
+    )
+    for sentence, prefix, text in zip(SENTENCES, PREFIXES, got["translations"], strict=True):
+        if sentence.strip():
+            assert text.startswith(prefix), (prefix, text)
+        else:
+            assert text == ""  # an empty sentence stays empty, prefix or not
+    assert got["translations"] != reference["batch"]["translations"]
+
+
+def test_the_sample_signature_draws_as_translate_sampling_does(trained, reference):
+    hypotheses = translator_for(trained, SAMPLING).search(SENTENCES).hypotheses
+    got = reference["sample"]
+    for index, drawn in enumerate(hypotheses):
+        texts, scores = got["translations"][index], got["scores"][index]
+        assert len(texts) == SAMPLING.num_samples
+        if not drawn:
+            assert texts == [""] * SAMPLING.num_samples
+            continue
+        assert texts == [h.text for h in drawn]
+        assert np.array_equal(np.float32(scores), np.float32([h.score for h in drawn]))
+        assert scores == sorted(scores, reverse=True)
+    # Draws, not the search: some differ from the beam's best.
+    best = [row[0] for row in got["translations"]]
+    assert best != reference["batch"]["translations"]
+
+
 def test_the_tagged_signature_refuses_an_unknown_tag_and_a_tag_count_mismatch(exported):
     import tensorflow as tf
     import tensorflow_text  # noqa: F401
@@ -123,21 +164,30 @@ def test_export_layout_signatures_and_assets(exported):
     assert metadata["search"] == SEARCH.to_dict()
     assert metadata["max_source_length"] == MAX_SOURCE_LENGTH
     assert metadata["tags"] == list(TAGS) and metadata["tag"] == ""
-    assert set(metadata["signatures"]) == {"serving_default", "n_best", "tagged", "tagged_n_best"}
+    assert set(metadata["signatures"]) == {
+        "serving_default",
+        "n_best",
+        "tagged",
+        "tagged_n_best",
+        "prefixed",
+        "sample",
+    }
+    assert metadata["sampling"] == SAMPLING.to_dict()
 
     saved_model = saved_model_pb2.SavedModel()
     saved_model.ParseFromString((exported.version_dir / "saved_model.pb").read_bytes())
     graph = saved_model.meta_graphs[0]
     signatures = graph.signature_def
-    for name, n_best in (
-        ("serving_default", None),
-        ("n_best", SEARCH.n_best),
-        ("tagged", None),
-        ("tagged_n_best", SEARCH.n_best),
+    for name, n_best, keys in (
+        ("serving_default", None, ["inputs"]),
+        ("n_best", SEARCH.n_best, ["inputs"]),
+        ("tagged", None, ["inputs", "tags"]),
+        ("tagged_n_best", SEARCH.n_best, ["inputs", "tags"]),
+        ("prefixed", None, ["inputs", "prefixes"]),
+        ("sample", SAMPLING.num_samples, ["inputs"]),
     ):
         signature = signatures[name]
         assert signature.method_name == "tensorflow/serving/predict"
-        keys = ["inputs", "tags"] if name.startswith("tagged") else ["inputs"]
         assert sorted(signature.inputs) == keys
         for tensor in signature.inputs.values():
             assert tensor.dtype == 7  # DT_STRING

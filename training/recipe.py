@@ -520,9 +520,8 @@ def _multi30k(
         return (paths.data / f"{stem}.{source_lang}.gz", paths.data / f"{stem}.{target_lang}.gz")
 
     test = TestSet(MULTI30K_TEST, *pair(MULTI30K_TEST))
-    return RecipeCorpus(
-        source_lang, target_lang, pair("train"), pair("val"), "Multi30k val", (test,)
-    )
+    train = (TrainFiles(*pair("train")),)
+    return RecipeCorpus(source_lang, target_lang, train, pair("val"), "Multi30k val", (test,))
 
 
 def _set_name(source: Path, earlier: list[TestSet]) -> str:

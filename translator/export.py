@@ -8,7 +8,9 @@ The SavedModel holds the whole translation: in-graph SentencePiece tokenization
 runs), and detokenization. Its signatures are `translator.signatures`'s: the 1-best
 translations and scores of a batch of strings, and their n-best lists; when the
 vocabulary has tags (`build-vocab --user-symbols`), the same two again with a second
-input, one tag per sentence (e.g. `<2de>` for a multilingual model's target language).
+input, one tag per sentence (e.g. `<2de>` for a multilingual model's target language);
+`prefixed`, the 1-best translation continuing a target prefix per sentence; and with
+`ExportConfig.sampling`, `sample`, sampled translations (e.g. for back-translation).
 An unknown tag fails the call with an InvalidArgument error naming the tags it knows.
 
 Loading needs TensorFlow and `import tensorflow_text` (which registers the SentencePiece
@@ -45,11 +47,16 @@ from translator.errors import TranslatorError
 from translator.io import atomic_directory
 from translator.search import SearchConfig, search
 from translator.signatures import (
+    INPUTS_KEY,
     METADATA_FILE,
     N_BEST_SIGNATURE,
+    PREFIXED_SIGNATURE,
+    PREFIXES_KEY,
+    SAMPLE_SIGNATURE,
     SERVING_SIGNATURE,
     TAGGED_N_BEST_SIGNATURE,
     TAGGED_SIGNATURE,
+    TAGS_KEY,
     describe_signatures,
 )
 
@@ -59,10 +66,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from translator.pipelines.tokenizer import Vocabulary
 
 # The padding rule of `Translator`: sharing it makes the exported batches identical.
-from translator.text import default_max_source_length, finish, prepare
+from translator.text import default_max_source_length, finish, prepare, target_prefixes
 
-INPUT_KEY = "inputs"
-TAGS_KEY = "tags"
 OUTPUT_TRANSLATIONS = "translations"
 OUTPUT_SCORES = "scores"
 EXPORT_FORMAT = 1
@@ -86,9 +91,14 @@ class ExportConfig:
     # target language of a multilingual model): fixed in the graph for the untagged
     # signatures, and what a tagged signature's "" tag means. "": none.
     tag: str = ""
+    # The `sample` signature's draws (its sampling, temperature, seed, num_samples and
+    # length limits); None: no sample signature.
+    sampling: SearchConfig | None = None
 
     def __post_init__(self) -> None:
         check_max_source_length(self.max_source_length)
+        if self.sampling is not None and not self.sampling.sampled:
+            raise ExportError("ExportConfig.sampling must set `sampling` (e.g. topk:10)")
 
 
 class TranslationModule(tf.Module):
@@ -124,6 +134,7 @@ class TranslationModule(tf.Module):
         self.tag_ids = tuple(vocabulary.tag_id(tag) for tag in self.tags)
         self.best_config = dataclasses.replace(config.search, n_best=1)
         self.n_best_config = config.search
+        self.sample_config = config.sampling
         directory = Path(vocabulary.directory)
         self.source_vocabulary = tf.saved_model.Asset(
             str(directory / vocabulary.metadata.source_model)
@@ -131,13 +142,18 @@ class TranslationModule(tf.Module):
         self.target_vocabulary = tf.saved_model.Asset(
             str(directory / vocabulary.metadata.target_model)
         )
-        spec = tf.TensorSpec([None], tf.string, name=INPUT_KEY)
+        spec = tf.TensorSpec([None], tf.string, name=INPUTS_KEY)
         # No Python control flow depends on tensors here (the search builds its own
         # tf.while_loop), so AutoGraph is not needed; tracing without it takes half the time.
         self.translate = tf.function(self._translate_best, input_signature=[spec], autograph=False)
         self.translate_n_best = tf.function(
             self._translate_n_best, input_signature=[spec], autograph=False
         )
+        prefixes = tf.TensorSpec([None], tf.string, name=PREFIXES_KEY)
+        self.translate_prefixed = tf.function(
+            self._translate_prefixed, input_signature=[spec, prefixes], autograph=False
+        )
+        self.sample = tf.function(self._sample, input_signature=[spec], autograph=False)
         tags = tf.TensorSpec([None], tf.string, name=TAGS_KEY)
         self.translate_tagged = tf.function(
             self._translate_tagged, input_signature=[spec, tags], autograph=False
@@ -157,6 +173,9 @@ class TranslationModule(tf.Module):
             signatures[TAGGED_N_BEST_SIGNATURE] = (
                 self.translate_tagged_n_best.get_concrete_function()
             )
+        signatures[PREFIXED_SIGNATURE] = self.translate_prefixed.get_concrete_function()
+        if self.sample_config is not None:
+            signatures[SAMPLE_SIGNATURE] = self.sample.get_concrete_function()
         return signatures
 
     def _translate_best(self, inputs: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -171,6 +190,18 @@ class TranslationModule(tf.Module):
     def _translate_tagged_n_best(self, inputs: tf.Tensor, tags: tf.Tensor) -> dict[str, tf.Tensor]:
         tag_ids = self._tag_ids(inputs, tags)
         return self._lists(*self._translate(inputs, tag_ids, self.n_best_config))
+
+    def _translate_prefixed(self, inputs: tf.Tensor, prefixes: tf.Tensor) -> dict[str, tf.Tensor]:
+        check = tf.debugging.assert_equal(
+            tf.shape(prefixes),
+            tf.shape(inputs),
+            message=f"'{PREFIXES_KEY}' must have one prefix per sentence of '{INPUTS_KEY}'",
+        )
+        with tf.control_dependencies([check]):
+            return self._best(*self._translate(inputs, self.tag_id, self.best_config, prefixes))
+
+    def _sample(self, inputs: tf.Tensor) -> dict[str, tf.Tensor]:
+        return self._lists(*self._translate(inputs, self.tag_id, self.sample_config))
 
     @staticmethod
     def _best(translations: tf.Tensor, scores: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -194,7 +225,7 @@ class TranslationModule(tf.Module):
         lengths = tf.debugging.assert_equal(
             tf.shape(tags),
             tf.shape(inputs),
-            message=f"'{TAGS_KEY}' must have one tag per sentence of '{INPUT_KEY}'",
+            message=f"'{TAGS_KEY}' must have one tag per sentence of '{INPUTS_KEY}'",
         )
         known = tf.constant(self.tags, tf.string)  # [k]
         matches = tf.equal(tags[:, None], known[None, :])  # [batch, k]
@@ -213,7 +244,11 @@ class TranslationModule(tf.Module):
             return tf.where(found, ids, own)  # [batch]
 
     def _translate(
-        self, inputs: tf.Tensor, tag_ids: int | tf.Tensor | None, config: SearchConfig
+        self,
+        inputs: tf.Tensor,
+        tag_ids: int | tf.Tensor | None,
+        config: SearchConfig,
+        prefixes: tf.Tensor | None = None,
     ) -> tuple[tf.Tensor, tf.Tensor]:
         """Translates a batch of sentences.
 
@@ -222,6 +257,7 @@ class TranslationModule(tf.Module):
             tag_ids: The tag of every sentence (an id, or None), or of each (int32
                 `[batch]`, -1 for none).
             config: The search settings.
+            prefixes: tf.string `[batch]`, target prefixes to continue ("" for none).
 
         Returns:
             `(translations, scores)`: tf.string and float32 `[batch, n_best]`, best first;
@@ -229,10 +265,13 @@ class TranslationModule(tf.Module):
             sentence has the empty translation with score 0.0.
         """
         prepared = prepare(inputs, self.source_tokenizer, self.max_source_length, tag_ids)
-        n_best = config.n_best
+        n_best = config.hypotheses
+        prefix_ids = None
+        if prefixes is not None:
+            prefix_ids = target_prefixes(prefixes, self.target_tokenizer, prepared.rows)
 
         def decode() -> tuple[tf.Tensor, tf.Tensor]:
-            result = search(self.model, prepared.source_ids, config)
+            result = search(self.model, prepared.source_ids, config, prefix_ids=prefix_ids)
             return result.ids, result.scores  # [searched, n, len], [searched, n]
 
         def nothing() -> tuple[tf.Tensor, tf.Tensor]:
@@ -314,7 +353,12 @@ def _metadata(trained: TrainedModel, module: TranslationModule, version: int) ->
         "max_source_length": module.max_source_length,
         "tag": module.tag,
         "tags": list(module.tags),
-        "signatures": describe_signatures(module.n_best_config.n_best, tagged=bool(module.tags)),
+        "sampling": module.sample_config and module.sample_config.to_dict(),
+        "signatures": describe_signatures(
+            module.n_best_config.n_best,
+            tagged=bool(module.tags),
+            samples=module.sample_config and module.sample_config.num_samples,
+        ),
         "vocabulary": {
             "source_sha256": trained.vocabulary.source.sha256,
             "target_sha256": trained.vocabulary.target.sha256,

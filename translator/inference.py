@@ -20,7 +20,13 @@ import tensorflow as tf
 
 from translator.constants import DEFAULT_BATCH_TOKENS, EOS_ID, PAD_ID
 from translator.search import Decoder, SearchConfig
-from translator.text import batch_ranges, default_max_source_length, finish, prepare
+from translator.text import (
+    batch_ranges,
+    default_max_source_length,
+    finish,
+    prepare,
+    target_prefixes,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from translator.engines.base import BatchDecoder
@@ -107,6 +113,10 @@ class Translator:
             lambda texts: prepare(texts, vocabulary.source, self.max_source_length, tag_id),
             input_signature=[lines],
         )
+        self._prefixes = tf.function(
+            lambda texts, rows: target_prefixes(texts, vocabulary.target, rows),
+            input_signature=[lines, tf.TensorSpec([None], tf.int32)],
+        )
         self._finish = tf.function(
             lambda ids, scores, rows, batch: finish(ids, scores, rows, batch, vocabulary.target),
             input_signature=[
@@ -154,31 +164,50 @@ class Translator:
         return self.decoder.engine
 
     def translate(
-        self, lines: Sequence[str], progress: Callable[[int], None] | None = None
+        self,
+        lines: Sequence[str],
+        progress: Callable[[int], None] | None = None,
+        prefixes: Sequence[str] | None = None,
     ) -> list[str]:
         """The best translation of each line, in input order; "" for an empty line."""
-        return self.search(lines, progress).texts
+        return self.search(lines, progress, prefixes).texts
 
     def search(
-        self, lines: Sequence[str], progress: Callable[[int], None] | None = None
+        self,
+        lines: Sequence[str],
+        progress: Callable[[int], None] | None = None,
+        prefixes: Sequence[str] | None = None,
     ) -> Translations:
-        """The `config.n_best` best translations of each line, best first, and the counts.
+        """The `config.hypotheses` best translations of each line, best first, and counts.
 
         Args:
             lines: Source sentences (no trailing newlines needed).
             progress: Called with the number of lines finished after each batch.
+            prefixes: One target prefix per line ("" for none): each translation begins
+                with it and continues it. An empty line still translates to "".
         """
         stats = TranslationStats(lines=len(lines))
         results: list[list[Hypothesis]] = [[] for _ in lines]  # [] for an empty line
         if not lines:
             return Translations(results, stats)
+        if prefixes is not None and len(prefixes) != len(lines):
+            raise ValueError(f"{len(prefixes)} prefixes for {len(lines)} lines")
         prepared = self._prepare(tf.constant(list(lines), tf.string))
+        prefix_ids = None
+        if prefixes is not None:
+            prefix_ids = self._prefixes(tf.constant(list(prefixes), tf.string), prepared.rows)
+            prefix_lengths = np.count_nonzero(prefix_ids.numpy(), axis=1)  # [searched]
         rows, lengths = prepared.rows.numpy(), prepared.lengths.numpy()  # [searched] x2
         stats.empty = int(np.sum(prepared.empty.numpy()))
         stats.truncated = int(np.sum(prepared.truncated.numpy()))
         ids, scores, sizes = [], [], []  # per batch: [b, n, len], [b, n], [b, n]
         for start, end, width in batch_ranges(lengths, self.batch_tokens):
-            result = self.decoder(prepared.source_ids[start:end, :width])
+            source_ids = prepared.source_ids[start:end, :width]
+            if prefix_ids is None:
+                result = self.decoder(source_ids)
+            else:
+                longest = max(int(prefix_lengths[start:end].max()), 1)
+                result = self.decoder(source_ids, prefix_ids[start:end, :longest])
             ids.append(np.asarray(result.ids))
             scores.append(np.asarray(result.scores))
             sizes.append(np.asarray(result.lengths))

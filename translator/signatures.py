@@ -26,12 +26,23 @@ TAGGED_SIGNATURE = "tagged"
 TAGGED_N_BEST_SIGNATURE = "tagged_n_best"
 # The tagged signature of each untagged one.
 TAGGED_OF = {SERVING_SIGNATURE: TAGGED_SIGNATURE, N_BEST_SIGNATURE: TAGGED_N_BEST_SIGNATURE}
+# The input keys: the sentences, and the tagged and prefixed signatures' second input.
+INPUTS_KEY = "inputs"
+TAGS_KEY = "tags"
+PREFIXES_KEY = "prefixes"
+# The 1-best translation continuing a target prefix per sentence ("" for none).
+PREFIXED_SIGNATURE = "prefixed"
+# Sampled translations (`translator export --sampling ...`), best first.
+SAMPLE_SIGNATURE = "sample"
 
 
-def describe_signatures(n_best: int | str = "N", tagged: bool = True) -> dict[str, str]:
+def describe_signatures(
+    n_best: int | str = "N", tagged: bool = True, samples: int | str | None = "S"
+) -> dict[str, str]:
     """Each signature's inputs and outputs, with `n_best` as the n-best lists' size.
 
     `tagged`: include the tagged signatures (an export whose vocabulary has tags).
+    `samples`: the draws per sentence of the sample signature (None: none exported).
     """
     best = "translations string [batch], scores float32 [batch]"
     lists = f"translations string [batch, {n_best}], scores float32 [batch, {n_best}]"
@@ -43,6 +54,10 @@ def describe_signatures(n_best: int | str = "N", tagged: bool = True) -> dict[st
         both = "inputs string [batch], tags string [batch]"
         described[TAGGED_SIGNATURE] = f"{both} -> {best}"
         described[TAGGED_N_BEST_SIGNATURE] = f"{both} -> {lists}"
+    described[PREFIXED_SIGNATURE] = f"inputs string [batch], prefixes string [batch] -> {best}"
+    if samples is not None:
+        drawn = f"translations string [batch, {samples}], scores float32 [batch, {samples}]"
+        described[SAMPLE_SIGNATURE] = f"inputs string [batch] -> {drawn}"
     return described
 
 

@@ -143,6 +143,23 @@ def prepare(
     return Prepared(source_ids, rows, lengths, empty, tf.logical_and(truncated, ~empty))
 
 
+def target_prefixes(prefixes, tokenizer, rows) -> tf.Tensor:
+    """The target prefixes of the searched lines, as the search continues them.
+
+    Args:
+        prefixes: tf.string `[batch]`, one per input line ("" for none); a trailing
+            newline is dropped.
+        tokenizer: The target `SentencePieceTokenizer`.
+        rows: int32 `[searched]`, `Prepared.rows`.
+
+    Returns:
+        int32 `[searched, width]`: each searched line's prefix pieces, then PAD.
+    """
+    prefixes = tf.strings.regex_replace(prefixes, "\n+$", "")  # [batch]
+    pieces = tf.gather(tokenizer.tokenize(prefixes), rows)  # [searched, (pieces)]
+    return tf.cast(pieces.to_tensor(default_value=PAD_ID), tf.int32)
+
+
 def finish(ids, scores, rows, batch, tokenizer) -> tuple[tf.Tensor, tf.Tensor]:
     """The search's hypotheses -> texts and scores per input line, in input order.
 

@@ -142,3 +142,50 @@ def test_precision_option_picks_what_the_search_computes_in(model_dir, lines, tm
         assert main([*args, "--report", str(report)]) == 0
         search = json.loads((report / "report.json").read_text())["search"]
         assert search["compute_dtype"] == dtype
+
+
+def test_sampling_is_repeatable_by_seed_and_writes_every_draw(model_dir, lines, tmp_path):
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    def run(*options):
+        output = tmp_path / "out.txt"
+        args = ["translate", "--model", str(model_dir), "-i", str(source), "-o", str(output)]
+        assert main([*args, "-q", "--sampling", "topk:8", *options]) == 0
+        return output.read_text(encoding="utf-8").splitlines()
+
+    first = run("--seed", "3", "--batch-tokens", "48")
+    assert run("--seed", "3", "--batch-tokens", "48") == first
+    assert run("--seed", "4", "--batch-tokens", "48") != first
+    rows = run("--seed", "3", "--num-samples", "3", "--n-best", "3")
+    assert len(rows) == 3 * len(lines)
+    for index, line in enumerate(lines):
+        group = [row.split(" ||| ") for row in rows[3 * index : 3 * index + 3]]
+        scores = [float(fields[2]) for fields in group]
+        assert scores == sorted(scores, reverse=True)
+        assert all(fields[1] for fields in group) == bool(line.strip())
+
+
+def test_prefix_file_starts_each_translation_with_its_prefix(
+    model_dir, lines, alone, tmp_path, capsys
+):
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    # A prefix of each translation's first word (the best output continues it), "" for some.
+    prefixes = [
+        alone[line].split(" ")[0] if line.strip() and i % 3 else "" for i, line in enumerate(lines)
+    ]
+    prefix_file = tmp_path / "prefixes.txt"
+    prefix_file.write_text("\n".join(prefixes) + "\n", encoding="utf-8")
+    output = tmp_path / "out.txt"
+    args = ["translate", "--model", str(model_dir), "-i", str(source), "-o", str(output), "-q"]
+    assert main([*args, "--prefix-file", str(prefix_file), "--beam-size", "1"]) == 0
+    written = output.read_text(encoding="utf-8").splitlines()
+    assert len(written) == len(lines)
+    for line, prefix, text in zip(lines, prefixes, written, strict=True):
+        assert text.startswith(prefix) if line.strip() else text == ""
+    prefix_file.write_text("one\ntwo\n", encoding="utf-8")
+    capsys.readouterr()
+    assert main([*args, "--prefix-file", str(prefix_file)]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and f"{prefix_file}: 2 lines for the {len(lines)} lines" in error[0]

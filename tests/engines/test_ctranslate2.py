@@ -268,6 +268,24 @@ def test_cli_export_then_translate_and_evaluate(trained, tmp_path, capsys):
     capsys.readouterr()
     assert main([*args, "--tag", "<2zz>"]) == 2
     assert "tag '<2zz>'" in capsys.readouterr().err
+    # A target prefix (CTranslate2's target_prefix): both engines continue it alike.
+    prefix_file = tmp_path / "prefixes.txt"
+    plain = greedy["tensorflow", False]
+    words = [text.split(" ")[-1] if i % 2 else "" for i, text in enumerate(plain)]
+    prefix_file.write_text("\n".join(words) + "\n")
+    prefixed = {}
+    for engine, model in (("tensorflow", run_dir), ("ctranslate2", out)):
+        target = tmp_path / f"{engine}.prefixed.txt"
+        args = ["translate", "--model", str(model), "-i", str(source), "-o", str(target)]
+        assert main([*args, "--beam-size", "1", "--prefix-file", str(prefix_file), *search]) == 0
+        prefixed[engine] = target.read_text().splitlines()
+    assert prefixed["tensorflow"] == prefixed["ctranslate2"]
+    pairs = zip(prefixed["tensorflow"], words, strict=True)
+    assert all(text.startswith(word) for text, word in pairs)
+    assert prefixed["tensorflow"] != plain
+    capsys.readouterr()
+    assert main([*args, "--sampling", "topk:3"]) == 2
+    assert "--sampling runs on our engine only" in capsys.readouterr().err
 
     # Default settings: CTranslate2 runs its own rules, and says so; the report records them.
     reference = tmp_path / "ref.txt"

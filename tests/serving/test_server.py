@@ -13,7 +13,7 @@ import time
 import pytest
 
 from serving.process import ServerProcess, free_port
-from tests.support.serving import MAX_REQUEST_SENTENCES, SENTENCES, TAGS
+from tests.support.serving import MAX_REQUEST_SENTENCES, PREFIXES, SENTENCES, TAGS
 from translator.cli import main as cli_main
 
 PREDICT = "/v1/models/translator:predict"
@@ -100,6 +100,17 @@ def test_tagged_requests_equal_the_saved_model(server, reference):
     untagged = {"inputs": SENTENCES, "tags": [""] * len(SENTENCES)}
     body = {"signature_name": "tagged", "inputs": untagged}
     assert server.post(PREDICT, body) == (200, {"outputs": reference["batch"]})
+
+
+def test_prefixed_and_sample_requests_equal_the_saved_model(server, reference):
+    rows = [{"inputs": s, "prefixes": p} for s, p in zip(SENTENCES, PREFIXES, strict=True)]
+    status, body = server.post(PREDICT, {"signature_name": "prefixed", "instances": rows})
+    want = reference["prefixed"]
+    assert status == 200
+    assert [p["translations"] for p in body["predictions"]] == want["translations"]
+    assert [p["scores"] for p in body["predictions"]] == want["scores"]
+    body = {"signature_name": "sample", "inputs": SENTENCES}
+    assert server.post(PREDICT, body) == (200, {"outputs": reference["sample"]})
 
 
 def test_serve_tag_tags_the_requests_that_name_no_tag(exported, reference, tmp_path):

@@ -34,6 +34,8 @@ MAX_BATCH_SIZE = 16
 # The vocabulary's tags (e.g. the target languages of a multilingual model): the export
 # has the tagged signatures too.
 TAGS = ("<2de>", "<2en>")
+# The export's sample signature: 2 draws per sentence among the 5 most probable tokens.
+SAMPLING = SearchConfig(sampling="topk:5", num_samples=2, seed=3, max_length_b=6)
 
 
 # The sentences every comparison uses: ordinary ones of several lengths, and the edge
@@ -50,6 +52,18 @@ SENTENCES = [
     "Zoë's café – naïve ✓ 😀",
     " ".join(synthetic_sentences(4, seed=98)),
 ]
+# A target prefix per sentence of SENTENCES for the prefixed signature: words, "", and
+# one for the empty sentence (which still translates to "").
+PREFIXES = [
+    *(" ".join(s.split()[:2]) for s in synthetic_sentences(7, seed=97, max_words=5)),
+    "Baku",  # for ""
+    "",
+    "",
+    "",
+    "",
+    "Zoë",
+    "",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,7 +77,10 @@ class Exported:
 
 
 def run_saved_model_reference(
-    version_dir: Path, sentences: list[str], tags: tuple[str, ...] = ()
+    version_dir: Path,
+    sentences: list[str],
+    tags: tuple[str, ...] = (),
+    prefixes: list[str] | None = None,
 ) -> dict[str, Any]:
     """The export run in a fresh process with only tensorflow and tensorflow_text.
 
@@ -77,6 +94,7 @@ def run_saved_model_reference(
             str(version_dir),
             json.dumps(sentences),
             json.dumps(list(tags)),
+            *([json.dumps(prefixes)] if prefixes is not None else []),
         ],
         capture_output=True,
         text=True,

@@ -239,3 +239,16 @@ def test_recipe_trains_a_bidirectional_model_from_two_tagged_corpora(tmp_path):
     metadata = json.loads((work / "export" / "1" / "assets.extra" / "translator.json").read_text())
     assert metadata["tags"] == ["<2yy>", "<2xx>"] and metadata["tag"] == "<2yy>"
     assert "tagged" in metadata["signatures"]
+
+
+def test_multi30k_is_one_untagged_corpus_given_as_the_configs_pair(multi30k_dir, tmp_path):
+    """The README's first command: stage 1 on the mirror, and the training config."""
+    settings = RecipeSettings(1, str(multi30k_dir), None, pair="de-en")
+    paths = RecipePaths(tmp_path / "work")
+    corpus = prepare_data(paths, settings)
+    (train,) = corpus.train
+    assert train.files == (paths.data / "train.de.gz", paths.data / "train.en.gz")
+    assert corpus.tags == () and corpus.valid_tag == ""
+    assert [test.name for test in corpus.reports] == ["test_2016_flickr"]
+    config, _ = _request(paths, settings, corpus)
+    assert config.data.train_source == str(train.source) and config.data.train == ()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 from translator.commands.options import (
     add_model_option,
@@ -92,13 +93,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-def export_search_config(args: argparse.Namespace) -> SearchConfig:
-    """The `SearchConfig` fixed in the exported graph: n-best defaults to the beam size.
+def export_search_config(args: argparse.Namespace) -> tuple[SearchConfig, SearchConfig | None]:
+    """The search fixed in the export, and the sample signature's draws.
+
+    The n-best size defaults to the beam size; the draws are None without --sampling.
 
     Raises:
         ConfigError: naming the invalid setting.
     """
-    return search_config(args, n_best=args.n_best or args.beam_size)
+    given = search_config(args)  # checks every option, the sampling ones too
+    n_best = args.n_best or args.beam_size
+    beam = dataclasses.replace(given, sampling="", num_samples=1, n_best=n_best)
+    return beam, (given if given.sampled else None)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -110,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "ctranslate2":
         return _run_ctranslate2(args)
 
-    search = export_search_config(args)
+    search, sampling = export_search_config(args)
     from translator.export import ExportConfig, export_model
     from translator.signatures import read_metadata
 
@@ -118,7 +124,12 @@ def run(args: argparse.Namespace) -> int:
     path = export_model(
         args.model,
         args.out,
-        ExportConfig(search=search, max_source_length=args.max_source_length, tag=tag_of(args)),
+        ExportConfig(
+            search=search,
+            max_source_length=args.max_source_length,
+            tag=tag_of(args),
+            sampling=sampling,
+        ),
         version=args.version,
         overwrite=args.overwrite,
     )

@@ -141,12 +141,52 @@ def add_search_options(parser: argparse.ArgumentParser, title: str = "search") -
         f"non-empty lines, 0 lets the model choose (default: {_DEFAULT.min_length})",
     )
     search.add_argument("--top-beam-stop", action="store_true", help=TOP_BEAM_STOP_HELP)
+    add_sampling_options(parser)
     search.add_argument(
         "--max-source-length",
         type=int,
         metavar="N",
         help="cut longer sources to N tokens, EOS included, and count them as truncated "
         "(default: the position table size for learned positions, else 1024)",
+    )
+
+
+def add_sampling_options(parser: argparse.ArgumentParser) -> None:
+    """--sampling, --temperature, --seed, --num-samples: draw instead of searching."""
+    sampling = parser.add_argument_group(
+        "sampling (instead of the search; e.g. for back-translation)"
+    )
+    sampling.add_argument(
+        "--sampling",
+        default=_DEFAULT.sampling,
+        metavar="RULE",
+        help="draw each next token instead of searching: topk:K (among the K most probable; "
+        "topk:0 = all) or topp:P (nucleus: the fewest most probable reaching probability P). "
+        "--beam-size is then not used (default: search)",
+    )
+    sampling.add_argument(
+        "--temperature",
+        type=float,
+        default=_DEFAULT.temperature,
+        metavar="T",
+        help="divide the logits by T before a draw: < 1 sharper, > 1 flatter "
+        f"(default: {_DEFAULT.temperature})",
+    )
+    sampling.add_argument(
+        "--seed",
+        type=int,
+        default=_DEFAULT.seed,
+        metavar="S",
+        help="the draws' seed: the same seed, input and --batch-tokens give the same output "
+        f"(default: {_DEFAULT.seed})",
+    )
+    sampling.add_argument(
+        "--num-samples",
+        type=int,
+        default=_DEFAULT.num_samples,
+        metavar="N",
+        help="draws per sentence, sorted by score; with --n-best all are written "
+        f"(default: {_DEFAULT.num_samples})",
     )
 
 
@@ -243,4 +283,8 @@ def search_config(args: argparse.Namespace, n_best: int = 1) -> SearchConfig:
         min_length=args.min_length,
         exact_stop=not args.top_beam_stop,
         n_best=n_best,
+        sampling=args.sampling,
+        temperature=args.temperature,
+        seed=args.seed,
+        num_samples=args.num_samples,
     )

@@ -63,7 +63,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Examples:\n"
             "  echo 'A man is riding a bike.' | translator translate --model runs/m30k\n"
             "  translator translate --model runs/m30k/model -i test.en.gz -o test.hyp.de\n"
-            "  translator translate --model runs/m30k --beam-size 8 --n-best 4 -i in.txt"
+            "  translator translate --model runs/m30k --beam-size 8 --n-best 4 -i in.txt\n"
+            "  translator translate --model runs/m30k --sampling topk:10 --seed 7 -i mono.de\n"
+            "  translator translate --model runs/m30k -i in.en --prefix-file partial.de"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -76,7 +78,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=int,
         default=1,
         metavar="K",
-        help="write the K best translations per line, at most --beam-size (format below)",
+        help="write the K best translations per line, at most --beam-size (--num-samples "
+        "when sampling) (format below)",
+    )
+    parser.add_argument(
+        "--prefix-file",
+        metavar="FILE",
+        help="one target prefix per input line (plain or .gz; an empty line: none): each "
+        "translation begins with it and the search continues it (auto-completion)",
     )
     parser.add_argument(
         "-i",
@@ -117,6 +126,16 @@ def run(args: argparse.Namespace) -> int:
     if args.output is not None and not Path(args.output).resolve().parent.is_dir():
         raise CommandError(f"{args.output}: cannot write: its directory does not exist")
     config = search_config(args, n_best=args.n_best)
+    prefixes = None
+    if args.prefix_file is not None:
+        from translator.io import count_lines, iter_lines
+
+        if total is not None and (count := count_lines(args.prefix_file)) != total:
+            raise CommandError(
+                f"--prefix-file {args.prefix_file}: {count:,} lines for the {total:,} lines "
+                f"of {args.input}; give one prefix per input line"
+            )
+        prefixes = iter_lines(args.prefix_file)
     loaded = load_translator(args.model, config, inference_options(args))
     for note in loaded.notes:
         print(note, file=sys.stderr)
@@ -129,7 +148,15 @@ def run(args: argparse.Namespace) -> int:
         progress_bar(total, "translating") as progress,
     ):
         for chunk in _chunks(_input_lines(args.input), chunk_lines):
-            _translate_chunk(loaded.translator, chunk, args.n_best, totals, sink, progress)
+            chunk_prefixes = None if prefixes is None else _take(prefixes, len(chunk), args)
+            _translate_chunk(
+                loaded.translator, chunk, args.n_best, totals, sink, progress, chunk_prefixes
+            )
+        if prefixes is not None and next(prefixes, None) is not None:
+            raise CommandError(
+                f"--prefix-file {args.prefix_file}: more lines than the {totals.lines:,} input "
+                "lines; give one prefix per input line"
+            )
     elapsed = time.monotonic() - started
     if not args.quiet:
         rate = totals.lines / elapsed if elapsed > 0 else 0.0
@@ -151,9 +178,10 @@ def _translate_chunk(
     totals: _Totals,
     sink: IO[bytes],
     progress: Callable[[int], None],
+    prefixes: list[str] | None = None,
 ) -> None:
     first = totals.lines  # 0-based index of the chunk's first line in the whole input
-    translations = translator.search(chunk, progress)
+    translations = translator.search(chunk, progress, prefixes)
     if n_best == 1:
         texts = translations.texts
         sink.write("".join(one_line(text) + "\n" for text in texts).encode("utf-8"))
@@ -172,6 +200,19 @@ def _translate_chunk(
     totals.empty += stats.empty
     totals.truncated += stats.truncated
     totals.target_tokens += stats.target_tokens
+
+
+def _take(lines: Iterator[str], count: int, args: argparse.Namespace) -> list[str]:
+    """The next `count` prefixes, or one error line if the prefix file ends first."""
+    from translator.errors import CommandError
+
+    taken = [line for _, line in zip(range(count), lines, strict=False)]
+    if len(taken) < count:
+        raise CommandError(
+            f"--prefix-file {args.prefix_file}: fewer lines than the input; give one prefix "
+            "per input line"
+        )
+    return taken
 
 
 def _count_input_lines(path: str | None) -> int | None:

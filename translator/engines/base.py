@@ -86,11 +86,14 @@ class BatchDecoder(Protocol):
     def model_config(self) -> TransformerConfig:
         """The architecture searched (its position limit bounds the sources)."""
 
-    def __call__(self, source_ids: tf.Tensor | np.ndarray) -> SearchResult:
+    def __call__(
+        self, source_ids: tf.Tensor | np.ndarray, prefix_ids: tf.Tensor | np.ndarray | None = None
+    ) -> SearchResult:
         """int32 `[batch, width]` source ids (0 = padding, EOS ended) -> a `SearchResult`.
 
-        The result's arrays: ids `[batch, n_best, length]`, scores and lengths
-        `[batch, n_best]` (tensors or numpy arrays).
+        `prefix_ids`: int32 `[batch, prefix width]`, target pieces each output must begin
+        with, then PAD (None: none). The result's arrays: ids `[batch, n, length]`,
+        scores and lengths `[batch, n]` (tensors or numpy arrays).
         """
 
     def describe(self) -> dict[str, Any]:

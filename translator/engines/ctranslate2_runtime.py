@@ -16,6 +16,7 @@ runs is CTranslate2's, and `rule_changes` says which (`translate` and `evaluate`
   PAD or BOS (nor EOS before `min_length`) but scores with the model's own
   log-probabilities. So the search runs unmasked, and only the rare sentences where it
   produced such a token are searched again masked, then rescored our way.
+- A target prefix is CTranslate2's `target_prefix`; sampling runs on our engine only.
 """
 
 from __future__ import annotations
@@ -128,6 +129,13 @@ class CTranslate2Decoder:
     """
 
     def __init__(self, model: CTranslate2Model, config: SearchConfig):
+        if config.sampled:
+            from translator.errors import ConfigError
+
+            raise ConfigError(
+                "--sampling runs on our engine only (--engine tensorflow with a model "
+                "directory): CTranslate2's sampler has other rules and another random source"
+            )
         self.model = model
         self.config = engine_config(config)
         self.position_limit = int(model.info["position_limit"])
@@ -135,6 +143,7 @@ class CTranslate2Decoder:
         self._source_pieces = vocabulary_pieces(model.vocabulary.source)
         target = vocabulary_pieces(model.vocabulary.target)
         self._target_ids = {piece: i for i, piece in enumerate(target)}
+        self._target_pieces = target
         self._pad, self._bos, self._eos = (target[i] for i in (PAD_ID, BOS_ID, EOS_ID))
 
     @property
@@ -147,8 +156,14 @@ class CTranslate2Decoder:
         info = self.model.info
         return {"quantization": info["quantization"], "version": info["ctranslate2_version"]}
 
-    def __call__(self, source_ids: tf.Tensor | np.ndarray) -> SearchResult:
+    def __call__(
+        self, source_ids: tf.Tensor | np.ndarray, prefix_ids: tf.Tensor | np.ndarray | None = None
+    ) -> SearchResult:
         """Translates int32 `[batch, width]` sources (EOS ended, 0 = padding).
+
+        `prefix_ids`: int32 `[batch, prefix width]` target prefixes (then PAD), given to
+        CTranslate2 as `target_prefix`; a sentence's limit is raised to hold its prefix
+        and EOS, as ours is.
 
         Returns:
             A `SearchResult` of numpy arrays, as `translator.search.Decoder` returns.
@@ -161,18 +176,28 @@ class CTranslate2Decoder:
             tf.constant(source_ids, tf.int32), self.config, self.position_limit
         )  # [batch], ours: the same rule as our search's
         limits = limits.numpy()
+        prefixes = None
+        if prefix_ids is not None:
+            prefix_ids = np.asarray(prefix_ids)[:, : self.position_limit - 1]
+            prefixes = [[self._target_pieces[t] for t in row if t != PAD_ID] for row in prefix_ids]
+            limits = np.maximum(limits, [len(prefix) + 1 for prefix in prefixes])
         source_ids = np.asarray(source_ids)
         lengths = np.sum(source_ids != PAD_ID, axis=1)  # [batch], EOS included
         sources = [
             [self._source_pieces[i] for i in row[:length]]
             for row, length in zip(source_ids, lengths, strict=True)
         ]
-        results = self._search(sources, int(limits.max()), masked=False)
+        results = self._search(sources, int(limits.max()), False, prefixes)
         # Where the unmasked search produced what ours never does, search again with
         # CTranslate2's masks (rare in a trained model; see `_search`).
         redo = [i for i, result in enumerate(results) if not self._allowed(result.hypotheses)]
         if redo:
-            again = self._search([sources[i] for i in redo], int(limits.max()), masked=True)
+            again = self._search(
+                [sources[i] for i in redo],
+                int(limits.max()),
+                True,
+                None if prefixes is None else [prefixes[i] for i in redo],
+            )
             for i, result in zip(redo, again, strict=True):
                 results[i] = result
         hypotheses = [
@@ -185,7 +210,13 @@ class CTranslate2Decoder:
         self._rescore(sources, hypotheses)
         return _search_result(hypotheses, self.config.n_best)
 
-    def _search(self, sources: list[list[str]], max_length: int, masked: bool) -> list:
+    def _search(
+        self,
+        sources: list[list[str]],
+        max_length: int,
+        masked: bool,
+        prefixes: list[list[str]] | None = None,
+    ) -> list:
         """CTranslate2's search of `sources` (pieces), at most `max_length` tokens each.
 
         Unmasked, its scores are ours: log-softmax over the whole vocabulary. Masked, PAD,
@@ -207,6 +238,7 @@ class CTranslate2Decoder:
             length_penalty=config.length_penalty,
             max_input_length=0,  # our sources are cut already (`max_source_length`)
             max_decoding_length=max_length,
+            target_prefix=prefixes,
             return_scores=True,
             return_end_token=True,
             **masks,

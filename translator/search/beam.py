@@ -117,9 +117,7 @@ class Beam:
 
     fixed = ("step", "finished_ids", "finished_scores", "finished_lengths")
 
-    def __init__(
-        self, config: SearchConfig, max_lengths, special_ids: SpecialIds, prefix_ids=None
-    ):
+    def __init__(self, config: SearchConfig, max_lengths, special_ids: SpecialIds, prefix_ids=None):
         self.config = config
         self.prefix_ids = prefix_ids
         self.beam = config.beam_size

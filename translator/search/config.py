@@ -39,7 +39,8 @@ class SearchConfig(DictConfig):
     max_length_b: int = 10
     # Static cap on output tokens, EOS included: bounds the decoding cache of any batch.
     max_output_length: int = 256
-    # Hypotheses returned per sentence, best first; at most beam_size.
+    # Hypotheses returned per sentence, best first; at most beam_size (num_samples when
+    # sampling: all the draws are returned, and n_best is how many a caller writes).
     n_best: int = 1
     # Fewest tokens before EOS: EOS is not a candidate at positions < min_length (the
     # length limit wins where it is shorter). The default 1 rules out the empty
@@ -98,8 +99,11 @@ class SearchConfig(DictConfig):
         problems = []
         if self.beam_size < 1:
             problems.append(f"beam_size must be >= 1, got {self.beam_size}")
-        if not 1 <= self.n_best <= max(self.beam_size, 1):
-            problems.append(f"n_best must be in [1, beam_size={self.beam_size}], got {self.n_best}")
+        name, bound = "beam_size", self.beam_size
+        if self.sampling:  # every draw is returned: n_best says how many are written
+            name, bound = "num_samples", self.num_samples
+        if not 1 <= self.n_best <= max(bound, 1):
+            problems.append(f"n_best must be in [1, {name}={bound}], got {self.n_best}")
         if self.length_penalty < 0:
             problems.append(f"length_penalty must be >= 0, got {self.length_penalty}")
         if self.length_penalty_form not in LENGTH_PENALTY_FORMS:

@@ -69,10 +69,9 @@ def search(
         A `SearchResult`: ids `[batch, n, length]`, scores and lengths `[batch, n]`, with
         n = `config.hypotheses`.
     """
+    strategy = greedy_search if config.beam_size == 1 else beam_search
     if config.sampled:
         strategy = sample
-    else:
-        strategy = greedy_search if config.beam_size == 1 else beam_search
     return strategy(prepare(model, source_ids, config, compact, prefix_ids), config, compact)
 
 
@@ -114,6 +113,14 @@ class Decoder(tf.Module):
             input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")],
             jit_compile=jit_compile,
         )
+        self.translate_prefixed = tf.function(
+            self._translate_prefixed,
+            input_signature=[
+                tf.TensorSpec([None, None], tf.int32, name="source_ids"),
+                tf.TensorSpec([None, None], tf.int32, name="prefix_ids"),
+            ],
+            jit_compile=jit_compile,
+        )
 
     @property
     def model_config(self):
@@ -127,6 +134,13 @@ class Decoder(tf.Module):
     def _translate(self, source_ids) -> SearchResult:
         return search(self.model, source_ids, self.config, compact=not self.jit_compile)
 
-    def __call__(self, source_ids) -> SearchResult:
-        """Translates a batch; see `search` for shapes."""
-        return self.translate(tf.convert_to_tensor(source_ids, tf.int32))
+    def _translate_prefixed(self, source_ids, prefix_ids) -> SearchResult:
+        compact = not self.jit_compile
+        return search(self.model, source_ids, self.config, compact, prefix_ids)
+
+    def __call__(self, source_ids, prefix_ids=None) -> SearchResult:
+        """Translates a batch, each output continuing its prefix if given; see `search`."""
+        source_ids = tf.convert_to_tensor(source_ids, tf.int32)
+        if prefix_ids is None:
+            return self.translate(source_ids)
+        return self.translate_prefixed(source_ids, tf.convert_to_tensor(prefix_ids, tf.int32))

@@ -56,9 +56,7 @@ class Greedy:
 
     fixed = ("step", "ids", "log_probs")
 
-    def __init__(
-        self, config: SearchConfig, max_lengths, special_ids: SpecialIds, prefix_ids=None
-    ):
+    def __init__(self, config: SearchConfig, max_lengths, special_ids: SpecialIds, prefix_ids=None):
         self.config = config
         self.max_lengths = max_lengths
         self.special_ids = special_ids

@@ -73,9 +73,7 @@ class Sampling(Greedy):
         prefix_ids: int32 `[batch, width]`, target prefixes to force, or None.
     """
 
-    def __init__(
-        self, config: SearchConfig, max_lengths, special_ids: SpecialIds, prefix_ids=None
-    ):
+    def __init__(self, config: SearchConfig, max_lengths, special_ids: SpecialIds, prefix_ids=None):
         samples = config.num_samples
         repeat = (lambda x: tf.repeat(x, samples, axis=0)) if samples > 1 else (lambda x: x)
         # Row r is draw r % samples of sentence r // samples.

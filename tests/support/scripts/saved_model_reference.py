@@ -6,10 +6,11 @@ Imports only tensorflow and tensorflow_text; `translator`, `training` and `servi
 blocked, so the export provably needs none of them. Prints JSON: both signatures on all
 sentences in one call ("batch"), serving_default on each sentence alone ("single"), the
 tagged signature on all sentences with each tag of TAGS_JSON (and "") for every sentence
-("tagged": {tag: outputs}) and with the tags taking turns ("tagged_mixed"), and the
-modules that were imported from the project ("project_modules", expected empty).
+("tagged": {tag: outputs}) and with the tags taking turns ("tagged_mixed"), the
+prefixed signature with PREFIXES_JSON ("prefixed"), the sample signature ("sample"), and
+the modules that were imported from the project ("project_modules", expected empty).
 
-    python saved_model_reference.py EXPORT_VERSION_DIR SENTENCES_JSON [TAGS_JSON]
+    python saved_model_reference.py VERSION_DIR SENTENCES_JSON [TAGS_JSON [PREFIXES_JSON]]
 """
 
 import importlib.abc
@@ -32,10 +33,9 @@ import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402, F401  (registers the SentencePiece ops)
 
 
-def outputs(function, sentences, tags=None):
+def outputs(function, sentences, **more):
     inputs = {"inputs": tf.constant(sentences, dtype=tf.string)}
-    if tags is not None:
-        inputs["tags"] = tf.constant(tags, dtype=tf.string)
+    inputs.update({key: tf.constant(values, dtype=tf.string) for key, values in more.items()})
     result = function(**inputs)
     return {
         "translations": [
@@ -49,6 +49,7 @@ def outputs(function, sentences, tags=None):
 def main() -> None:
     path, sentences = sys.argv[1], json.loads(sys.argv[2])
     tags = json.loads(sys.argv[3]) if len(sys.argv) > 3 else []
+    prefixes = json.loads(sys.argv[4]) if len(sys.argv) > 4 else None
     loaded = tf.saved_model.load(path)
     best, n_best = loaded.signatures["serving_default"], loaded.signatures["n_best"]
     report = {
@@ -59,9 +60,15 @@ def main() -> None:
     if tags:
         tagged = loaded.signatures["tagged"]
         every = len(sentences)
-        report["tagged"] = {t: outputs(tagged, sentences, [t] * every) for t in ["", *tags]}
+        report["tagged"] = {t: outputs(tagged, sentences, tags=[t] * every) for t in ["", *tags]}
         turns = [tags[i % len(tags)] for i in range(len(sentences))]
-        report["tagged_mixed"] = {"tags": turns, **outputs(tagged, sentences, turns)}
+        report["tagged_mixed"] = {"tags": turns, **outputs(tagged, sentences, tags=turns)}
+    if prefixes is not None:
+        prefixed = loaded.signatures["prefixed"]
+        report["prefixed"] = outputs(prefixed, sentences, prefixes=prefixes)
+        report["prefixed_empty"] = outputs(prefixed, sentences, prefixes=[""] * len(sentences))
+    if "sample" in loaded.signatures:
+        report["sample"] = outputs(loaded.signatures["sample"], sentences)
     report["project_modules"] = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)
     json.dump(report, sys.stdout)
 
