@@ -31,7 +31,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "tokenization, the beam search of `translator translate` and detokenization.\n"
             f"Signatures:\n{SIGNATURES}"
             "(the tagged ones when the vocabulary has tags: tags[i] is sentence i's tag,\n"
-            '"" for --tag\'s, or none)\n'
+            '"" for --tag\'s, or none; prefixes[i] begins translation i, "" for none;\n'
+            "sample with --sampling: S = --num-samples draws per sentence, best first)\n"
             "It loads with TensorFlow and `import tensorflow_text` alone, and serves with\n"
             "`translator serve` or TF Serving (model base path EXPORT_BASE).\n\n"
             "With --format ctranslate2, writes OUT/ as a CTranslate2 model directory\n"
