@@ -68,10 +68,15 @@ def test_search_options_reach_the_search_config():
         assert not changed.exact_stop and changed.length_penalty == 1.0
 
     export_args = ["export", "--model", "m", "--out", "e", "--beam-size", "5"]
-    default = export.export_search_config(parser.parse_args(export_args))
-    assert default.exact_stop and default.beam_size == default.n_best == 5
-    changed = export.export_search_config(parser.parse_args([*export_args, "--top-beam-stop"]))
+    default, sampling = export.export_search_config(parser.parse_args(export_args))
+    assert default.exact_stop and default.beam_size == default.n_best == 5 and sampling is None
+    changed, _ = export.export_search_config(parser.parse_args([*export_args, "--top-beam-stop"]))
     assert not changed.exact_stop
+    # --sampling adds the sample signature's draws; the beam signatures keep the search.
+    drawn = [*export_args, "--sampling", "topp:0.9", "--num-samples", "3", "--seed", "2"]
+    search, sampling = export.export_search_config(parser.parse_args(drawn))
+    assert not search.sampled and search.n_best == 5
+    assert (sampling.sampling, sampling.num_samples, sampling.seed) == ("topp:0.9", 3, 2)
 
 
 def test_a_model_directory_that_is_not_one_is_one_error_line(tmp_path):

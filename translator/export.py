@@ -153,14 +153,17 @@ class TranslationModule(tf.Module):
         self.translate_prefixed = tf.function(
             self._translate_prefixed, input_signature=[spec, prefixes], autograph=False
         )
-        self.sample = tf.function(self._sample, input_signature=[spec], autograph=False)
-        tags = tf.TensorSpec([None], tf.string, name=TAGS_KEY)
-        self.translate_tagged = tf.function(
-            self._translate_tagged, input_signature=[spec, tags], autograph=False
-        )
-        self.translate_tagged_n_best = tf.function(
-            self._translate_tagged_n_best, input_signature=[spec, tags], autograph=False
-        )
+        # Saving traces every tf.function of the module: only those that apply exist.
+        if self.sample_config is not None:
+            self.sample = tf.function(self._sample, input_signature=[spec], autograph=False)
+        if self.tags:
+            tags = tf.TensorSpec([None], tf.string, name=TAGS_KEY)
+            self.translate_tagged = tf.function(
+                self._translate_tagged, input_signature=[spec, tags], autograph=False
+            )
+            self.translate_tagged_n_best = tf.function(
+                self._translate_tagged_n_best, input_signature=[spec, tags], autograph=False
+            )
 
     def signatures(self) -> dict[str, Any]:
         """The concrete functions to save as signatures, by signature name."""
