@@ -6,26 +6,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.support.models import random_sources, tiny_model
+from tests.search.conftest import LENGTHS, VOCAB
 from tests.support.search import sequence_log_probs
 from translator.constants import EOS_ID
 from translator.search import SearchConfig, search
 
-VOCAB = 16
-LENGTHS = [5, 2, 7, 4, 3, 6]
 GREEDY = SearchConfig(beam_size=1, length_penalty=0.0, max_length_a=1.0, max_length_b=3)
 BEAM = dataclasses.replace(GREEDY, beam_size=3, n_best=2)
 SAMPLED = dataclasses.replace(GREEDY, sampling="topk:4", num_samples=2, seed=5)
-
-
-@pytest.fixture(scope="module")
-def model():
-    return tiny_model(VOCAB, seed=1, logit_scale=2.0, eos_bias=3.0, constant_eos=True)
-
-
-@pytest.fixture(scope="module")
-def source():
-    return random_sources(np.random.default_rng(3), LENGTHS, VOCAB)
 
 
 def run(model, source, config, prefix=None, compact=True):

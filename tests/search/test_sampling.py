@@ -6,27 +6,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.support.models import MarkovModel, markov_probs, random_sources, tiny_model
+from tests.support.models import MarkovModel, markov_probs
 from translator.constants import EOS_ID
 from translator.search import SearchConfig, search
 
-VOCAB = 16
-LENGTHS = [5, 2, 7, 4, 3, 6]
 # The Markov table's first-token distribution (position 0, after BOS) over tokens 4..9.
 FIRST = {4: 0.35, 5: 0.25, 6: 0.15, 7: 0.12, 8: 0.08, 9: 0.05}
 # The 0.999 quantile of the chi-square distribution with 5 degrees of freedom (six
 # categories): a correct sampler exceeds it with probability 0.001.
 CHI_SQUARE_5_AT_0_999 = 20.515
-
-
-@pytest.fixture(scope="module")
-def model():
-    return tiny_model(VOCAB, seed=1, logit_scale=2.0, eos_bias=3.0, constant_eos=True)
-
-
-@pytest.fixture(scope="module")
-def source():
-    return random_sources(np.random.default_rng(3), LENGTHS, VOCAB)
 
 
 @pytest.fixture(scope="module")

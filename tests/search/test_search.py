@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 from bench.counting import CountingModel
+from tests.search.conftest import LENGTHS, VOCAB
 from tests.support.models import random_sources, tiny_model
 from tests.support.search import compiled, hypotheses_of
 from translator.constants import BOS_ID, EOS_ID, PAD_ID
@@ -18,20 +19,6 @@ from translator.search import (
     output_length_limits,
 )
 from translator.search.common import log_sum_exp, next_token_candidates, top_k
-
-VOCAB = 16
-LENGTHS = [5, 2, 7, 4, 3, 6]
-
-
-@pytest.fixture(scope="module")
-def model():
-    # Peaked distributions and an EOS that is sometimes, not always, the best token.
-    return tiny_model(VOCAB, seed=1, logit_scale=2.0, eos_bias=3.0, constant_eos=True)
-
-
-@pytest.fixture(scope="module")
-def source():
-    return random_sources(np.random.default_rng(3), LENGTHS, VOCAB)
 
 
 def limits(source, config):
