@@ -9,6 +9,7 @@ partial write is never referenced and is overwritten by the next save of that st
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from training.strategy import is_chief
+from translator.errors import TranslatorError
 
 log = logging.getLogger(__name__)
 
@@ -60,13 +62,41 @@ class Checkpoints:
         return tf.train.latest_checkpoint(str(self.directory))
 
     def restore_latest(self) -> int:
-        """Restores the newest checkpoint, if any; returns the step it was saved at."""
-        path = self.latest()
-        if path is None:
-            return 0
-        self.checkpoint.restore(path).assert_existing_objects_matched()
-        log.info("resumed from %s at step %d", path, self.step)
-        return self.step
+        """Restores the newest checkpoint that reads; returns the step it was saved at.
+
+        A checkpoint whose files are damaged (a truncated or garbage data file, a missing
+        index; e.g. a disk that filled up) is skipped with one warning naming it, and the
+        next older one is tried; 0 without any checkpoint.
+
+        Raises:
+            CheckpointError: there are checkpoints, and none reads.
+        """
+        bad = []
+        for path in self.candidates():
+            why = unreadable(path)
+            if why is not None:
+                log.warning("checkpoint %s does not read (%s); trying an older one", path, why)
+                bad.append(f"{Path(path).name}: {why}")
+                continue
+            self.checkpoint.restore(path).assert_existing_objects_matched()
+            log.info("resumed from %s at step %d", path, self.step)
+            return self.step
+        if bad:
+            raise CheckpointError(
+                f"{self.directory}: no checkpoint reads ({'; '.join(bad)}); move the directory "
+                "away to train from the start"
+            )
+        return 0
+
+    def candidates(self) -> list[str]:
+        """Path prefixes of the checkpoints on disk, newest first.
+
+        Those the `checkpoint` state file lists, and any `ckpt-N.index` beside them (the
+        state file may be the damaged one).
+        """
+        numbered = {str(p.with_suffix("")) for p in self.directory.glob("ckpt-*.index")}
+        paths = {os.path.abspath(path) for path in [*self.all(), *numbered]}
+        return sorted(paths, key=_checkpoint_number, reverse=True)
 
     def save(self) -> str:
         """Saves the current state, numbered by step; returns its path prefix."""
@@ -79,6 +109,32 @@ class Checkpoints:
         """Path prefixes of the kept checkpoints, oldest first."""
         state = tf.train.get_checkpoint_state(str(self.directory))
         return list(state.all_model_checkpoint_paths) if state else []
+
+
+class CheckpointError(TranslatorError, RuntimeError):
+    """No checkpoint of a run reads; the message names each and why."""
+
+
+def unreadable(path: str) -> str | None:
+    """Why the checkpoint at `path` does not read, or None if every tensor does.
+
+    Reading every tensor first means a damaged checkpoint is found before any variable
+    is assigned from it.
+    """
+    try:
+        reader = tf.train.load_checkpoint(path)
+        for name in reader.get_variable_to_shape_map():
+            reader.get_tensor(name)
+    except (tf.errors.OpError, ValueError, IndexError, OSError, RuntimeError) as error:
+        first = (str(error).strip().splitlines() or [""])[0]
+        return f"{type(error).__name__}: {first[:200]}"
+    return None
+
+
+def _checkpoint_number(path: str) -> int:
+    """N of a `.../ckpt-N` path prefix (-1 if it has none)."""
+    number = Path(path).name.rpartition("-")[2]
+    return int(number) if number.isdigit() else -1
 
 
 def random_states(model) -> list:

@@ -40,8 +40,8 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--config",
         type=Path,
-        default=DEFAULT_CONFIG,
-        help="YAML run config (default: Multi30k EN-DE)",
+        help="YAML run config (default: RUN_DIR/config.yaml when resuming a run, else "
+        "Multi30k EN-DE)",
     )
     parser.add_argument(
         "--run-dir", type=Path, required=True, help="where checkpoints, logs and the model go"
@@ -82,6 +82,7 @@ def run_train(args: argparse.Namespace) -> int:
     from training.config import explicit_keys, load_config
     from training.run import PlanRequest, preview_plan, train
 
+    args.config = run_config_path(args.config, args.run_dir)
     overrides = list(args.overrides)
     if args.max_minutes is not None:
         overrides.append(f"train.max_minutes={args.max_minutes}")
@@ -100,6 +101,19 @@ def run_train(args: argparse.Namespace) -> int:
     print(summary_line(result))
     print(f"final model: {result.model_dir}")
     return 0
+
+
+def run_config_path(given: Path | None, run_dir: Path) -> Path:
+    """The config a run reads: --config, else an existing run's own, else the default.
+
+    Resuming `translator train --run-dir R` without --config continues R as it was
+    configured (R/config.yaml, the resolved config it wrote), plus any --set.
+    """
+    own = run_dir / "config.yaml"
+    path = given or (own if own.is_file() else DEFAULT_CONFIG)
+    why = "--config" if given else ("the run's own" if path == own else "the default")
+    logging.getLogger("training.run").info("config: %s (%s)", path, why)
+    return path
 
 
 def summary_line(result: TrainResult) -> str:

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import yaml
 
 from translator.config import TransformerConfig
-from translator.errors import ConfigError
+from translator.errors import ConfigError, FieldError, check_ranges
 from translator.pipelines.config import PipelineConfig
 
 Strategy = Literal["auto", "one_device", "mirrored", "multi_worker", "tpu"]
@@ -33,6 +33,14 @@ class ModelSection:
     # Any `TransformerConfig` field, e.g. {num_encoder_layers: 4, position_encoding: rotary}.
     # Vocabulary sizes come from the vocabulary, not from here.
     overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("dropout", "attention_dropout", "activation_dropout"):
+            value = self.overrides.get(name, 0.0)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise FieldError(f"overrides.{name}", f"expected a number, got {value!r}")
+            if not 0.0 <= value < 1.0:
+                raise FieldError(f"overrides.{name}", f"must be in [0, 1), got {value}")
 
     def transformer_config(
         self, source_vocab_size: int, target_vocab_size: int
@@ -125,6 +133,22 @@ class OptimizerSection:
     # Label smoothing of the cross-entropy (the paper: 0.1).
     label_smoothing: float = 0.1
 
+    def __post_init__(self) -> None:
+        if not self.peak_learning_rate > 0:
+            raise FieldError("peak_learning_rate", f"must be > 0, got {self.peak_learning_rate}")
+        check_ranges(
+            self,
+            {
+                "warmup_fraction": (0, 1),
+                "final_learning_rate_fraction": (0, 1.0000001),
+                "learning_rate_scale": (0, None),
+                "warmup_steps": (1, None),
+                "clip_norm": (0, None),
+                "accumulation_steps": (1, None),
+                "label_smoothing": (0, 1),
+            },
+        )
+
 
 @dataclasses.dataclass(frozen=True)
 class TrainSection:
@@ -154,6 +178,17 @@ class TrainSection:
     # updates; 0 = never. On a terminal a progress bar against the budget shows too.
     log_every_steps: int = 100
 
+    def __post_init__(self) -> None:
+        check_ranges(
+            self,
+            {
+                "max_steps": (0, None),
+                "max_minutes": (0, None),
+                "steps_per_execution": (1, None),
+                "log_every_steps": (1, None),
+            },
+        )
+
 
 @dataclasses.dataclass(frozen=True)
 class EvalSection:
@@ -168,6 +203,10 @@ class EvalSection:
     # Stop when validation BLEU has not improved for this many validations (0 = never).
     early_stopping_patience: int = 0
 
+    def __post_init__(self) -> None:
+        rules = ("every_steps", "max_sentences", "early_stopping_patience")
+        check_ranges(self, dict.fromkeys(rules, (0, None)))
+
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointSection:
@@ -179,6 +218,11 @@ class CheckpointSection:
     keep_last: int = 5
     # The final model averages the weights of this many last checkpoints (0 or 1 = none).
     average_last: int = 0
+
+    def __post_init__(self) -> None:
+        check_ranges(
+            self, {"every_steps": (1, None), "keep_last": (1, None), "average_last": (0, None)}
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -294,6 +338,9 @@ def build_section(cls: type, raw: Any, where: str) -> Any:
         values[key] = _check_value(hints[key], value, name)
     try:
         return cls(**values)
+    except FieldError as error:  # a value out of its range: name its key
+        name = f"{where}.{error.field}" if where else error.field
+        raise ConfigError(f"{name}: {error.message}") from None
     except (TypeError, ValueError) as error:
         raise ConfigError(f"{where or 'config'}: {error}") from None
 

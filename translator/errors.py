@@ -36,3 +36,30 @@ class CorpusError(PipelineError, ValueError):
 
 class CommandError(TranslatorError):
     """A command-line usage error (printed as `translator <cmd>: error: ...`, exit 2)."""
+
+
+class FieldError(ConfigError):
+    """One field of a config section has a value out of its range.
+
+    `field` is the field's name; whoever knows the section's place (`training.config`'s
+    loader) reports it as `section.field: message`.
+    """
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def check_ranges(config: object, rules: dict[str, tuple[float, float | None]]) -> None:
+    """Checks `minimum <= value` (and `value < below`, if given) for each field named.
+
+    Raises:
+        FieldError: the first field out of range.
+    """
+    for field, (minimum, below) in rules.items():
+        value = getattr(config, field)
+        if value < minimum:
+            raise FieldError(field, f"must be >= {minimum:g}, got {value:g}")
+        if below is not None and not value < below:
+            raise FieldError(field, f"must be < {below:g}, got {value:g}")

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from training.cli import DEFAULT_CONFIG
@@ -84,3 +86,25 @@ def test_missing_file_is_named(tmp_path):
 def test_defaults_are_the_paper_optimizer():
     config = RunConfig()
     assert (config.optimizer.beta_1, config.optimizer.beta_2) == (0.9, 0.98)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("eval.every_steps=-1", "eval.every_steps: must be >= 0, got -1"),
+        ("train.max_minutes=-5", "train.max_minutes: must be >= 0, got -5"),
+        ("train.max_steps=-1", "train.max_steps: must be >= 0, got -1"),
+        ("checkpoint.every_steps=0", "checkpoint.every_steps: must be >= 1, got 0"),
+        ("checkpoint.keep_last=0", "checkpoint.keep_last: must be >= 1, got 0"),
+        ("optimizer.warmup_steps=0", "optimizer.warmup_steps: must be >= 1, got 0"),
+        ("optimizer.warmup_fraction=1", "optimizer.warmup_fraction: must be < 1, got 1"),
+        ("optimizer.peak_learning_rate=0", "optimizer.peak_learning_rate: must be > 0"),
+        ("optimizer.label_smoothing=-0.1", "optimizer.label_smoothing: must be >= 0"),
+        ("model.overrides.dropout=1.0", "model.overrides.dropout: must be in [0, 1), got 1.0"),
+        ("model.overrides.dropout=-0.1", "model.overrides.dropout: must be in [0, 1)"),
+        ("data.pipeline.batch_tokens=0", "batch_tokens must be >= 1, got 0"),
+    ],
+)
+def test_a_value_out_of_range_is_one_error_naming_the_key(override, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(None, [override])

@@ -124,3 +124,19 @@ def test_ctrl_c_saves_the_step_and_the_resumed_run_equals_an_uninterrupted_one(c
 
     assert "steps=60" in train_to_end(config, run_dir, tmp_path / "b.npz")
     assert_same_weights(tmp_path / "a.npz", tmp_path / "b.npz")
+
+
+def test_a_run_resumes_with_its_own_config_without_config_again(copy_task, tmp_path, caplog):
+    from translator.cli import main
+
+    config = write_config(tmp_path, copy_task, train={"max_steps": 10})
+    run_dir = tmp_path / "run"
+    assert main(["train", "--config", str(config), "--run-dir", str(run_dir), "--no-plan"]) == 0
+    config.unlink()  # nothing but the run directory is left to say how it was configured
+    with caplog.at_level("INFO", logger="training.run"):
+        resumed = ["train", "--run-dir", str(run_dir), "--no-plan", "--set", "train.max_steps=20"]
+        assert main(resumed) == 0
+    messages = [record.getMessage() for record in caplog.records]
+    assert f"config: {run_dir / 'config.yaml'} (the run's own)" in messages
+    assert any(m.startswith(f"resumed from {run_dir / 'checkpoints'}") for m in messages)
+    assert latest_step(run_dir) == 20
