@@ -73,3 +73,15 @@ def test_every_output_begins_with_its_prefix_scored_as_the_whole(model, source, 
         # Scores are the model's log P of the whole output, prefix included.
         want = sequence_log_probs(model, source[row], hypotheses)
         np.testing.assert_allclose(scores[row, : len(hypotheses)], want, rtol=1e-4, atol=1e-4)
+
+
+def test_prefixes_compile_with_xla_and_decode_alike(model, source):
+    prefix = np.zeros((len(LENGTHS), 4), "int32")
+    prefix[0, :3], prefix[3, :1] = [5, 6, 7], [9]
+    plain = run(model, source, GREEDY, prefix)
+    function = tf.function(
+        lambda s, p: search(model, s, GREEDY, False, p), jit_compile=True, reduce_retracing=True
+    )
+    compiled = [np.asarray(x) for x in function(tf.constant(source), tf.constant(prefix))]
+    np.testing.assert_array_equal(compiled[0], plain[0])
+    np.testing.assert_allclose(compiled[1], plain[1], rtol=1e-5)

@@ -105,6 +105,7 @@ def test_first_token_frequencies_match_the_tempered_softmax(markov):
         ({"sampling": "topp:0"}, "sampling must be topk:K"),
         ({"sampling": "topk:2", "temperature": 0}, "temperature must be > 0"),
         ({"sampling": "topk:2", "num_samples": 0}, "num_samples must be >= 1"),
+        ({"sampling": "topk:2", "seed": -1}, r"seed must be in \[0, 2\*\*31\)"),
     ],
 )
 def test_bad_sampling_settings_name_the_field(fields, message):

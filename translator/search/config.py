@@ -124,6 +124,8 @@ class SearchConfig(DictConfig):
                 problems.append(str(error))
         if not self.temperature > 0:
             problems.append(f"temperature must be > 0, got {self.temperature}")
+        if not 0 <= self.seed < 2**31:
+            problems.append(f"seed must be in [0, 2**31), got {self.seed}")
         if self.num_samples < 1:
             problems.append(f"num_samples must be >= 1, got {self.num_samples}")
         if problems:

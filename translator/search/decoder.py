@@ -42,7 +42,8 @@ def prepare(
         prefix_ids = tf.pad(prefix_ids, [[0, 0], [0, 1]])  # [batch, width + 1]: never empty
         prefix_lengths = tf.reduce_sum(tf.cast(tf.not_equal(prefix_ids, 0), tf.int32), 1)
         max_lengths = tf.maximum(max_lengths, prefix_lengths + 1)  # [batch]
-        cache_length = tf.maximum(cache_length, tf.reduce_max(prefix_lengths) + 1)
+        # From the padded width, not the lengths: a shape, as XLA's static cache needs.
+        cache_length = tf.maximum(cache_length, tf.shape(prefix_ids)[1])
     encoder_output = model.encode(source_ids, training=False)  # [batch, src, d_model]
     cache = model.init_cache(encoder_output, source_ids, None if compact else cache_length)
     return SearchInputs(model.decode_step, cache, max_lengths, cache_length, prefix_ids)
