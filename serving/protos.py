@@ -81,7 +81,10 @@ def read_batching_parameters(path: str | os.PathLike[str]) -> Any:
 
 
 def read_model_server_config(path: str | os.PathLike[str]) -> Any:
-    """The `ModelServerConfig` of a TF Serving `--model_config_file`."""
+    """The `ModelServerConfig` of a TF Serving `--model_config_file`.
+
+    Needs tensorflow-serving-api (the dev extra: the tests check the shipped config).
+    """
     from tensorflow_serving.config import model_server_config_pb2
 
     return parse_text(path, model_server_config_pb2.ModelServerConfig())
