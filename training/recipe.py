@@ -604,11 +604,16 @@ def _check_inputs(paths: RecipePaths, settings: RecipeSettings, langs: tuple[str
     write_atomic(record, json.dumps(inputs, indent=2))
 
 
+def _one_plain_pair(train: tuple[TrainFiles, ...]) -> bool:
+    """One corpus, untagged, of weight 1: the single-pair form of the config and record."""
+    return len(train) == 1 and not train[0].tag and train[0].weight == 1.0
+
+
 def _train_record(train: tuple[TrainFiles, ...]) -> object:
     """The corpora as recipe.json records them (one untagged corpus: its two paths)."""
     if not train:
         return "multi30k"
-    if len(train) == 1 and not train[0].tag and train[0].weight == 1.0:
+    if _one_plain_pair(train):
         return [str(path.resolve()) for path in train[0].files]
     return [
         {
@@ -707,7 +712,7 @@ def _request(
 
 def _corpus_overrides(train: tuple[TrainFiles, ...]) -> tuple[str, ...]:
     """The config's training data: one pair of files, or `data.train`, a weighted list."""
-    if len(train) == 1 and not train[0].tag and train[0].weight == 1.0:
+    if _one_plain_pair(train):
         return (f"data.train_source={train[0].source}", f"data.train_target={train[0].target}")
     corpora = [
         {"source": str(c.source), "target": str(c.target), "weight": c.weight, "tag": c.tag}
