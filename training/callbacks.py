@@ -1,4 +1,4 @@
-"""Keras callbacks of a training run: budget, NaN guard, checkpoints, BLEU, throughput.
+"""Keras callbacks of a training run: budget, NaN guard, checkpoints, BLEU, summaries.
 
 The step counter is the optimizer's update count, not Keras' per-`fit` batch index, so
 everything stays right across a resume.
@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import keras
 import sacrebleu
@@ -20,12 +21,19 @@ import tensorflow as tf
 
 from training.checkpoints import Checkpoints
 from training.strategy import spans_workers, worker_means
+from training.summaries import SPLITS, last_step
 
 log = logging.getLogger(__name__)
 
 
 def _step(model) -> int:
     return int(model.optimizer.iterations.numpy())
+
+
+def _learning_rate(model) -> float:
+    """The rate of the current update (a schedule's value, or a plain float)."""
+    rate = model.optimizer.learning_rate
+    return float(rate.numpy() if hasattr(rate, "numpy") else rate)
 
 
 class NanGuard(keras.callbacks.Callback):
@@ -266,15 +274,14 @@ class Progress(keras.callbacks.Callback):
         self._clear = _ClearLine(self)
 
     def on_train_begin(self, logs=None):
-        self._mark = (self.clock(), float(self.budget.target_tokens.numpy()))
-        self._epoch_loss = (0.0, 0.0)  # (loss sum, tokens) at the last line, this epoch
+        self._interval = _Interval(self.budget, self.clock)
         self._last_draw = -math.inf
         if self.bar:
             for handler in logging.getLogger().handlers:
                 handler.addFilter(self._clear)
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._epoch_loss = (0.0, 0.0)  # the trainer's metrics restart every epoch
+        self._interval.epoch_begin()  # the trainer's metrics restart every epoch
 
     def on_train_batch_end(self, batch, logs=None):
         logs = logs or {}
@@ -305,19 +312,11 @@ class Progress(keras.callbacks.Callback):
 
     def line(self, step: int, logs: dict) -> str:
         """The progress line at `step`; resets the interval its figures cover."""
-        now, tokens = self.clock(), float(self.budget.target_tokens.numpy())
-        seconds, new_tokens = max(now - self._mark[0], 1e-9), tokens - self._mark[1]
-        self._mark = (now, tokens)
-        loss_sum = float(logs.get("loss", 0.0)) * float(logs.get("tokens", 0.0))
-        epoch_tokens = float(logs.get("tokens", 0.0))
-        interval = max(epoch_tokens - self._epoch_loss[1], 1.0)
-        loss = (loss_sum - self._epoch_loss[0]) / interval
-        self._epoch_loss = (loss_sum, epoch_tokens)
-        rate = self.model.optimizer.learning_rate
-        rate = float(rate.numpy() if hasattr(rate, "numpy") else rate)
+        loss, tokens_per_second = self._interval.take(logs)
+        rate = _learning_rate(self.model)
         return (
             f"{self._position(step)} | loss {loss:.3f} | lr {rate:.2e} | "
-            f"{new_tokens / seconds:,.0f} target tok/s | {self._times(step)}"
+            f"{tokens_per_second:,.0f} target tok/s | {self._times(step)}"
         )
 
     def bar_text(self, step: int, logs: dict, width: int = 24) -> str:
@@ -372,34 +371,116 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
-class Throughput(keras.callbacks.Callback):
-    """Adds `tokens_per_second` (target tokens) and `learning_rate` to the epoch logs."""
+class Summaries(keras.callbacks.Callback):
+    """TensorBoard scalars against the global update, with the public `tf.summary` API.
 
-    def on_epoch_begin(self, epoch, logs=None):
-        self.started = time.monotonic()
+    Every `every_steps` updates it writes to `<log_dir>/train`: `loss` (the mean over
+    those updates' target tokens), `learning_rate`, `tokens_per_second` (real target
+    tokens) and `minutes` (the budget's wall time, resumes included); after each
+    validation, `loss`, `bleu` and `minutes` to `<log_dir>/validation`. The step of
+    every point is the optimizer's update count, so curves line up across resumes and
+    with the progress lines.
 
-    def on_epoch_end(self, epoch, logs=None):
-        if logs is None:
-            return
-        elapsed = max(time.monotonic() - self.started, 1e-9)
-        logs["tokens_per_second"] = float(logs.get("tokens", 0.0)) / elapsed
-        optimizer = self.model.optimizer
-        rate = optimizer.learning_rate
-        logs["learning_rate"] = float(rate.numpy() if hasattr(rate, "numpy") else rate)
+    A resumed run redoes the updates after its checkpoint, some of which may be logged
+    already; those steps are not written again (a resume trains exactly the same
+    batches), so each tag's steps stay strictly increasing.
 
-
-class TensorBoard(keras.callbacks.TensorBoard):
-    """Keras' TensorBoard callback, with the end-of-period summaries always written.
-
-    With an integer `update_freq`, Keras (3.15) wraps the whole training in
-    `record_if(step % update_freq == 0)`, so its epoch-end summaries (validation loss and
-    BLEU, tokens/s, the learning rate) were dropped unless a period happened to end on a
-    multiple of `update_freq`.
+    Args:
+        log_dir: The run's TensorBoard directory.
+        budget: The run's `Budget`: its token count and wall time.
+        every_steps: Write the training scalars every this many updates.
+        clock: Seconds from an arbitrary origin.
     """
 
-    def _log_epoch_metrics(self, epoch, logs):
-        with self.summary.record_if(True):
-            super()._log_epoch_metrics(epoch, logs)
+    def __init__(
+        self,
+        log_dir: str | Path,
+        budget: Budget,
+        every_steps: int,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        super().__init__()
+        self.log_dir = Path(log_dir)
+        self.budget = budget
+        self.every_steps = every_steps
+        self.clock = clock
+        self._writers: dict[str, tf.summary.SummaryWriter] = {}
+        self._logged: dict[str, int] = {}
+
+    def on_train_begin(self, logs=None):
+        self._interval = _Interval(self.budget, self.clock)
+        for split in SPLITS:
+            self._writers[split] = tf.summary.create_file_writer(str(self.log_dir / split))
+            self._logged[split] = last_step(self.log_dir / split)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._interval.epoch_begin()
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = _step(self.model)
+        if self.every_steps and step % self.every_steps == 0:
+            self._write_training(step, logs or {})
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs or {}
+        scalars = {"loss": logs.get("val_loss"), "bleu": logs.get("val_bleu")}
+        scalars = {tag: value for tag, value in scalars.items() if value is not None}
+        if scalars:
+            self._write("validation", _step(self.model), {**scalars, "minutes": self._minutes()})
+
+    def on_train_end(self, logs=None):
+        for writer in self._writers.values():
+            writer.close()
+
+    def _write_training(self, step: int, logs: dict) -> None:
+        loss, tokens_per_second = self._interval.take(logs)
+        scalars = {
+            "loss": loss,
+            "learning_rate": _learning_rate(self.model),
+            "tokens_per_second": tokens_per_second,
+            "minutes": self._minutes(),
+        }
+        self._write("train", step, scalars)
+
+    def _minutes(self) -> float:
+        return float(self.budget.elapsed_seconds.numpy()) / 60.0
+
+    def _write(self, split: str, step: int, scalars: dict[str, float]) -> None:
+        if step <= self._logged[split]:
+            return  # logged before the resume, from the same batches
+        with self._writers[split].as_default(step=step):
+            for tag, value in scalars.items():
+                tf.summary.scalar(tag, float(value))
+        self._writers[split].flush()
+        self._logged[split] = step
+
+
+class _Interval:
+    """The mean loss and the target tokens/s since the last `take`.
+
+    Keras' batch logs hold the epoch's running mean loss and token count; the figures of
+    the last interval are the differences of their products.
+    """
+
+    def __init__(self, budget: Budget, clock: Callable[[], float]):
+        self.budget = budget
+        self.clock = clock
+        self._mark = (clock(), float(budget.target_tokens.numpy()))
+        self.epoch_begin()
+
+    def epoch_begin(self) -> None:
+        self._epoch = (0.0, 0.0)  # (loss sum, tokens) at the last take, this epoch
+
+    def take(self, logs: dict) -> tuple[float, float]:
+        """(Mean loss per target token, target tokens per second) since the last take."""
+        now, tokens = self.clock(), float(self.budget.target_tokens.numpy())
+        seconds, new_tokens = max(now - self._mark[0], 1e-9), tokens - self._mark[1]
+        self._mark = (now, tokens)
+        epoch_tokens = float(logs.get("tokens", 0.0))
+        loss_sum = float(logs.get("loss", 0.0)) * epoch_tokens
+        loss = (loss_sum - self._epoch[0]) / max(epoch_tokens - self._epoch[1], 1.0)
+        self._epoch = (loss_sum, epoch_tokens)
+        return loss, new_tokens / seconds
 
 
 class BleuValidation(keras.callbacks.Callback):

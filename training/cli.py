@@ -100,6 +100,8 @@ def run_train(args: argparse.Namespace) -> int:
     result = train(config, args.run_dir, planning=request)
     print(summary_line(result))
     print(f"final model: {result.model_dir}")
+    if result.curves is not None:
+        print(f"curves:      {result.curves}  (loss, learning rate, validation BLEU)")
     return 0
 
 

@@ -174,8 +174,9 @@ class TrainSection:
     # .keras file): fine-tuning. The architecture and vocabulary must be the model's; the
     # optimizer, schedule and budget start fresh. Empty: random initialization.
     init_from: str = ""
-    # Log a progress line (step, loss, learning rate, tokens/s, time) every this many
-    # updates; 0 = never. On a terminal a progress bar against the budget shows too.
+    # Log a progress line (step, loss, learning rate, tokens/s, time) and write those
+    # TensorBoard scalars every this many updates. On a terminal a progress bar against
+    # the budget shows in between.
     log_every_steps: int = 100
 
     def __post_init__(self) -> None:

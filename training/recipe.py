@@ -802,6 +802,7 @@ def export_model(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCor
 def print_summary(paths: RecipePaths, corpus: RecipeCorpus) -> None:
     """Where each result is: the plan, what training bought, the scores."""
     from training.planning import load_plan
+    from training.summaries import CURVES_FILE
 
     metadata_path = paths.run / "model" / "metadata.json"
     metadata = json.loads(metadata_path.read_text("utf-8"))
@@ -826,6 +827,8 @@ def print_summary(paths: RecipePaths, corpus: RecipeCorpus) -> None:
         + (f", validation BLEU (greedy) {bleu:.2f}" if bleu is not None else "")
     )
     print(f"run:         {paths.run}  (tensorboard --logdir {paths.run / 'logs'})")
+    if (paths.run / CURVES_FILE).is_file():
+        print(f"curves:      {paths.run / CURVES_FILE}  (loss, learning rate, validation BLEU)")
     print(f"model:       {paths.run / 'model'}")
     for test in corpus.reports:
         report = json.loads((paths.report(test.name) / "report.json").read_text("utf-8"))

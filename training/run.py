@@ -4,6 +4,7 @@
     <run>/vocab/           the vocabulary (copied; a resumed run must use the same)
     <run>/checkpoints/     the last K checkpoints (model + optimizer + step)
     <run>/logs/            TensorBoard: loss, learning rate, tokens/s, val loss and BLEU
+    <run>/curves.png       those curves, against updates and minutes (written at the end)
     <run>/best/            the model with the best validation BLEU (a model directory)
     <run>/model/           the final model (a model directory: translate/evaluate/export)
 
@@ -34,8 +35,7 @@ from training.callbacks import (
     NanGuard,
     PeriodicCheckpoint,
     Progress,
-    TensorBoard,
-    Throughput,
+    Summaries,
 )
 from training.checkpoints import Checkpoints, average_checkpoints
 from training.config import ConfigError, RunConfig, dump_config, load_config
@@ -51,6 +51,7 @@ from training.plan import Plan
 from training.planning import load_plan, plan_run, planned_config, save_plan
 from training.schedule import BudgetedSchedule, InverseSquareRootSchedule
 from training.strategy import is_chief, make_strategy, select_precision
+from training.summaries import CURVES_FILE, write_curves
 from training.trainer import TranslationTrainer
 from translator.artifacts import save_model_dir
 from translator.errors import TranslatorError
@@ -113,6 +114,8 @@ class TrainResult:
     model: Transformer
     # The plan the run trained (None when nothing was planned).
     plan: Plan | None = None
+    # The curves of the run as a PNG (None when nothing was logged, or not the chief).
+    curves: Path | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -453,7 +456,7 @@ def _callbacks(
     """The callbacks in the order they must run (guards first, checkpoints after BLEU)."""
     chief = is_chief(strategy)
     nan_guard, interrupt = NanGuard(), Interrupt()
-    callbacks: list[keras.callbacks.Callback] = [nan_guard, interrupt, run.budget, Throughput()]
+    callbacks: list[keras.callbacks.Callback] = [nan_guard, interrupt, run.budget]
     if verbose is None:
         verbose = 1 if sys.stderr.isatty() else 2
     if verbose:
@@ -473,7 +476,8 @@ def _callbacks(
         callbacks.append(bleu)
     callbacks.append(PeriodicCheckpoint(run.checkpoints, config.checkpoint.every_steps, nan_guard))
     if chief:
-        callbacks.append(TensorBoard(str(run.run_dir / "logs"), update_freq=100))
+        # Last: validation BLEU is in the epoch's logs by then.
+        callbacks.append(Summaries(run.run_dir / "logs", run.budget, config.train.log_every_steps))
     return _Watch(callbacks, nan_guard, interrupt, bleu)
 
 
@@ -536,7 +540,7 @@ def _finish(
         average_checkpoints(run.transformer, paths)
         log.info("final model: average of %d checkpoints", len(paths))
     bleu, budget = watch.bleu, run.budget
-    model_dir = run.run_dir / "model"
+    model_dir, curves = run.run_dir / "model", None
     if is_chief(run.trainer.distribute_strategy):
         save_model_dir(
             model_dir,
@@ -557,6 +561,9 @@ def _finish(
                 "config": config.to_dict(),
             },
         )
+        curves = write_curves(run.run_dir / "logs", run.run_dir / CURVES_FILE)
+        if curves is not None:
+            log.info("curves: %s", curves)
     losses = history.history.get("loss", [float("nan")])
     return TrainResult(
         run_dir=run.run_dir,
@@ -569,6 +576,7 @@ def _finish(
         final_loss=float(losses[-1]) if losses else float("nan"),
         target_tokens=int(budget.target_tokens.numpy()),
         model=run.transformer,
+        curves=curves,
     )
 
 

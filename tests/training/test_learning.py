@@ -3,24 +3,14 @@
 import json
 import time
 
+import pytest
+
 from tests.support.runs import tiny_run_config
 from training.run import train
+from training.summaries import CURVES_FILE, read_scalars
 from translator.inference import Translator
 from translator.pipelines import load_vocabulary
 from translator.search import SearchConfig
-
-
-def scalars(log_dir):
-    """{tag: [values in step order]} of the TensorBoard summaries in `log_dir`."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    from tensorboard.util.tensor_util import make_ndarray
-
-    events = EventAccumulator(str(log_dir), size_guidance={"tensors": 0})
-    events.Reload()
-    return {
-        tag: [float(make_ndarray(event.tensor_proto)) for event in events.Tensors(tag)]
-        for tag in events.Tags()["tensors"]
-    }
 
 
 def test_tiny_model_learns_the_copy_task(copy_task, tmp_path):
@@ -49,13 +39,16 @@ def test_tiny_model_learns_the_copy_task(copy_task, tmp_path):
     # The history is kept with the final model (bench.quality reports it).
     metadata = json.loads((result.model_dir / "metadata.json").read_text())
     assert metadata["validation_bleu"] == [list(entry) for entry in result.bleu_history]
-    # TensorBoard holds every period's summaries, not only those ending on a multiple of
-    # the batch-summary frequency (100): validation BLEU at 150 and 300, tokens/s, the rate.
-    logged = {
-        split: scalars(tmp_path / "run" / "logs" / split) for split in ("train", "validation")
-    }
-    bleu = [round(value, 4) for value in logged["validation"]["epoch_bleu"]]
-    assert bleu == [round(value, 4) for _, value in result.bleu_history]
-    assert len(logged["train"]["epoch_tokens_per_second"]) == 2
-    assert len(logged["train"]["epoch_learning_rate"]) == 2
+    # TensorBoard: validation BLEU at each validation, the training scalars every
+    # `log_every_steps` (100) updates, all against the update count.
+    logged = read_scalars(tmp_path / "run" / "logs")
+    assert logged["validation"]["bleu"] == [(s, pytest.approx(b)) for s, b in result.bleu_history]
+    for tag in ("loss", "learning_rate", "tokens_per_second", "minutes"):
+        assert [step for step, _ in logged["train"][tag]] == [100, 200, 300], tag
+    losses = [value for _, value in logged["train"]["loss"]]
+    assert losses[-1] < losses[0] and all(v > 0 for _, v in logged["train"]["tokens_per_second"])
+    # ... and drawn at the end of the run: a real PNG of some size.
+    curves = (tmp_path / "run" / CURVES_FILE).read_bytes()
+    assert result.curves == tmp_path / "run" / CURVES_FILE
+    assert curves.startswith(b"\x89PNG\r\n\x1a\n") and len(curves) > 20_000
     assert elapsed < 240, f"took {elapsed:.0f} s"  # about a minute on an idle 2-core CPU

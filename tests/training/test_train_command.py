@@ -19,6 +19,7 @@ from tests.support.runs import (
     train_to_end,
 )
 from training.config import dump_config
+from training.summaries import CURVES_FILE, read_scalars
 
 
 def write_config(tmp_path, task, **sections):
@@ -86,13 +87,15 @@ def test_a_corpus_with_no_pair_to_learn_from_is_refused_before_any_step(
 def test_ctrl_c_saves_the_step_and_the_resumed_run_equals_an_uninterrupted_one(copy_task, tmp_path):
     """SIGINT mid-training: checkpoint at that step, exit 130, resume = never interrupted.
 
-    Not on a terminal, the run logs a progress line every `log_every_steps` updates.
+    Not on a terminal, the run logs a progress line every `log_every_steps` updates, and
+    TensorBoard gets a point at each of those updates, across the resume.
     """
     config = write_config(
         tmp_path,
         copy_task,
         model={"preset": "tiny", "overrides": {"dropout": 0.1}},  # RNG state must resume too
         train={"max_steps": 60, "log_every_steps": 5},
+        eval={"every_steps": 20},
         checkpoint={"every_steps": 10, "keep_last": 10},
     )
     train_to_end(config, tmp_path / "straight", tmp_path / "a.npz")
@@ -124,6 +127,23 @@ def test_ctrl_c_saves_the_step_and_the_resumed_run_equals_an_uninterrupted_one(c
 
     assert "steps=60" in train_to_end(config, run_dir, tmp_path / "b.npz")
     assert_same_weights(tmp_path / "a.npz", tmp_path / "b.npz")
+    # TensorBoard, against the updates: every logging interval once across the resume,
+    # each tag's steps strictly increasing, the run's minutes growing.
+    straight, resumed = (read_scalars(tmp_path / run / "logs") for run in ("straight", run_dir))
+    assert set(resumed["train"]) == {"loss", "learning_rate", "tokens_per_second", "minutes"}
+    for tag, points in resumed["train"].items():
+        assert [step for step, _ in points] == list(range(5, 61, 5)), tag
+    assert sorted(resumed["validation"]) == ["loss", "minutes"]
+    validated = [step for step, _ in resumed["validation"]["loss"]]
+    assert validated == sorted(set(validated)) and validated[-1] == 60
+    assert [step for step, _ in straight["validation"]["loss"]] == [20, 40, 60]
+    assert validated[: validated.index(stopped) + 1] == [20, stopped]  # (Ctrl-C validates)
+    minutes = [value for _, value in resumed["train"]["minutes"]]
+    assert minutes == sorted(minutes) and minutes[0] > 0
+    # The learning rate of an update does not depend on the interruption.
+    rates = [[value for _, value in run["train"]["learning_rate"]] for run in (straight, resumed)]
+    assert rates[1] == pytest.approx(rates[0])
+    assert (run_dir / CURVES_FILE).stat().st_size > 10_000
 
 
 def test_a_run_resumes_with_its_own_config_without_config_again(copy_task, tmp_path, caplog):
