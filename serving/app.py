@@ -1,5 +1,6 @@
 """The HTTP application: TF Serving's REST API for one model, on Starlette.
 
+    GET  /                                            a page to try the model (serving.page)
     GET  /v1/models/<name>[/versions/<v>]             model status
     GET  /v1/models/<name>[/versions/<v>]/metadata    signatures (SignatureDef JSON)
     POST /v1/models/<name>[/versions/<v>]:predict     translate (see serving.protocol)
@@ -22,11 +23,12 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from serving.batching import Batcher, BatcherStoppedError, QueueFullError
 from serving.model import ServedModel
+from serving.page import render_page
 from serving.protocol import (
     RequestError,
     RequestLimits,
@@ -113,6 +115,10 @@ class ModelService:
                 "sentences": stats.sentences,
             }
         )
+
+    async def page(self, request: Request) -> Response:
+        """GET /: the page to try the model, which calls the predict route below."""
+        return HTMLResponse(render_page(self.model))
 
     async def models(self, request: Request) -> Response:
         """Everything under /v1/models/: resolves name, version and verb as TF Serving."""
@@ -221,6 +227,7 @@ def create_app(
     service = ModelService(model, batcher, limits, tag)
     return Starlette(
         routes=[
+            Route("/", service.page, methods=["GET"]),
             Route("/healthz", service.health, methods=["GET"]),
             Route("/v1/models/{path:path}", service.models, methods=["GET", "POST"]),
         ],
