@@ -9,6 +9,7 @@ import shutil
 
 import pytest
 
+from tests.support.images import assert_png
 from tests.support.serving import SENTENCES, TAGS
 from translator.cli import main as cli_main
 from translator.io import one_line
@@ -84,7 +85,7 @@ def test_the_page_translates_as_translate_and_the_api_do(
     assert status.startswith("2 sentences in ") and status.endswith(" ms"), status
     screenshot = tmp_path / "page.png"
     assert browser.save_screenshot(str(screenshot))
-    assert screenshot.read_bytes().startswith(b"\x89PNG") and screenshot.stat().st_size > 10_000
+    assert_png(screenshot)
     if SCREENSHOT_DIR:
         shutil.copy(screenshot, os.path.join(SCREENSHOT_DIR, "serve-page.png"))
 
