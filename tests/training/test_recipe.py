@@ -7,6 +7,7 @@ import pytest
 
 from tests.support.cli import NOISE, translator
 from tests.support.corpora import write_copy_corpus
+from tests.support.images import assert_png
 from training.recipe import (
     RecipePaths,
     RecipeSettings,
@@ -206,6 +207,8 @@ def test_recipe_on_a_users_corpus_end_to_end(tmp_path):
     assert plan["budget"]["seconds"] < 90  # measuring counted inside the budget
     assert (work / "speed.json").is_file()
     assert "plan:        " in out and "trained:     " in out and "validation BLEU" in out
+    assert f"curves:      {work / 'run' / 'curves.png'}  (" in out
+    assert_png(work / "run" / "curves.png", min_bytes=20_000, min_size=600)
     report = json.loads((work / "eval" / "news" / "report.json").read_text())
     assert report["sentences"] == 100
     assert (work / "eval" / "news" / "translations.yy").is_file()
