@@ -3,8 +3,8 @@
 The parameters have TF Serving's names and meaning (`batching_parameters.txt`):
 
 - `max_batch_size`: sentences per model call. A request with more sentences is split
-  over several batches (TF Serving's `allow_batch_splitting`); its response waits for
-  all of them.
+  over several batches (as TF Serving splits one with `enable_large_batch_splitting`,
+  where this is `max_execution_batch_size`); its response waits for all of them.
 - `batch_timeout_micros`: how long a batch may wait for more sentences, counted from
   when its first sentence is queued or, if the worker was busy then, from when the
   worker became free. The second case differs from TF Serving on purpose: with one
@@ -37,6 +37,7 @@ import numpy as np
 
 from serving.config import BatchingConfig
 from serving.protocol import Row
+from translator.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -242,30 +243,61 @@ class Batcher:
 
 
 # Fields of TF Serving's BatchingParameters this server applies; the others are reported.
-_APPLIED_FIELDS = ("max_batch_size", "batch_timeout_micros", "max_enqueued_batches")
+_APPLIED_FIELDS = (
+    "max_batch_size",
+    "batch_timeout_micros",
+    "max_enqueued_batches",
+    "enable_large_batch_splitting",
+    "max_execution_batch_size",
+)
 
 
 def read_batching_parameters(path: str | os.PathLike[str]) -> tuple[dict[str, int], list[str]]:
     """Reads TF Serving's batching parameters file (a text `BatchingParameters` proto).
 
-    Parsed by the message's schema (`serving.protos`), as TF Serving parses it.
+    Parsed by the message's schema (`serving.protos`), as TF Serving parses it, and read
+    as TF Serving reads it: `max_batch_size` is the largest request (a larger one is
+    refused); with `enable_large_batch_splitting` a request is split over model calls of
+    at most `max_execution_batch_size` sentences (default: `max_batch_size`), without it
+    `max_batch_size` is the largest model call too, so no request is ever split.
 
     Returns:
-        `(applied, ignored)`: the values of the fields this server uses, and the names of
-        the fields set that it does not (such as `num_batch_threads`; this server runs one
+        `(applied, ignored)`: the values the file sets, by `translator serve` option
+        (`max_batch_size`: sentences per model call; `max_request_sentences`: the largest
+        request; `batch_timeout_micros`, `max_enqueued_batches`), and the names of the
+        fields set that this server does not use (such as `num_batch_threads`; it runs one
         batch thread).
 
     Raises:
-        ConfigError: naming the file, line and column TF Serving would reject.
+        ConfigError: naming the file, and the line and column TF Serving would reject, or
+            the fields that contradict each other.
     """
     from serving.protos import read_batching_parameters as read_proto
 
-    parameters = read_proto(path)
-    applied: dict[str, int] = {}
-    ignored: list[str] = []
-    for field, value in parameters.ListFields():
-        if field.name in _APPLIED_FIELDS:
-            applied[field.name] = int(value.value)
-        else:
-            ignored.append(field.name)
+    present = {field.name: value for field, value in read_proto(path).ListFields()}
+    ignored = [name for name in present if name not in _APPLIED_FIELDS]
+    applied = {
+        name: int(present[name].value)
+        for name in ("batch_timeout_micros", "max_enqueued_batches")
+        if name in present
+    }
+    if "max_batch_size" in present:
+        applied["max_request_sentences"] = applied["max_batch_size"] = int(
+            present["max_batch_size"].value
+        )
+    splitting = "enable_large_batch_splitting" in present and bool(
+        present["enable_large_batch_splitting"].value
+    )
+    if "max_execution_batch_size" in present and not splitting:
+        ignored.append("max_execution_batch_size (enable_large_batch_splitting is off)")
+    elif "max_execution_batch_size" in present:
+        applied["max_batch_size"] = int(present["max_execution_batch_size"].value)
+        largest = applied.get("max_request_sentences")
+        if largest is not None and applied["max_batch_size"] > largest:
+            # As TF Serving: input_batch_size_limit >= max_execution_batch_size.
+            raise ConfigError(
+                f"{path}: max_execution_batch_size ({applied['max_batch_size']}) is larger "
+                f"than max_batch_size ({largest}), the largest request; with "
+                "enable_large_batch_splitting it must not be"
+            )
     return applied, ignored

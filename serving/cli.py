@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from serving.config import BatchingConfig
+from serving.config import MAX_REQUEST_SENTENCES, BatchingConfig
 
 # The batching parameters' defaults, for --help (the values live in BatchingConfig).
 DEFAULTS = {
@@ -23,10 +23,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Loads the newest version under EXPORT_BASE (as written by `translator export`)\n"
             "and serves it with TF Serving's REST API, so TF Serving clients work unchanged:\n"
+            "  GET  /                          a page to try the model in a browser\n"
             "  GET  /v1/models/NAME            model status\n"
             "  GET  /v1/models/NAME/metadata   signatures\n"
             '  POST /v1/models/NAME:predict    {"instances": [...]} or {"inputs": [...]}\n'
             "  GET  /healthz                   200 while serving\n"
+            "Before serving, it replays the export's warm-up requests\n"
+            "(assets.extra/tf_serving_warmup_requests), as TF Serving does.\n"
             "Concurrent requests are decoded together (dynamic batching). SIGTERM or Ctrl-C\n"
             "stops the server after it has answered the requests in flight."
         ),
@@ -76,13 +79,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--batching-parameters",
         type=Path,
         metavar="FILE",
-        help="TF Serving batching parameters file, e.g. serving/batching_parameters.txt",
+        help=(
+            "TF Serving batching parameters file, e.g. serving/batching_parameters.txt, read "
+            "as TF Serving reads it: its max_batch_size is the largest request, and with "
+            "enable_large_batch_splitting its max_execution_batch_size the largest model call"
+        ),
     )
     batching.add_argument(
         "--max-batch-size",
         type=int,
         metavar="N",
-        help=f"most sentences per model call (default: {DEFAULTS['max_batch_size']})",
+        help=(
+            "most sentences per model call; a larger request is split over several "
+            f"(default: {DEFAULTS['max_batch_size']})"
+        ),
     )
     batching.add_argument(
         "--batch-timeout-micros",
@@ -111,9 +121,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     limits.add_argument(
         "--max-request-sentences",
         type=int,
-        default=128,
         metavar="N",
-        help="most sentences in one request (default: 128)",
+        help=f"most sentences in one request (default: {MAX_REQUEST_SENTENCES})",
     )
     limits.add_argument(
         "--max-request-bytes",
@@ -134,11 +143,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-def batching_config(args: argparse.Namespace):
-    """The `BatchingConfig` from the parameters file, the flags and the defaults."""
-    from serving.batching import BatchingConfig, read_batching_parameters
+def serving_config(args: argparse.Namespace) -> tuple[BatchingConfig, int]:
+    """The `BatchingConfig` and the most sentences per request.
 
-    values = dict(DEFAULTS)
+    Each value from its flag, else from --batching-parameters (read as TF Serving reads
+    it: `serving.batching.read_batching_parameters`), else the default.
+    """
+    from serving.batching import read_batching_parameters
+
+    values: dict[str, int] = {**DEFAULTS, "max_request_sentences": MAX_REQUEST_SENTENCES}
     if args.batching_parameters is not None:
         applied, ignored = read_batching_parameters(args.batching_parameters)
         if ignored:
@@ -147,10 +160,11 @@ def batching_config(args: argparse.Namespace):
                 f"{', '.join(ignored)}"
             )
         values.update(applied)
-    for name in DEFAULTS:
+    for name in values:
         if getattr(args, name) is not None:
             values[name] = getattr(args, name)
-    return BatchingConfig(**values, enabled=not args.no_batching)
+    max_request_sentences = values.pop("max_request_sentences")
+    return BatchingConfig(**values, enabled=not args.no_batching), max_request_sentences
 
 
 def run(args: argparse.Namespace) -> int:
@@ -159,9 +173,9 @@ def run(args: argparse.Namespace) -> int:
 
     from translator.errors import CommandError
 
-    if args.max_request_sentences < 1 or args.max_request_bytes < 1:
+    config, max_request_sentences = serving_config(args)
+    if max_request_sentences < 1 or args.max_request_bytes < 1:
         raise CommandError("--max-request-sentences and --max-request-bytes must be >= 1")
-    config = batching_config(args)
 
     import uvicorn
 
@@ -182,7 +196,6 @@ def run(args: argparse.Namespace) -> int:
         )
     if tag and (why := model.unknown_tag(tag.encode("utf-8"))):
         raise CommandError(f"--tag {tag}: {why}")
-    model.warm_up()
     batching = (
         f"batching max_batch_size={config.max_batch_size} "
         f"batch_timeout_micros={config.batch_timeout_micros} "
@@ -192,14 +205,22 @@ def run(args: argparse.Namespace) -> int:
     )
     print(
         f"loaded {model.path} (version {model.version}; signatures "
-        f"{', '.join(sorted(model.signatures))}) in {time.monotonic() - start:.1f} s; {batching}"
+        f"{', '.join(sorted(model.signatures))}) in {time.monotonic() - start:.1f} s; {batching}; "
+        f"at most {max_request_sentences} sentences per request"
         + (f"; untagged requests tagged {tag}" if tag else ""),
         flush=True,
     )
-    limits = RequestLimits(
-        max_sentences=args.max_request_sentences, max_bytes=args.max_request_bytes
-    )
+    limits = RequestLimits(max_sentences=max_request_sentences, max_bytes=args.max_request_bytes)
     batcher = Batcher(model.run, config)
+    # The warm-up requests take a real request's way to the model, through the batcher
+    # (which the application then finds running); they count in its statistics.
+    batcher.start()
+    try:
+        warmed = model.warm_up(lambda signature, rows: batcher.submit(signature, rows).result())
+        print(warmed, flush=True)
+    except BaseException:
+        batcher.stop()
+        raise
     app = create_app(model, batcher, limits, tag)
     server = _server_class(uvicorn)(
         uvicorn.Config(
@@ -212,7 +233,8 @@ def run(args: argparse.Namespace) -> int:
         )
     )
     print(
-        f"serving model {args.name!r} at http://{args.host}:{args.port}/v1/models/{args.name}",
+        f"serving model {args.name!r} at http://{args.host}:{args.port}/v1/models/{args.name}"
+        f"; try it at http://{args.host}:{args.port}/",
         flush=True,
     )
     server.run()

@@ -6,17 +6,26 @@
     python -m serving.client --url http://127.0.0.1:8501 --name translator --status
 
 It speaks TF Serving's REST API only, so the same client works against `translator serve`
-and against the `tensorflow/serving` image serving the same export (serving/models.config).
+and against TF Serving's image serving the same export (serving/models.config).
+It sends the sentences in requests of at most --chunk-size, by default the largest request
+both accept with serving/batching_parameters.txt (its max_batch_size), in order.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
+
+# The servers' batching parameters, whose max_batch_size is the largest request they take.
+BATCHING_PARAMETERS = Path(__file__).resolve().with_name("batching_parameters.txt")
+# A top-level `max_batch_size { value: N }` of that text proto, comments removed.
+_MAX_BATCH_SIZE = re.compile(r"(?<![\w.])max_batch_size\s*:?\s*\{\s*value\s*:\s*(\d+)\s*\}")
 
 
 def call(url: str, body: dict[str, Any] | None = None, timeout: float = 60) -> dict[str, Any]:
@@ -40,26 +49,53 @@ def call(url: str, body: dict[str, Any] | None = None, timeout: float = 60) -> d
         raise RuntimeError(f"HTTP {error.code}: {message}") from None
 
 
+def default_chunk_size(path: Path = BATCHING_PARAMETERS) -> int:
+    """The largest request the servers take: `max_batch_size` of their batching parameters.
+
+    Read with a regular expression (the standard library has no protobuf text format);
+    the tests check it against the file read by its schema.
+
+    Raises:
+        RuntimeError: the file is missing or sets no max_batch_size.
+    """
+    try:
+        text = path.read_text("utf-8")
+    except OSError as error:
+        raise RuntimeError(f"{path}: {error.strerror}; pass --chunk-size") from None
+    found = _MAX_BATCH_SIZE.search(re.sub(r"#[^\n]*", "", text))
+    if found is None:
+        raise RuntimeError(f"{path}: no max_batch_size {{ value: N }}; pass --chunk-size")
+    return int(found.group(1))
+
+
 def translate(
     sentences: list[str],
     url: str,
     name: str = "translator",
     n_best: bool = False,
     tag: str = "",
+    chunk_size: int | None = None,
 ) -> list[dict[str, Any]]:
     """Translates sentences; one `{"translations": ..., "scores": ...}` per sentence.
 
     With `n_best`, each entry holds lists, best first (empty slots: "" and -inf). With a
     `tag` (e.g. <2de>, a multilingual model's target language), the tagged signatures
-    run, each sentence with that tag.
+    run, each sentence with that tag. With a `chunk_size`, the sentences go in requests
+    of at most that many, one after another (None: one request).
     """
-    body: dict[str, Any] = {"instances": sentences}
+    if chunk_size is not None and chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    step = chunk_size or max(len(sentences), 1)
     signature = "n_best" if n_best else "serving_default"
     if tag:
         signature = "tagged_n_best" if n_best else "tagged"
-        body["instances"] = [{"inputs": sentence, "tags": tag} for sentence in sentences]
-    body["signature_name"] = signature
-    return call(f"{url}/v1/models/{name}:predict", body)["predictions"]
+    predictions: list[dict[str, Any]] = []
+    for start in range(0, len(sentences), step):
+        chunk = sentences[start : start + step]
+        instances: list[Any] = [{"inputs": s, "tags": tag} for s in chunk] if tag else chunk
+        body = {"signature_name": signature, "instances": instances}
+        predictions += call(f"{url}/v1/models/{name}:predict", body)["predictions"]
+    return predictions
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,14 +106,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default="translator", help="model name (default: translator)")
     parser.add_argument("--n-best", action="store_true", help="print every hypothesis")
     parser.add_argument("--tag", default="", help="tag every sentence, e.g. <2de> (default: none)")
+    parser.add_argument(
+        "--chunk-size",
+        type=int,
+        metavar="N",
+        help="most sentences per request (default: max_batch_size in "
+        f"{BATCHING_PARAMETERS.name}, the largest request the servers take with it)",
+    )
     parser.add_argument("--status", action="store_true", help="print the model status and exit")
     args = parser.parse_args(argv)
     try:
         if args.status:
             print(json.dumps(call(f"{args.url}/v1/models/{args.name}"), indent=2))
             return 0
+        if args.chunk_size is not None and args.chunk_size < 1:
+            parser.error(f"--chunk-size must be >= 1, got {args.chunk_size}")
         sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
-        for prediction in translate(sentences, args.url, args.name, args.n_best, args.tag):
+        chunk_size = args.chunk_size or default_chunk_size()
+        predictions = translate(sentences, args.url, args.name, args.n_best, args.tag, chunk_size)
+        for prediction in predictions:
             if args.n_best:
                 pairs = zip(prediction["scores"], prediction["translations"], strict=True)
                 print(" ||| ".join(f"{score:.3f} {text}" for score, text in pairs))

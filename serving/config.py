@@ -1,4 +1,4 @@
-"""`BatchingConfig`: the dynamic batching parameters, apart from the batcher.
+"""`BatchingConfig`: the dynamic batching parameters, apart from the batcher; the request limit.
 
 Kept free of heavy imports: `translator --help` reads the defaults through
 `serving.cli` on every start.
@@ -10,10 +10,21 @@ import dataclasses
 
 from translator.errors import ConfigError
 
+# Most sentences in one request; a larger one is refused (413). TF Serving's max_batch_size
+# with enable_large_batch_splitting (batching_parameters.txt), which is what clients such
+# as `serving.client` split their input by.
+MAX_REQUEST_SENTENCES = 128
+
 
 @dataclasses.dataclass(frozen=True)
 class BatchingConfig:
-    """Batching parameters (TF Serving's names)."""
+    """Batching parameters (TF Serving's names).
+
+    A request with more than `max_batch_size` sentences is split over several model calls,
+    as TF Serving splits one with `enable_large_batch_splitting`; `max_batch_size` here is
+    then TF Serving's `max_execution_batch_size` (`serving.batching.read_batching_parameters`
+    maps the file's fields).
+    """
 
     # Most sentences in one model call.
     max_batch_size: int = 32

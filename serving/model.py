@@ -6,18 +6,23 @@ needs `tensorflow` and `tensorflow_text` (for the SentencePiece ops), no `transl
 code: any SavedModel whose signatures take string vectors works. An export's
 `assets.extra/translator.json`, where there is one, names the tags its tagged signatures
 know, so that a request with another tag is refused alone instead of failing its batch.
+Before it serves, `warm_up` replays the export's `assets.extra/tf_serving_warmup_requests`,
+as TF Serving does (`translator.warmup`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from serving.batching import RunFunction  # `ServedModel.run`, or the batcher in front of it
 from translator.errors import TranslatorError
 from translator.signatures import INPUTS_KEY, SERVING_SIGNATURE, TAGGED_OF, read_metadata
+from translator.warmup import WarmupError, read_warmup_requests, warmup_path
 
 SAVED_MODEL_FILE = "saved_model.pb"
 
@@ -136,11 +141,80 @@ class ServedModel:
         outputs = self._functions[signature](**tensors)  # each [batch] or [batch, n]
         return {key: value.numpy() for key, value in outputs.items()}
 
-    def warm_up(self) -> None:
-        """Runs every signature once: the first call of a loaded function is slow."""
-        for signature, info in self.signatures.items():
-            extra = len(info.input_keys) - 1  # a tag or prefix: "" (none)
-            self.run(signature, [(b"warm up", *[b""] * extra) if extra else b"warm up"])
+    def warm_up(self, run: RunFunction | None = None) -> str:
+        """Replays the export's warm-up requests: the first call of a signature is slow.
+
+        Args:
+            run: What runs a request, as for a real one (default: `run`).
+
+        Returns:
+            The line to log: how many requests, from where, in how long.
+
+        Raises:
+            WarmupError: the file is unreadable, or a request does not fit the model or
+                fails; the message names the file and the record.
+        """
+        input_keys = {name: info.input_keys for name, info in self.signatures.items()}
+        return replay_warmup(self.path, input_keys, run or self.run)
+
+
+def replay_warmup(
+    version_dir: Path, input_keys: Mapping[str, tuple[str, ...]], run: RunFunction
+) -> str:
+    """Runs the warm-up requests of an export version through `run`, in file order.
+
+    An export without the file (older than it) gets one sentence per signature instead.
+
+    Args:
+        version_dir: The SavedModel's directory.
+        input_keys: The served signatures' input keys (`SignatureInfo.input_keys`).
+        run: Runs one signature on a batch of sentences.
+
+    Returns:
+        The line to log.
+
+    Raises:
+        WarmupError: naming the file and the record.
+    """
+    path = warmup_path(version_dir)
+    start = time.monotonic()
+    if not path.is_file():
+        for signature, keys in input_keys.items():
+            extra = len(keys) - 1  # a tag or prefix: "" (none)
+            run(signature, [(b"warm up", *[b""] * extra) if extra else b"warm up"])
+        return (
+            f"no warm-up requests: {path} is missing (an export older than them); warmed up "
+            f"each signature with one sentence in {time.monotonic() - start:.1f} s"
+        )
+    try:
+        requests = read_warmup_requests(path)
+    except OSError as error:
+        raise WarmupError(f"{path}: cannot read the warm-up requests: {error}") from None
+    for index, request in enumerate(requests):
+        where = f"{path}: record {index} ({request.signature})"
+        keys = input_keys.get(request.signature)
+        if keys is None:
+            raise WarmupError(
+                f"{where}: the model has no such signature taking string vectors (it has "
+                f"{', '.join(sorted(input_keys))})"
+            )
+        if set(request.inputs) != set(keys):
+            raise WarmupError(
+                f"{where}: inputs {', '.join(sorted(request.inputs))}; the signature takes "
+                f"{', '.join(keys)}"
+            )
+        columns = [request.inputs[key] for key in keys]
+        rows = list(columns[0]) if len(keys) == 1 else list(zip(*columns, strict=True))
+        try:
+            run(request.signature, rows)
+        except Exception as error:  # the model refused it, as TF Serving's load would fail
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+            raise WarmupError(f"{where}: the model failed on it: {reason}") from error
+    sentences = sum(request.size for request in requests)
+    return (
+        f"warmed up with {len(requests)} requests ({sentences} sentences) of {path} in "
+        f"{time.monotonic() - start:.1f} s"
+    )
 
 
 def _string_vector_signature(function: Any) -> SignatureInfo | None:

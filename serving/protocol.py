@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from serving.config import MAX_REQUEST_SENTENCES
 from translator.signatures import SERVING_SIGNATURE
 
 ROW_KEY = "instances"
@@ -53,7 +54,7 @@ class RequestLimits:
     """Size limits of one predict request."""
 
     # Most sentences in one request.
-    max_sentences: int = 128
+    max_sentences: int = MAX_REQUEST_SENTENCES
     # Largest request body, bytes.
     max_bytes: int = 1 << 20
 

@@ -34,6 +34,10 @@ _BATCHING_FIELDS = (
     ("thread_pool_name", 5, _MESSAGE, _OPTIONAL, ".google.protobuf.StringValue"),
     ("allowed_batch_sizes", 6, _INT64, _REPEATED, None),
     ("pad_variable_length_inputs", 7, _BOOL, _OPTIONAL, None),
+    # With splitting, max_batch_size is the largest request (the scheduler's
+    # input_batch_size_limit) and max_execution_batch_size the largest model call.
+    ("enable_large_batch_splitting", 8, _MESSAGE, _OPTIONAL, ".google.protobuf.BoolValue"),
+    ("max_execution_batch_size", 9, _MESSAGE, _OPTIONAL, ".google.protobuf.Int64Value"),
 )
 
 

@@ -26,8 +26,10 @@ translations and bit-identical scores.
 
 Layout (what TF Serving watches): `EXPORT_BASE/<version>/` with `saved_model.pb`,
 `variables/`, `assets/` (the SentencePiece model files, also tracked as `Asset`s on the
-module: `source_vocabulary`, `target_vocabulary`) and `assets.extra/translator.json` (the
-export settings and model metadata). The tokenizer ops carry the model bytes as an
+module: `source_vocabulary`, `target_vocabulary`), `assets.extra/translator.json` (the
+export settings and model metadata) and `assets.extra/tf_serving_warmup_requests` (one
+request per signature, which TF Serving and `translator serve` run before they serve:
+`translator.warmup`). The tokenizer ops carry the model bytes as an
 attribute (that is how tensorflow_text's op takes it); the asset copy is for clients that
 tokenize outside the graph and for checking which vocabulary an export uses.
 """
@@ -37,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +62,7 @@ from translator.signatures import (
     TAGS_KEY,
     describe_signatures,
 )
+from translator.warmup import export_requests, warmup_path, write_warmup_requests
 
 if TYPE_CHECKING:  # pragma: no cover
     from translator.artifacts import TrainedModel
@@ -337,13 +341,27 @@ def export_model(
         # Serving never differentiates: skipping the gradient functions saves most of the
         # saving time.
         options = tf.saved_model.SaveOptions(experimental_custom_gradients=False)
-        tf.saved_model.save(module, str(staging), signatures=module.signatures(), options=options)
+        signatures = module.signatures()
+        tf.saved_model.save(module, str(staging), signatures=signatures, options=options)
         metadata = _metadata(trained, module, version)
         (staging / "assets.extra").mkdir(exist_ok=True)
         (staging / "assets.extra" / METADATA_FILE).write_text(
             json.dumps(metadata, indent=2, default=str) + "\n"
         )
+        input_keys = _signature_input_keys(staging, signatures)
+        write_warmup_requests(warmup_path(staging), export_requests(input_keys))
     return target
+
+
+def _signature_input_keys(version_dir: Path, names: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """The input keys of the signatures `names`, as TF Serving reads them: saved_model.pb's."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved_model = saved_model_pb2.SavedModel.FromString(
+        (version_dir / "saved_model.pb").read_bytes()
+    )
+    signature_defs = saved_model.meta_graphs[0].signature_def
+    return {name: tuple(sorted(signature_defs[name].inputs)) for name in names}
 
 
 def _metadata(trained: TrainedModel, module: TranslationModule, version: int) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import concurrent.futures
 import http.client
 import json
 import random
+import re
 import signal
 import time
 
@@ -244,6 +245,44 @@ def test_client_example_talks_to_the_server(server, reference):
     assert [p["translations"] for p in tagged] == reference["tagged"][TAGS[1]]["translations"][:3]
     with pytest.raises(RuntimeError, match=r"HTTP 404: Servable not found"):
         call(f"{server.url}/v1/models/other:predict", {"instances": ["a"]})
+
+
+def test_client_sends_stdin_in_requests_the_server_takes_and_prints_in_order(
+    server, reference, monkeypatch, capsys
+):
+    """More lines than the server takes in one request: each chunk within its limit."""
+    import io
+
+    from serving.client import main as client_main
+
+    # The sentences that are one line each, three times over: 42 lines, 3 requests.
+    picks = [i for i, s in enumerate(SENTENCES) if "\n" not in s] * 3
+    assert len(picks) > 2 * MAX_REQUEST_SENTENCES
+    before = server.get("/healthz")[1]
+    lines = "".join(SENTENCES[i] + "\n" for i in picks)
+    monkeypatch.setattr("sys.stdin", io.StringIO(lines))
+    argv = ["--url", server.url, "--chunk-size", str(MAX_REQUEST_SENTENCES)]
+    assert client_main(argv) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    after = server.get("/healthz")[1]
+    # Every request was taken (one over the limit would have failed the client with 413).
+    assert after["requests"] - before["requests"] == -(-len(picks) // MAX_REQUEST_SENTENCES)
+    assert after["sentences"] - before["sentences"] == len(picks)
+    # "SCORE\tTRANSLATION\n" per line, in input order; the random model's translations may
+    # hold any character, newlines too, so the whole output is matched at once.
+    want = [reference["single"][index] for index in picks]
+    pattern = "".join(r"(-?\d+\.\d{3})\t" + re.escape(w["translations"][0]) + "\n" for w in want)
+    match = re.fullmatch(pattern, out, flags=re.DOTALL)
+    assert match is not None, out
+    for score, w in zip(match.groups(), want, strict=True):
+        assert abs(float(score) - w["scores"][0]) <= 1e-3  # printed to 3 decimals
+
+
+def test_serve_warmed_up_with_the_exports_warmup_requests(server, exported):
+    path = exported.version_dir / "assets.extra" / "tf_serving_warmup_requests"
+    log = server.log()
+    assert f"warmed up with 6 requests (18 sentences) of {path} in " in log, log
+    assert log.index("warmed up with") < log.index("serving model")
 
 
 def test_serve_refuses_a_directory_without_a_valid_export(exported, tmp_path, capsys):
