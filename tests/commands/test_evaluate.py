@@ -9,6 +9,7 @@ import json
 import pytest
 
 from tests.support.cli import METADATA
+from tests.support.images import assert_png, markdown_images
 from tests.support.scores import sacrebleu_paired, sacrebleu_scores
 from translator.cli import main
 
@@ -132,6 +133,33 @@ def test_evaluate_translates_scores_and_reports(evaluated, model_dir):
     assert f"line {worst['line']}, chrF {worst['chrf']:.1f}" in markdown
     assert "## Comparison with" in markdown
     assert f"{bleu['score']:6.2f}" in evaluated["stdout"]
+
+
+def test_evaluate_report_has_scores_by_source_length_and_its_charts(evaluated):
+    import sacrebleu
+
+    files, report_dir = evaluated, evaluated["report"]
+    report = json.loads((report_dir / "report.json").read_text())
+    buckets = report["by_source_length"]["buckets"]
+    # The buckets split the 19 sentences by the words of their source (the blank one: 0).
+    hypotheses, references = files["expected"], files["references"]
+    words = [len(source.split()) for source in files["sources"]]
+    assert sum(b["sentences"] for b in buckets) == len(words) == 19
+    assert buckets[0]["label"] == "0" and buckets[0]["sentences"] == words.count(0) == 1
+    for b in buckets:
+        last = float("inf") if b["last"] is None else b["last"]
+        chosen = [i for i, n in enumerate(words) if b["first"] <= n <= last]
+        assert len(chosen) == b["sentences"] > 0
+        refs = [[references[i] for i in chosen]]
+        bleu = sacrebleu.corpus_bleu([hypotheses[i] for i in chosen], refs).score
+        assert b["bleu"] == pytest.approx(bleu)
+
+    # report.md links both charts by relative path; each is a real picture beside it.
+    charts = {name: report_dir / name for name in ("source-length.png", "bootstrap.png")}
+    assert markdown_images(report_dir / "report.md") == charts
+    for chart in charts.values():
+        assert_png(chart, min_bytes=20_000, min_size=300)
+        assert str(chart) in files["stdout"]  # the "wrote ..." line
 
 
 def test_score_of_the_kept_translations_equals_evaluate(evaluated, tmp_path, monkeypatch):

@@ -10,6 +10,7 @@ import json
 import numpy as np
 import pytest
 
+from tests.support.images import assert_png, markdown_images
 from tests.support.scores import sacrebleu_scores
 from translator.cli import main
 from translator.evaluation import (
@@ -19,6 +20,7 @@ from translator.evaluation import (
     file_identity,
     render_markdown,
     sentence_chrf,
+    write_report,
 )
 
 WORDS = [
@@ -218,3 +220,80 @@ def test_the_sacrebleu_internals_the_paired_interval_relies_on(key):
     stats = np.array(metric._extract_corpus_statistics(hypotheses, [references]), "float32")
     summed = metric._compute_score_from_stats(stats.sum(0)).score
     assert summed == pytest.approx(metric.corpus_score(hypotheses, [references]).score, abs=1e-4)
+
+
+def test_scores_by_source_length_are_sacrebleu_on_each_bucket(tmp_path):
+    import sacrebleu
+
+    references, system, _ = _corpus(150, seed=1)
+    rng = np.random.default_rng(2)
+    # Sources of 0 to 40 words, none of 11 to 15 (an empty bucket); a blank one has 0.
+    lengths = rng.choice([*range(0, 11), *range(16, 41)], len(references))
+    sources = [" ".join(rng.choice(WORDS, n)) for n in lengths]
+    sources[3] = " \t "
+    result = evaluate(system, references, sources=sources)
+    buckets = result.by_source_length
+    assert [b.label for b in buckets] == ["0", "1-5", "6-10", "16-20", "21-30", "31+"]
+
+    # The buckets partition the sentences by whitespace words of the source, with no
+    # empty bucket, and their counts add up.
+    words = [len(s.split()) for s in sources]
+    members = [
+        [i for i, n in enumerate(words) if b.first <= n and (b.last is None or n <= b.last)]
+        for b in buckets
+    ]
+    assert sorted(i for m in members for i in m) == list(range(len(sources)))
+    assert [b.sentences for b in buckets] == [len(m) for m in members]
+    assert min(b.sentences for b in buckets) > 0
+    assert sum(b.sentences for b in buckets) == result.sentences
+
+    # Each bucket's score is sacreBLEU's on exactly that bucket's sentences.
+    for bucket, m in zip(buckets, members, strict=True):
+        hypotheses, refs = [system[i] for i in m], [[references[i] for i in m]]
+        assert bucket.bleu == pytest.approx(sacrebleu.corpus_bleu(hypotheses, refs).score)
+        assert bucket.chrf == pytest.approx(sacrebleu.corpus_chrf(hypotheses, refs).score)
+
+    # The report: the same numbers in report.json and in report.md's table, and the chart
+    # that report.md links beside it. No comparison, so no bootstrap chart: not even the
+    # one a report written there before left.
+    (tmp_path / "bootstrap.png").write_bytes(b"an older report's chart")
+    report = EvaluationReport(evaluation=result, data={})
+    json_path, md_path, charts = write_report(report, tmp_path)
+    assert not (tmp_path / "bootstrap.png").exists()
+    written = json.loads(json_path.read_text())["by_source_length"]
+    assert written["unit"] == "whitespace-separated words of the source"
+    assert written["buckets"] == [dataclasses.asdict(b) for b in buckets]
+    markdown = md_path.read_text()
+    for b in buckets:
+        assert f"| {b.label} | {b.sentences:,} | {b.bleu:.2f} | {b.chrf:.2f} |" in markdown
+    assert markdown_images(md_path) == {"source-length.png": tmp_path / "source-length.png"}
+    assert charts == (tmp_path / "source-length.png",)
+    assert_png(tmp_path / "source-length.png", min_bytes=20_000, min_size=400)
+
+
+def test_score_compare_report_charts_both_systems_resamples(corpus_files, tmp_path, capsys):
+    report_dir = tmp_path / "report"
+    args = ["--hyp", str(corpus_files["hyp"]), "--ref", str(corpus_files["ref"])]
+    extra = ["--compare", str(corpus_files["base"]), "--bootstrap-samples", "200"]
+    assert main(["score", *args, *extra, "--report", str(report_dir)]) == 0
+    chart = report_dir / "bootstrap.png"
+    assert f", {chart} and " in capsys.readouterr().out  # the "wrote ..." line names it
+    # report.md links exactly the bootstrap chart (no sources: no scores by length).
+    assert markdown_images(report_dir / "report.md") == {"bootstrap.png": chart}
+    assert "## Scores by source length" not in (report_dir / "report.md").read_text()
+    assert_png(chart, min_bytes=20_000, min_size=300)
+    report = json.loads((report_dir / "report.json").read_text())
+    assert report["by_source_length"] is None
+    assert "system_resamples" not in report["comparison"]["metrics"]["bleu"]
+
+
+def test_resampled_scores_are_the_ones_sacrebleu_summarizes():
+    # What the bootstrap chart draws: each system's score on each of sacreBLEU's resamples.
+    references, system, baseline = _corpus()
+    result = evaluate(system, references, baseline=baseline, bootstrap_samples=200)
+    for c in result.comparison:
+        ours, theirs = np.array(c.system_resamples), np.array(c.baseline_resamples)
+        assert len(ours) == len(theirs) == 200
+        assert ours.mean() == pytest.approx(c.system_mean, abs=1e-3)
+        assert theirs.mean() == pytest.approx(c.baseline_mean, abs=1e-3)
+        assert (ours - theirs).mean() == pytest.approx(c.difference_mean, abs=1e-4)

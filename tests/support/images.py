@@ -27,3 +27,12 @@ def assert_png(path: str | Path, min_bytes: int = 10_000, min_size: int = 200) -
     colours = np.unique(pixels.reshape(-1, 3), axis=0)
     assert len(colours) >= 16, f"{path}: {len(colours)} colours"
     return pixels
+
+
+def markdown_images(path: str | Path) -> dict[str, Path]:
+    """The images a Markdown file links (`![alt](target)`): {target: path beside the file}."""
+    import re
+
+    path = Path(path)
+    targets = re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", path.read_text(encoding="utf-8"))
+    return {target: path.parent / target for target in targets}

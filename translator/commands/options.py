@@ -47,8 +47,10 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help=(
             "also write DIR/report.json (scores, signatures, settings, file sha256s, timing) "
-            "and DIR/report.md (scores table, comparison, samples, worst sentences by "
-            "sentence-level chrF); DIR is created if missing"
+            "and DIR/report.md (scores table, by source length where the sources are known, "
+            "comparison, samples, worst sentences by sentence-level chrF) with its PNG "
+            "charts (DIR/source-length.png, DIR/bootstrap.png with --compare); DIR is "
+            "created if missing"
         ),
     )
     parser.add_argument(

@@ -11,21 +11,25 @@ Metrics are sacreBLEU's own, with its defaults and signatures (`scoring` lists t
 
 `EvaluationReport` adds what a report must say about how the scores were obtained
 (model, data files with sha256, search settings, timing); `write_report` writes it as
-`report.json` (for programs) and `report.md` (for people). Nothing here imports
-TensorFlow.
+`report.json` (for programs) and `report.md` (for people), with PNG charts beside
+report.md: BLEU and chrF2 by source length (when the sources are known) and the two
+systems' bootstrap distributions (with a comparison). Nothing here imports TensorFlow.
 
 `score_files` and `evaluate_model` are the services of `translator score` and
 `translator evaluate`: they read and check the files, translate (the latter, through
 `translator.engines.load_translator`), score and write the report.
 
-Modules: `scoring` (metrics, sentence scores, the paired test), `report` (the report's
-records), `render` (JSON, Markdown and terminal text, written atomically), `service`
-(the two services).
+Modules: `scoring` (metrics, sentence scores, scores by source length, the paired test),
+`report` (the report's records), `render` (JSON, Markdown and terminal text, written
+atomically), `charts` (the report's PNG charts, and `new_figure`/`save_png` for any
+chart), `service` (the two services).
 """
 
 from translator.evaluation.render import (
+    BOOTSTRAP_CHART,
     REPORT_JSON,
     REPORT_MD,
+    SOURCE_LENGTH_CHART,
     format_scores,
     render_markdown,
     write_report,
@@ -44,9 +48,11 @@ from translator.evaluation.scoring import (
     DEFAULT_SAMPLES,
     DEFAULT_WORST,
     METRICS,
+    SOURCE_LENGTH_EDGES,
     Comparison,
     Evaluation,
     EvaluationError,
+    LengthBucket,
     LengthStats,
     MetricScore,
     SentenceScore,
@@ -56,6 +62,7 @@ from translator.evaluation.scoring import (
     evaluate,
     score_corpus,
     sentence_chrf,
+    source_length_buckets,
 )
 from translator.evaluation.service import (
     ReportFiles,
@@ -67,6 +74,7 @@ from translator.evaluation.service import (
 )
 
 __all__ = [
+    "BOOTSTRAP_CHART",
     "COMPARED",
     "DEFAULT_BOOTSTRAP_SAMPLES",
     "DEFAULT_SAMPLES",
@@ -75,11 +83,14 @@ __all__ = [
     "REPORT_FORMAT",
     "REPORT_JSON",
     "REPORT_MD",
+    "SOURCE_LENGTH_CHART",
+    "SOURCE_LENGTH_EDGES",
     "Comparison",
     "Evaluation",
     "EvaluationError",
     "EvaluationReport",
     "FileIdentity",
+    "LengthBucket",
     "LengthStats",
     "MetricScore",
     "ModelIdentity",
@@ -100,5 +111,6 @@ __all__ = [
     "score_files",
     "search_record",
     "sentence_chrf",
+    "source_length_buckets",
     "write_report",
 ]

@@ -1,4 +1,4 @@
-"""Rendering reports: `report.json` (for programs), `report.md` (for people), the terminal."""
+"""Rendering reports: `report.json` (programs), `report.md` and its charts (people), terminal."""
 
 from __future__ import annotations
 
@@ -8,11 +8,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from translator.evaluation.report import EvaluationReport
-from translator.evaluation.scoring import Evaluation, SentenceScore
+from translator.evaluation.scoring import Evaluation, LengthBucket, SentenceScore
 from translator.io import write_atomic
 
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
+# The charts beside report.md, which links them by these names (relative paths).
+SOURCE_LENGTH_CHART = "source-length.png"
+BOOTSTRAP_CHART = "bootstrap.png"
 
 
 def format_scores(evaluation: Evaluation) -> str:
@@ -48,22 +51,58 @@ def format_scores(evaluation: Evaluation) -> str:
     return "\n".join(rows)
 
 
-def write_report(report: EvaluationReport, directory: str | os.PathLike[str]) -> tuple[Path, Path]:
-    """Writes `report.json` and `report.md` into `directory` (created if missing).
+def write_report(
+    report: EvaluationReport, directory: str | os.PathLike[str]
+) -> tuple[Path, Path, tuple[Path, ...]]:
+    """Writes `report.json`, the charts and `report.md` into `directory` (created if missing).
+
+    The charts are `SOURCE_LENGTH_CHART` (when the sources are known) and
+    `BOOTSTRAP_CHART` (with a comparison); they are drawn before report.md is written,
+    so its links never point at a picture that is not there. A chart this report has no
+    data for is removed, so a directory written again never keeps one of another run.
 
     Returns:
-        The paths of the two files.
+        The paths of report.json and report.md, and those of the charts.
     """
+    from translator.evaluation.charts import draw_bootstrap, draw_source_length
+
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     json_path, md_path = directory / REPORT_JSON, directory / REPORT_MD
     write_atomic(json_path, json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    evaluation, charts = report.evaluation, []
+    if evaluation.by_source_length:
+        charts.append(
+            draw_source_length(
+                evaluation.by_source_length,
+                directory / SOURCE_LENGTH_CHART,
+                bleu=evaluation.metric("bleu").score,
+                chrf=evaluation.metric("chrf").score,
+            )
+        )
+    else:
+        (directory / SOURCE_LENGTH_CHART).unlink(missing_ok=True)
+    if evaluation.comparison:
+        charts.append(
+            draw_bootstrap(
+                evaluation.comparison,
+                directory / BOOTSTRAP_CHART,
+                samples=evaluation.bootstrap_samples,
+                seed=evaluation.bootstrap_seed,
+            )
+        )
+    else:
+        (directory / BOOTSTRAP_CHART).unlink(missing_ok=True)
     write_atomic(md_path, render_markdown(report))
-    return json_path, md_path
+    return json_path, md_path, tuple(charts)
 
 
 def render_markdown(report: EvaluationReport) -> str:
-    """`report.md`: scores table, length, settings, sample and worst sentences."""
+    """`report.md`: scores, by source length, comparison, settings, sample and worst sentences.
+
+    The sections with a chart link it by its file name (`SOURCE_LENGTH_CHART`,
+    `BOOTSTRAP_CHART`), which `write_report` draws beside report.md.
+    """
     evaluation = report.evaluation
     lines = ["# Evaluation report", "", f"Created {report.created}."]
     if report.model is not None:
@@ -97,6 +136,8 @@ def render_markdown(report: EvaluationReport) -> str:
         f"{length.brevity_penalty:.3f}). {evaluation.sentences:,} sentences, "
         f"{evaluation.empty_hypotheses:,} empty hypotheses.",
     ]
+    if evaluation.by_source_length:
+        lines += _source_length_markdown(evaluation.by_source_length)
     if evaluation.comparison:
         lines += _comparison_markdown(report)
     if report.search is not None or report.timing is not None:
@@ -106,6 +147,24 @@ def render_markdown(report: EvaluationReport) -> str:
     lines += ["", "## Worst sentences by sentence-level chrF", ""]
     lines += _sentences_markdown(evaluation.worst)
     return "\n".join(lines) + "\n"
+
+
+def _source_length_markdown(buckets: Sequence[LengthBucket]) -> list[str]:
+    lines = [
+        "",
+        "## Scores by source length",
+        "",
+        "Corpus BLEU and chrF2 of the sentences in each bucket of source length, counted in "
+        "whitespace-separated words of the source (same sacreBLEU settings as above; buckets "
+        "without sentences are left out, and a bucket of few sentences has a noisy score).",
+        "",
+        "| Source words | Sentences | BLEU | chrF2 |",
+        "|---|---:|---:|---:|",
+    ]
+    for b in buckets:
+        lines.append(f"| {b.label} | {b.sentences:,} | {b.bleu:.2f} | {b.chrf:.2f} |")
+    lines += ["", f"![BLEU and chrF2 by source length]({SOURCE_LENGTH_CHART})"]
+    return lines
 
 
 def _comparison_markdown(report: EvaluationReport) -> list[str]:
@@ -131,6 +190,12 @@ def _comparison_markdown(report: EvaluationReport) -> list[str]:
             f"{c.difference:+.2f} | [{c.difference_low:+.2f}, {c.difference_high:+.2f}] | "
             f"{c.p_value:.4f}{mark} |"
         )
+    lines += [
+        "",
+        "Each system's score over the resamples (lines: the scores on the whole test set):",
+        "",
+        f"![Scores of both systems over the bootstrap resamples]({BOOTSTRAP_CHART})",
+    ]
     return lines
 
 

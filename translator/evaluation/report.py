@@ -76,7 +76,16 @@ class EvaluationReport:
                 "test": "paired bootstrap resampling (sacrebleu.significance.PairedTest)",
                 "resamples": evaluation.bootstrap_samples,
                 "seed": evaluation.bootstrap_seed,
-                "metrics": {c.key: _fields(c, drop=("key",)) for c in evaluation.comparison},
+                "metrics": {
+                    c.key: _fields(c, drop=("key", "system_resamples", "baseline_resamples"))
+                    for c in evaluation.comparison
+                },
+            }
+        by_length = None
+        if evaluation.by_source_length is not None:
+            by_length = {
+                "unit": "whitespace-separated words of the source",
+                "buckets": [dataclasses.asdict(b) for b in evaluation.by_source_length],
             }
         return {
             "format": REPORT_FORMAT,
@@ -86,6 +95,7 @@ class EvaluationReport:
             "sentences": evaluation.sentences,
             "empty_hypotheses": evaluation.empty_hypotheses,
             "comparison": comparison,
+            "by_source_length": by_length,
             "model": None if self.model is None else dataclasses.asdict(self.model),
             "data": {role: dataclasses.asdict(f) for role, f in self.data.items()},
             "search": self.search,

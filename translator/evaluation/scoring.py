@@ -12,19 +12,27 @@ signature:
 `compare_systems` runs sacreBLEU's paired bootstrap resampling (`PairedTest`, the
 Moses/Koehn test) against a baseline's hypotheses. sacreBLEU reports each system's
 bootstrap mean, 95% confidence half-width and the p-value; the difference's confidence
-interval is computed here from the same resamples (same seed, same indices).
+interval is computed here from the same resamples (same seed, same indices), and the
+resampled scores are kept for the chart of the two distributions.
+
+`source_length_buckets` scores the sentences by the length of their source, in
+whitespace-separated words (`SOURCE_LENGTH_EDGES`): corpus BLEU and chrF2 of each bucket.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import dataclasses
 import logging
 import os
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from translator.errors import TranslatorError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
 
 # sacreBLEU's default number of paired bootstrap resamples.
 DEFAULT_BOOTSTRAP_SAMPLES = 1000
@@ -41,6 +49,11 @@ METRICS = (
 # Metrics of the paired test: sacreBLEU keys its results by metric name, which the
 # lowercased BLEU would share with BLEU.
 COMPARED = ("bleu", "chrf", "ter")
+# Last source length, in whitespace-separated words, of each source-length bucket but the
+# open-ended last one: buckets 0 (blank sources), 1-5, 6-10, 11-15, 16-20, 21-30 and 31+.
+# Words, not the model's pieces: a sentence falls in the same bucket whatever model
+# translated it, so reports of models with different vocabularies compare bucket by bucket.
+SOURCE_LENGTH_EDGES = (0, 5, 10, 15, 20, 30)
 
 
 class EvaluationError(TranslatorError, ValueError):
@@ -89,6 +102,22 @@ class SentenceScore:
 
 
 @dataclasses.dataclass(frozen=True)
+class LengthBucket:
+    """Corpus scores of the sentences whose source has `first` to `last` words."""
+
+    # "0", "1-5", ..., "31+".
+    label: str
+    first: int
+    # None for the open-ended last bucket.
+    last: int | None
+    sentences: int
+    # sacreBLEU's corpus BLEU and chrF2 of exactly these sentences, with the settings
+    # (and so the signatures) of the corpus scores.
+    bleu: float
+    chrf: float
+
+
+@dataclasses.dataclass(frozen=True)
 class Comparison:
     """This system against a baseline on one metric, by paired bootstrap resampling."""
 
@@ -113,6 +142,11 @@ class Comparison:
     # The metric's signature with the test's settings (bs:N|seed:S).
     signature: str
     higher_is_better: bool
+    # Each system's score on each resample (sacreBLEU's resamples, in its order): what the
+    # means and intervals above summarize, kept for the chart; not written to report.json
+    # (thousands of numbers that the seed reproduces).
+    system_resamples: tuple[float, ...] = dataclasses.field(default=(), repr=False)
+    baseline_resamples: tuple[float, ...] = dataclasses.field(default=(), repr=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,6 +166,9 @@ class Evaluation:
     # Resamples and seed of the paired test, when there is a comparison.
     bootstrap_samples: int | None = None
     bootstrap_seed: int | None = None
+    # Scores by source length (`SOURCE_LENGTH_EDGES`), empty buckets left out; None when
+    # the sources are not known (`translator score`).
+    by_source_length: tuple[LengthBucket, ...] | None = None
 
     def metric(self, key: str) -> MetricScore:
         """The score with this key (bleu, bleu_lc, chrf, ter)."""
@@ -252,9 +289,10 @@ def compare_systems(
     names = [name for name in results if name != "System"]
     for key, name in zip(COMPARED, names, strict=True):
         base, system = results[name]
-        mean, low, high = _difference_interval(
+        system_scores, baseline_scores = _resampled_scores(
             chosen[key], hypotheses, baseline, references, n_samples, seed
         )
+        mean, low, high = _difference_interval(system_scores - baseline_scores)
         label, better = labels[key]
         comparisons.append(
             Comparison(
@@ -273,9 +311,57 @@ def compare_systems(
                 baseline_ci=float(base.ci),
                 signature=signatures[name].format(),
                 higher_is_better=better,
+                system_resamples=tuple(system_scores.tolist()),
+                baseline_resamples=tuple(baseline_scores.tolist()),
             )
         )
     return tuple(comparisons), seed
+
+
+def source_length_buckets(
+    hypotheses: Sequence[str],
+    references: Sequence[str],
+    sources: Sequence[str],
+    edges: Sequence[int] = SOURCE_LENGTH_EDGES,
+) -> tuple[LengthBucket, ...]:
+    """Corpus BLEU and chrF2 of the sentences of each source-length bucket.
+
+    A source's length is its number of whitespace-separated words. Every sentence falls
+    in exactly one bucket (the last is open-ended), so the buckets' counts add up to the
+    sentences; a bucket without sentences is left out.
+
+    Args:
+        hypotheses: One translation per line.
+        references: Aligned references.
+        sources: Aligned source sentences.
+        edges: The last length of each bucket but the last, increasing.
+
+    Returns:
+        The non-empty buckets, shortest sources first.
+    """
+    members: list[list[int]] = [[] for _ in range(len(edges) + 1)]
+    for index, source in enumerate(sources):
+        # The first bucket whose last length is at least the source's (else the open one).
+        members[bisect.bisect_left(edges, len(source.split()))].append(index)
+    metrics = corpus_metrics()
+    buckets = []
+    for b, indices in enumerate(members):
+        if not indices:
+            continue
+        first = 0 if b == 0 else edges[b - 1] + 1
+        last = edges[b] if b < len(edges) else None
+        chosen = [hypotheses[i] for i in indices], [[references[i] for i in indices]]
+        buckets.append(
+            LengthBucket(
+                label=_bucket_label(first, last),
+                first=first,
+                last=last,
+                sentences=len(indices),
+                bleu=float(metrics["bleu"].corpus_score(*chosen).score),
+                chrf=float(metrics["chrf"].corpus_score(*chosen).score),
+            )
+        )
+    return tuple(buckets)
 
 
 def evaluate(
@@ -292,7 +378,8 @@ def evaluate(
     Args:
         hypotheses: One translation per line.
         references: Aligned references.
-        sources: Aligned source sentences, shown next to the sample and worst sentences.
+        sources: Aligned source sentences, shown next to the sample and worst sentences
+            and bucketing the scores by source length.
         baseline: Another system's aligned translations to compare with.
         bootstrap_samples: Resamples of the paired test.
         worst: How many lowest-chrF sentences to keep.
@@ -349,7 +436,17 @@ def _evaluate(
         comparison=comparison,
         bootstrap_samples=bootstrap_samples if baseline is not None else None,
         bootstrap_seed=seed,
+        by_source_length=(
+            None if sources is None else source_length_buckets(hypotheses, references, sources)
+        ),
     )
+
+
+def _bucket_label(first: int, last: int | None) -> str:
+    """A bucket's name: 0, 1-5, ..., 31+."""
+    if last is None:
+        return f"{first}+"
+    return str(first) if first == last else f"{first}-{last}"
 
 
 def _bleu_detail(result) -> str:
@@ -359,20 +456,20 @@ def _bleu_detail(result) -> str:
     )
 
 
-def _difference_interval(
+def _resampled_scores(
     metric,
     hypotheses: Sequence[str],
     baseline: Sequence[str],
     references: Sequence[str],
     n_samples: int,
     seed: int | None,
-) -> tuple[float, float, float]:
-    """Mean and 95% interval of (system - baseline) over sacreBLEU's paired resamples.
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each system's score on each of sacreBLEU's paired resamples: two float arrays.
 
     Draws the resample indices exactly as `sacrebleu.significance._paired_bs_test` does
-    (one `numpy` generator seeded like `PairedTest`), so each difference pairs the same
-    two resampled scores that sacreBLEU's p-value is computed from. sacreBLEU has no
-    public function for the sufficient statistics, hence its two underscore methods.
+    (one `numpy` generator seeded like `PairedTest`), so these are the very scores that
+    sacreBLEU's means and p-value are computed from. sacreBLEU has no public function for
+    the sufficient statistics, hence its two underscore methods.
     """
     import numpy as np
 
@@ -381,13 +478,20 @@ def _difference_interval(
     base = np.array(metric._extract_corpus_statistics(list(baseline), references_), "float32")
     rng = np.random.default_rng(seed if seed else None)
     indices = rng.choice(len(hypotheses), size=(n_samples, len(hypotheses)), replace=True)
-    differences = np.sort(
-        [
-            metric._compute_score_from_stats(system[row].sum(0)).score
-            - metric._compute_score_from_stats(base[row].sum(0)).score
-            for row in indices
-        ]
+    system_scores = np.array(
+        [metric._compute_score_from_stats(system[row].sum(0)).score for row in indices]
     )
+    baseline_scores = np.array(
+        [metric._compute_score_from_stats(base[row].sum(0)).score for row in indices]
+    )
+    return system_scores, baseline_scores
+
+
+def _difference_interval(differences: np.ndarray) -> tuple[float, float, float]:
+    """Mean and 95% interval of the paired differences (system - baseline) of the resamples."""
+    import numpy as np
+
+    differences = np.sort(differences)
     # The same order statistics as sacrebleu.significance.estimate_ci (2.5% and 97.5%).
     lower = len(differences) // 40
     return (

@@ -40,6 +40,8 @@ class ReportFiles:
     report: EvaluationReport
     json_path: Path | None = None
     markdown_path: Path | None = None
+    # The PNG charts beside report.md (by source length; the bootstrap comparison).
+    charts: tuple[Path, ...] = ()
     # What the engine ran differently from the search asked for (one phrase each).
     notes: tuple[str, ...] = ()
 
@@ -56,7 +58,8 @@ class ReportFiles:
             )
         parts.append(format_scores(self.report.evaluation))
         if self.json_path is not None:
-            parts.append(f"\nwrote {self.json_path} and {self.markdown_path}")
+            charts = "".join(f", {chart}" for chart in self.charts)
+            parts.append(f"\nwrote {self.json_path}{charts} and {self.markdown_path}")
         return "\n".join(parts)
 
 
