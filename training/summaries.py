@@ -8,12 +8,11 @@ reader, so the picture at the end of a run shows exactly what TensorBoard shows.
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import tensorflow as tf
 
-from translator.io import write_atomic
+from translator.evaluation.charts import new_figure, save_png
 
 # The subdirectories of a run's log directory: one event stream each.
 SPLITS = ("train", "validation")
@@ -75,11 +74,7 @@ def write_curves(log_dir: str | Path, path: str | Path) -> Path | None:
     scalars = read_scalars(log_dir)
     if not any(scalars[split] for split in SPLITS):
         return None
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(10, 9), layout="constrained")
-    FigureCanvasAgg(figure)
+    figure = new_figure(10, 9)
     figure.suptitle(f"{Path(log_dir).resolve().parent.name}: training curves")
     axes = figure.subplots(len(_PANELS), 2, squeeze=False)
     for row, (split, tag, title) in enumerate(_PANELS):
@@ -101,7 +96,4 @@ def write_curves(log_dir: str | Path, path: str | Path) -> Path | None:
             ax.plot(xs, ys, marker="o" if len(xs) < 30 else None, markersize=3)
             if tag == "learning_rate":
                 ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=100)
-    write_atomic(path, buffer.getvalue())
-    return Path(path)
+    return save_png(figure, path)
