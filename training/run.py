@@ -289,7 +289,7 @@ def train(
     if is_chief(strategy):
         _prepare_run_dir(run_dir, config, vocabulary)
     run = _build(config, vocabulary, strategy, run_dir, init)
-    train_data, valid_data = _datasets(config, vocabulary, strategy, run.micro_steps_done)
+    train_data, valid_data = _datasets(config, vocabulary, strategy)
     watch = _callbacks(
         config, run, vocabulary, strategy, valid_data is not None, verbose, translate_factory
     )
@@ -432,16 +432,15 @@ def _build(
     return _Run(run_dir, transformer, trainer, budget, checkpoints, micro_steps)
 
 
-def _datasets(config: RunConfig, vocabulary: Vocabulary, strategy, micro_steps_done: int):
-    """The training input (resumed where the run stopped) and the validation input."""
+def _datasets(config: RunConfig, vocabulary: Vocabulary, strategy):
+    """The training input from a given micro-step on, and the validation input."""
     data = config.data
     if data.is_mix():
         _log_mix(config, vocabulary)
-    train_data = training_dataset(config, vocabulary, strategy, skip=micro_steps_done)
     valid_data = None
     if data.valid_source:
         valid_data = validation_dataset(config, vocabulary, strategy)
-    return train_data, valid_data
+    return functools.partial(training_dataset, config, vocabulary, strategy), valid_data
 
 
 def _callbacks(
@@ -481,25 +480,45 @@ def _callbacks(
     return _Watch(callbacks, nan_guard, interrupt, bleu)
 
 
-def _fit(config: RunConfig, run: _Run, train_data, valid_data, callbacks) -> Any:
-    """Keras' `fit` from the resumed step: one epoch per validation period."""
+def _fit(
+    config: RunConfig, run: _Run, train_data: Callable[[int], Any], valid_data, callbacks
+) -> Any:
+    """Keras' `fit` from the resumed step: one epoch per validation period.
+
+    A run resumed inside a period first finishes that period alone (a `fit` of its
+    remaining micro-steps), so it validates, checkpoints the best model and stops early
+    at the same updates as a run never interrupted; Keras counts its epochs from where
+    `fit` starts. `train_data(skip)` is the training input after `skip` micro-steps.
+    """
     accumulation = max(config.optimizer.accumulation_steps, 1)
     period = config.eval.every_steps or config.train.max_steps
     period = max(1, period * accumulation)  # in micro-steps
-    with warnings.catch_warnings():
-        # Keras says "input ran out of data" whenever a callback stops training mid-epoch
-        # (the budget, early stopping, the NaN guard); the input here is endless.
-        warnings.filterwarnings("ignore", message="Your input ran out of data")
+    epochs = math.ceil(config.train.max_steps * accumulation / period)
+
+    def fit(skip: int, steps: int, end_epoch: int) -> Any:
         return run.trainer.fit(
-            train_data,
-            epochs=math.ceil(config.train.max_steps * accumulation / period),
-            initial_epoch=run.micro_steps_done // period,
-            steps_per_epoch=period,
+            train_data(skip),
+            epochs=end_epoch,
+            initial_epoch=skip // period,
+            steps_per_epoch=steps,
             validation_data=valid_data,
             callbacks=callbacks,
             verbose=0,  # `Progress` shows the run against its budget, not Keras' epochs
             shuffle=False,  # the pipeline shuffles (with a seed, so resume is exact)
         )
+
+    with warnings.catch_warnings():
+        # Keras says "input ran out of data" whenever a callback stops training mid-epoch
+        # (the budget, early stopping, the NaN guard); the input here is endless.
+        warnings.filterwarnings("ignore", message="Your input ran out of data")
+        done, rest = run.micro_steps_done, -run.micro_steps_done % period
+        if rest:  # resumed inside a period: finish it alone
+            history = fit(done, rest, done // period + 1)
+            done += rest
+            # (Keras clears `stop_training` when a fit starts, not when it ends.)
+            if run.trainer.stop_training or done // period >= epochs:
+                return history
+        return fit(done, period, epochs)
 
 
 def _last_checkpoint(run: _Run, watch: _Watch) -> int:

@@ -135,10 +135,17 @@ def test_ctrl_c_saves_the_step_and_the_resumed_run_equals_an_uninterrupted_one(c
     for tag, points in resumed["train"].items():
         assert [step for step, _ in points] == list(range(5, 61, 5)), tag
     assert sorted(resumed["validation"]) == ["loss", "minutes"]
-    validated = [step for step, _ in resumed["validation"]["loss"]]
-    assert validated == sorted(set(validated)) and validated[-1] == 60
-    assert [step for step, _ in straight["validation"]["loss"]] == [20, 40, 60]
-    assert validated[: validated.index(stopped) + 1] == [20, stopped]  # (Ctrl-C validates)
+    # Validation at the updates of the uninterrupted run (every 20), plus where Ctrl-C
+    # stopped; from the first period boundary on, the same losses as that run.
+    validated = dict(resumed["validation"]["loss"])
+    expected = dict(straight["validation"]["loss"])
+    assert list(expected) == [20, 40, 60]
+    assert list(validated) == sorted({*expected, stopped})
+    for step in (40, 60):
+        assert validated[step] == pytest.approx(expected[step], rel=1e-4), step
+    losses = [dict(run["train"]["loss"]) for run in (straight, resumed)]
+    for step in range(45, 61, 5):
+        assert losses[1][step] == pytest.approx(losses[0][step], rel=1e-4), step
     minutes = [value for _, value in resumed["train"]["minutes"]]
     assert minutes == sorted(minutes) and minutes[0] > 0
     # The learning rate of an update does not depend on the interruption.
