@@ -123,12 +123,15 @@ def build_export(args, data: Path, scratch: Path) -> tuple[Path, str]:
 
 def comparison(modes: dict) -> dict:
     """Batching on over off: sentences/s at CLIENTS clients (`ratio`) and at 1 (`one_client`);
-    of the 1-client runs' sentences (`compared`), those with the same translation (`same`)."""
+    the 1-client median latencies (`p50_on`, `p50_off`); of the 1-client runs' sentences
+    (`compared`), those with the same translation (`same`)."""
     on, off = modes["on"], modes["off"]
     texts = off[1]["translations"]
     return {
         "ratio": on[CLIENTS]["throughput"] / off[CLIENTS]["throughput"],
         "one_client": on[1]["throughput"] / off[1]["throughput"],
+        "p50_on": on[1]["p50_ms"],
+        "p50_off": off[1]["p50_ms"],
         "same": sum(on[1]["translations"][i] == text for i, text in texts.items()),
         "compared": len(texts),
     }

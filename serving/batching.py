@@ -11,6 +11,11 @@ The parameters have TF Serving's names and meaning (`batching_parameters.txt`):
   worker and clients that send their next request as soon as they have an answer, the
   clients answered by one batch would otherwise always miss the next one (it starts at
   once with whatever queued meanwhile), and batches would settle at half the clients.
+  A request that is alone is not held at all (adaptive batching, not in TF Serving):
+  alone means the only one queued, with nothing running, while the last batch served a
+  single request or ended more than a timeout ago. A lone client (or light traffic) then
+  waits for nothing but its own decoding, as with batching off; under load the batches
+  hold several requests, and the timeout gathers the next one as above.
 - `max_enqueued_batches`: the queue holds at most this many full batches of sentences;
   beyond that a request is refused at once (`QueueFullError`, HTTP 503) instead of
   waiting without bound.
@@ -118,6 +123,8 @@ class Batcher:
         self._thread: threading.Thread | None = None
         # When the worker finished its last batch (monotonic seconds).
         self._free_since = 0.0
+        # Requests the last batch served: 1 (or 0, none yet) means light traffic.
+        self._last_requests = 0
 
     def start(self) -> None:
         """Starts the worker thread."""
@@ -199,8 +206,10 @@ class Batcher:
                 self._queue.popleft()
                 self._waiting[head.signature] -= len(head.inputs)
                 return head.signature, [(head, 0, len(head.inputs))]
-            opened = max(head.enqueued, self._free_since)
-            deadline = opened + config.batch_timeout_micros / 1e6
+            timeout = config.batch_timeout_micros / 1e6
+            deadline = max(head.enqueued, self._free_since) + timeout
+            if self._alone(timeout):
+                deadline = 0.0  # nobody to wait for
             while (
                 not self._stopping
                 and self._waiting[head.signature] < config.max_batch_size
@@ -220,7 +229,19 @@ class Batcher:
                 if size == config.max_batch_size:
                     break
             self._waiting[head.signature] -= size
+            self._last_requests = len(parts)
             return head.signature, parts
+
+    def _alone(self, timeout: float) -> bool:
+        """Whether the head of the queue is alone: the only request, in light traffic.
+
+        Light traffic: the last batch served at most one request, or the worker has been
+        idle for longer than the timeout. (Called with the lock held, the worker idle.)
+        """
+        if len(self._queue) != 1:
+            return False
+        idle = time.monotonic() - self._free_since
+        return self._last_requests <= 1 or idle > timeout
 
     def _run_batch(self, signature: str, parts: list[tuple[_Task, int, int]]) -> None:
         inputs = [s for task, start, end in parts for s in task.inputs[start:end]]

@@ -79,16 +79,47 @@ def test_without_batching_each_request_is_one_whole_batch():
     assert [len(inputs) for _, inputs in run.batches] == [1, 5, 3]
 
 
-def test_timeout_waits_for_a_second_request_and_signatures_never_mix():
+def under_load(batcher: Batcher, gate: threading.Event) -> None:
+    """Leaves `batcher` out of light traffic: its last batch served two requests."""
+    gate.clear()
+    alone = batcher.submit("load", [b"l0"])  # alone: runs at once, held at the gate
+    time.sleep(0.1)
+    queued = [batcher.submit("load", [f"l{i}".encode()]) for i in (1, 2)]
+    gate.set()
+    for future in (alone, *queued):
+        future.result(10)
+
+
+def test_a_lone_request_is_not_held_for_the_timeout():
+    """Light traffic (one client): each request runs at once, as with batching off."""
     run = Recorder()
+    batcher = started(run, max_batch_size=8, batch_timeout_micros=2_000_000)
+    for sentence in (b"a", b"b", b"c"):
+        started_at = time.monotonic()
+        batcher.submit("sig", [sentence]).result(10)
+        assert time.monotonic() - started_at < 1.0  # not the 2 s timeout
+    # ... and under load a lone request waits, for the clients that may join it.
+    gate = threading.Event()
+    run.gate = gate
+    under_load(batcher, gate)
+    started_at = time.monotonic()
+    batcher.submit("sig", [b"d"]).result(10)
+    assert time.monotonic() - started_at >= 1.9
+    batcher.stop()
+
+
+def test_timeout_waits_for_a_second_request_and_signatures_never_mix():
+    gate = threading.Event()
+    run = Recorder(gate=gate)
     batcher = started(run, max_batch_size=8, batch_timeout_micros=500_000)
+    under_load(batcher, gate)
     first = batcher.submit("a", [b"x"])
     other = batcher.submit("b", [b"y"])
     second = batcher.submit("a", [b"z"])
     for future in (first, other, second):
         future.result(10)
     batcher.stop()
-    assert run.batches == [("a", [b"x", b"z"]), ("b", [b"y"])]
+    assert run.batches[-2:] == [("a", [b"x", b"z"]), ("b", [b"y"])]
 
 
 def test_after_a_busy_batch_the_next_one_waits_for_late_requests():
@@ -96,16 +127,19 @@ def test_after_a_busy_batch_the_next_one_waits_for_late_requests():
     gate = threading.Event()
     run = Recorder(gate=gate)
     batcher = started(run, max_batch_size=8, batch_timeout_micros=400_000)
-    first = batcher.submit("sig", [b"a"])
+    under_load(batcher, gate)
+    gate.clear()
+    first = [batcher.submit("sig", [s]) for s in (b"a1", b"a2")]  # one batch, held
     time.sleep(0.5)  # the first batch has timed out and is running (blocked on the gate)
     waiting = batcher.submit("sig", [b"b"])  # queued while the worker is busy
     time.sleep(0.5)  # longer than the timeout: TF Serving would run "b" alone next
     gate.set()
-    first.result(10)
-    late = batcher.submit("sig", [b"c"])  # the answered client's next request
+    for future in first:
+        future.result(10)
+    late = batcher.submit("sig", [b"c"])  # an answered client's next request
     waiting.result(10), late.result(10)
     batcher.stop()
-    assert [inputs for _, inputs in run.batches] == [[b"a"], [b"b", b"c"]]
+    assert [inputs for _, inputs in run.batches][-2:] == [[b"a1", b"a2"], [b"b", b"c"]]
 
 
 def test_full_queue_refuses_and_failures_reach_only_their_batch():
