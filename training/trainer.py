@@ -93,7 +93,9 @@ class TranslationTrainer(keras.Model):
         if not self.jit_compile:  # (an XLA step needs static shapes: it scores them all)
             states, labels = real_positions(states, labels)  # [rows, d_model], [rows]
         logits = model.logits(states)  # [rows, vocab] (or [batch, tgt_len, vocab])
-        loss_sum, tokens = masked_cross_entropy(labels, logits, self.label_smoothing)
+        loss_sum, tokens = masked_cross_entropy(
+            labels, logits, self.label_smoothing, compiled=not self.jit_compile
+        )
         global_sum, global_tokens = _sum_over_replicas([loss_sum, tokens])
         global_tokens = ops.maximum(global_tokens, 1.0)
         # Every replica records the *global* figures, so each replica's metrics hold the

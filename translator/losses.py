@@ -7,29 +7,28 @@ import tensorflow as tf
 from keras import ops
 
 
-def masked_cross_entropy(labels, logits, label_smoothing: float = 0.0):
+def masked_cross_entropy(labels, logits, label_smoothing: float = 0.0, compiled: bool = True):
     """Mean label-smoothed cross-entropy over real (non-zero) label tokens.
 
     Args:
         labels: int `[..., length]`, 0 = padding.
         logits: float `[..., length, vocab]`.
         label_smoothing: Mass spread uniformly over the vocabulary (the paper uses 0.1).
+        compiled: Run it as its own XLA program (fused, see below). False inside a step
+            that XLA compiles whole: the step fuses it anyway, and a nested XLA function
+            first traced outside XLA makes the whole step recompile on every update
+            (bench/RESULTS.md, "XLA training step").
 
     Returns:
         `(loss_sum, token_count)`: float32 scalars; the mean is their ratio. Returned
         apart so callers can average over a global batch (several replicas or
         accumulated micro-batches) instead of averaging per-part means.
     """
-    return _fused_cross_entropy(labels, logits, float(label_smoothing))
+    terms = _fused_cross_entropy if compiled else _cross_entropy_terms
+    return terms(labels, logits, float(label_smoothing))
 
 
-# XLA fuses the float32 cast, the smoothed targets, the softmax and its gradient into a
-# few passes over the `[tokens, vocab]` logits, the largest tensor of a training step:
-# measured, the loss and its gradient take much less time than unfused (figures:
-# bench/RESULTS.md, design measurements). Compiled once per logits shape, which is why
-# `real_positions` pads its rows to a multiple.
-@tf.function(jit_compile=True, reduce_retracing=True)
-def _fused_cross_entropy(labels, logits, label_smoothing):
+def _cross_entropy_terms(labels, logits, label_smoothing):
     logits = tf.cast(logits, tf.float32)  # [..., vocab]
     labels = tf.cast(labels, tf.int32)  # [...]
     vocab = tf.shape(logits)[-1]
@@ -45,6 +44,14 @@ def _fused_cross_entropy(labels, logits, label_smoothing):
     nll = tf.nn.softmax_cross_entropy_with_logits(target, logits)  # [...]
     mask = tf.cast(tf.not_equal(labels, 0), tf.float32)
     return tf.reduce_sum(nll * mask), tf.reduce_sum(mask)
+
+
+# XLA fuses the float32 cast, the smoothed targets, the softmax and its gradient into a
+# few passes over the `[tokens, vocab]` logits, the largest tensor of a training step:
+# measured, the loss and its gradient take much less time than unfused (figures:
+# bench/RESULTS.md, design measurements). Compiled once per logits shape, which is why
+# `real_positions` pads its rows to a multiple.
+_fused_cross_entropy = tf.function(_cross_entropy_terms, jit_compile=True, reduce_retracing=True)
 
 
 def real_positions(states, labels, multiple: int = 256):

@@ -123,3 +123,34 @@ def test_xla_step_trains_like_the_plain_step():
     np.testing.assert_allclose(loss_a, loss_b, rtol=1e-5)
     for a, b in zip(weights_a, weights_b, strict=True):
         np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_xla_epoch_compiles_once_per_batch_shape(copy_task, tmp_path):
+    """An epoch of the XLA step compiles one program per distinct batch shape, bounded by
+    the buckets, even after a plain step trained in the same process (once it recompiled
+    on every update there)."""
+    from tests.support.runs import script_env, tiny_raw_config
+    from training.config import RunConfig, build_section, dump_config
+
+    pipeline = {"static_shapes": True, "bucket_boundaries": [6, 10, 16], "batch_tokens": 256}
+    raw = tiny_raw_config(copy_task, model={"preset": "tiny", "overrides": {"dropout": 0.1}})
+    raw["data"]["pipeline"].update(pipeline)
+    dump_config(build_section(RunConfig, raw, ""), tmp_path / "config.yaml")
+    dump = tmp_path / "xla"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPTS / "xla_compilations.py"),
+            str(tmp_path / "config.yaml"),
+            str(dump),
+        ],
+        env={**script_env(), "XLA_FLAGS": f"--xla_dump_to={dump}"},
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["batches"] > 3 * len(report["shapes"]) >= 6  # shapes recur: a bound bites
+    assert len(report["shapes"]) <= report["buckets"]
+    assert report["compilations"] == len(report["shapes"])
