@@ -32,16 +32,24 @@ NARROW = (
     "ffn_dim: 256, num_heads: 4}"
 )
 # The narrow shape's variants, in the precision `auto` picks: (label, `--set`s).
+STATIC = (
+    "data.pipeline.static_shapes=true",
+    "data.pipeline.bucket_boundaries=[16, 24, 32, 48, 64]",
+)
 NARROW_VARIANTS = {
-    "XLA step, 6 static shapes": (
-        "train.jit_compile=true",
-        "data.pipeline.static_shapes=true",
-        "data.pipeline.bucket_boundaries=[16, 24, 32, 48, 64]",
-    ),
+    # The XLA step needs static shapes; the plain step on the same shapes tells the cost
+    # of their padding apart from what XLA itself gains or loses.
+    "plain step, 6 static shapes": STATIC,
+    "XLA step, 6 static shapes": ("train.jit_compile=true", *STATIC),
     "4 steps per execution": ("train.steps_per_execution=4",),
     "buckets of 2": ("data.pipeline.bucket_width=2",),
     "buckets of 8": ("data.pipeline.bucket_width=8",),
 }
+# The static-shape variants compared in each precision: (plain, XLA).
+XLA_PAIR = ("plain step, 6 static shapes", "XLA step, 6 static shapes")
+# A step over this many times the median of the timed steps compiled a new XLA program
+# (a new batch shape): it counts as warm-up, not as steady speed.
+COMPILE_STEP = 5.0
 # One way of running the training step: its shape, table label, precision, `--set`s.
 Variant = collections.namedtuple("Variant", "shape label precision overrides", defaults=[()])
 
@@ -51,9 +59,16 @@ def variants(auto: str, short: bool) -> list[Variant]:
     if short:
         return [Variant("tiny", "default", "float32")]
     shapes = (("small", ()), ("narrow", (NARROW,)))
-    return [Variant(s, p, p, o) for s, o in shapes for p in PRECISIONS] + [
+    runs = [Variant(s, p, p, o) for s, o in shapes for p in PRECISIONS] + [
         Variant("narrow", f"{auto}, {label}", auto, (NARROW, *sets))
         for label, sets in NARROW_VARIANTS.items()
+    ]
+    # XLA in the other precision too: XLA's CPU code differs from the plain step's
+    # kernels (oneDNN) most in bfloat16.
+    other = next(p for p in PRECISIONS if p != auto)
+    return runs + [
+        Variant("narrow", f"{other}, {label}", other, (NARROW, *NARROW_VARIANTS[label]))
+        for label in XLA_PAIR
     ]
 
 
@@ -90,24 +105,33 @@ def train_throughput(variant: Variant, data: Path, vocabulary, warmup: int, step
     stats = scan_corpus(source, target, vocabulary, pipeline)
     mean_source, mean_target = stats.source_tokens / stats.kept, stats.target_tokens / stats.kept
     flops_per_token = float(training_flops(config, mean_source, mean_target)) / mean_target
-    marks = {}
+    marks = {}  # updates done -> (seconds the execution took, tokens so far)
 
     class Clock(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            self.begun = time.perf_counter()
+
         def on_train_batch_end(self, batch, logs=None):
-            marks[batch + 1] = (time.perf_counter(), float(logs["tokens"]))
+            marks[batch + 1] = (time.perf_counter() - self.begun, float(logs["tokens"]))
 
     total = warmup + steps
     total += -total % per_call  # whole executions
     started = time.perf_counter()
     trainer.fit(dataset, epochs=1, steps_per_epoch=total, verbose=0, callbacks=[Clock()])
-    (t0, tokens0), (t1, tokens1) = marks[min(s for s in marks if s >= warmup)], marks[max(marks)]
-    rate = (tokens1 - tokens0) / (t1 - t0)
+    ended = time.perf_counter()
     keras.config.set_dtype_policy("float32")
+    timed = sorted(s for s in marks if s > warmup)
+    tokens = {s: marks[s][1] - marks[max(m for m in marks if m < s)][1] for s in timed}
+    median = sorted(marks[s][0] for s in timed)[len(timed) // 2]
+    steady = [s for s in timed if marks[s][0] <= COMPILE_STEP * median]
+    seconds = sum(marks[s][0] for s in steady)
+    rate = sum(tokens[s] for s in steady) / seconds
     return {
         "variant": variant,
         "tokens_per_second": rate,
         "model_flops_per_second": rate * flops_per_token,
-        "warmup_seconds": t0 - started,
+        "warmup_seconds": ended - started - seconds,  # everything but the steady steps
+        "compile_steps": len(timed) - len(steady),
         "flops_per_target_token": flops_per_token,
     }
 
@@ -144,6 +168,19 @@ def variant_verdict(runs: list[dict], auto: str) -> str:
     return render("verdict", auto=auto, rate=rate, others=ratios, faster=faster)
 
 
+def xla_against_plain(runs: list[dict]) -> str:
+    """The XLA step against the plain step on the same static shapes, in each precision."""
+    rates = {run["variant"].label: run["tokens_per_second"] for run in runs}
+    ratios = [
+        f"{xla / plain:.2f}x in {precision}"
+        for precision in PRECISIONS
+        for plain, xla in [[rates.get(f"{precision}, {label}") for label in XLA_PAIR]]
+        if plain and xla
+    ]
+    compiled = sum(run.get("compile_steps", 0) for run in runs)
+    return render("xla", ratios=", ".join(ratios), compiled=compiled) if ratios else ""
+
+
 def training_markdown(runs, peaks, auto, warmup, steps, table) -> str:
     """The section: the template filled with this run's figures (its local names)."""
     from training.strategy import cpu_has_native_bfloat16
@@ -152,7 +189,7 @@ def training_markdown(runs, peaks, auto, warmup, steps, table) -> str:
     bfloat16_gflops, float32_gflops = peaks["mixed_bfloat16"] / 1e9, peaks["float32"] / 1e9
     flops = {run["variant"].shape: run["flops_per_target_token"] / 1e6 for run in runs}
     flops = ", ".join(f"{shape} {value:.1f}" for shape, value in flops.items())
-    verdict = variant_verdict(runs, auto)
+    verdict, xla = variant_verdict(runs, auto), xla_against_plain(runs)
     return render("section", **harness.footer(), **locals())
 
 

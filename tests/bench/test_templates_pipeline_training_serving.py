@@ -111,7 +111,7 @@ def native_bfloat16(monkeypatch):
 
 
 def test_the_training_table_has_a_row_per_variant():
-    runs = training_runs([5000, 6000, 9000, 10000, 10000, 10500, 9000, 10200])
+    runs = training_runs([5000, 6000, 9000, 10000, 9500, 10000, 10500, 9000, 10200, 8000, 8800])
     table = training.throughput_table(runs, PEAKS)
     lines = table.splitlines()
     assert lines[0].startswith("| shape | variant | target tokens/s | vs the shape's first row |")
@@ -126,20 +126,25 @@ def test_the_training_table_has_a_row_per_variant():
 
 def test_the_training_section_holds_the_run_figures(monkeypatch, native_bfloat16):
     fake_run_context(monkeypatch, training)
-    runs = training_runs([5000, 6000, 9000, 10000, 10000, 10500, 9000, 10400])
+    runs = training_runs([5000, 6000, 9000, 10000, 9000, 10000, 10500, 9000, 10400, 8000, 8800])
     table = training.throughput_table(runs, PEAKS)
     text = training.training_markdown(runs, PEAKS, "mixed_bfloat16", 10, 40, table)
     assert text.startswith("## Training step (`bench/training.py`)")
-    assert "one process, 40 timed steps per variant after 10\nuntimed ones." in text
+    assert "one process, 40 timed steps per variant after 10\nuntimed ones; a variant" in text
     assert f"\n\n{table}\n\n" in text
     assert "picks **mixed_bfloat16** on this CPU: it\n  has native bfloat16" in text
     assert "runs at\n  50 GFLOP/s against 100 in float32" in text
     assert (
-        "- Against the default step (narrow, mixed_bfloat16, 10,000 tok/s): XLA step, 6 static "
-        "shapes 1.00x, 4 steps per execution 1.05x, buckets of 2 0.90x, buckets of 8 1.04x; "
-        "faster than the default: mixed_bfloat16, 4 steps per execution, mixed_bfloat16, "
-        "buckets of 8. The XLA step"
+        "- Against the default step (narrow, mixed_bfloat16, 10,000 tok/s): plain step, 6 "
+        "static shapes 0.90x, XLA step, 6 static shapes 1.00x, 4 steps per execution 1.05x, "
+        "buckets of 2 0.90x, buckets of 8 1.04x; faster than the default: mixed_bfloat16, 4 "
+        "steps per execution, mixed_bfloat16, buckets of 8. The XLA step"
     ) in text
+    assert (
+        "warm-up). On the same static shapes, the XLA step's speed over the plain step's: "
+        "1.10x in float32, 1.11x in mixed_bfloat16."
+    ) in text
+    assert "(0 in this run)" in text
     assert "- Model FLOPs: small 45.2, narrow 14.1 MFLOP\n" in text
     assert "- Command: `python -m bench.x --flag`\n- Date: 2026-01-02 03:04 UTC\n" in text
     assert text.endswith("- Machine: 2 cores (nproc), FAKE CPU")
@@ -149,16 +154,17 @@ def test_the_training_section_holds_the_run_figures(monkeypatch, native_bfloat16
 def test_the_training_verdict_when_none_is_faster_or_no_default_ran(monkeypatch, native_bfloat16):
     fake_run_context(monkeypatch, training)
     native_bfloat16["native"] = False
-    runs = training_runs([5000, 6000, 9000, 10000, 10000, 10200, 9000, 10300])
+    runs = training_runs([5000, 6000, 9000, 10000, 9000, 10000, 10200, 9000, 10300, 8000, 8000])
     text = training.training_markdown(runs, PEAKS, "mixed_bfloat16", 10, 40, "TABLE")
     assert "it\n  does not have native bfloat16 instructions" in text
     assert "1.02x, buckets of 2 0.90x, buckets of 8 1.03x; none is >3% faster, so the" in text
     assert_filled(text)
     # The short run's tiny model: no narrow default to compare with, no verdict.
-    tiny = training_runs([1234.5] * 8)[:1]
+    tiny = training_runs([1234.5] * 11)[:1]
     tiny[0]["variant"] = training.variants("float32", short=True)[0]
     text = training.training_markdown(tiny, PEAKS, "float32", 1, 2, "TABLE")
     assert "\n-  The XLA step needs static shapes" in text and "Against" not in text
+    assert "On the same static shapes" not in text
     assert "- Model FLOPs: tiny 45.2 MFLOP\n" in text
     assert_filled(text)
 
