@@ -9,13 +9,18 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import shutil
+import statistics
+import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 import sacrebleu
 
 from bench import harness
-from translator.artifacts import load_model_dir
+from translator.artifacts import load_model_dir, resolve_model_dir
 from translator.engines import InferenceOptions, load_translator
 from translator.io import read_lines
 from translator.search import SearchConfig
@@ -28,6 +33,11 @@ BEAM = dict(beam_size=4)
 CT2_RULES = dict(beam_size=4, exact_stop=False, length_penalty_form="power")
 GREEDY = dict(beam_size=1)
 TOP = "ours, beam 4 (top-beam stop, length ** 0.6)"  # our search under CTranslate2's rules
+# Time to the first translation: `echo LINE | translator translate --model M`, wall time of
+# the whole process. Ours with its search cache within this factor of CTranslate2's (issue 29).
+FIRST_LINE = "A man is riding a bike."
+FIRST_GOAL = 1.3
+FIRST_ROUNDS = (1, 3)  # --short, full: rounds of the paths in turn, the median counted
 
 
 @dataclasses.dataclass
@@ -82,12 +92,50 @@ def measure_row(args) -> int:
     return 0
 
 
-def section_markdown(args, sentences, model, precision, table, ours, theirs, int8_loss):
+def translate_once(model: Path, *options: str) -> float:
+    """Seconds of `echo FIRST_LINE | translator translate --model MODEL`, a fresh process."""
+    command = [sys.executable, "-m", "translator", "translate", f"--model={model}", *options]
+    started = time.perf_counter()
+    subprocess.run(command, input=FIRST_LINE + "\n", capture_output=True, text=True, check=True)
+    return time.perf_counter() - started
+
+
+def first_translation(model: Path, ctranslate2: Path, scratch: Path, rounds: int) -> dict:
+    """Median seconds to the first translation, by path, the paths taking turns.
+
+    On a copy of the model, so its first run writes the search cache as a user's would.
+    """
+    copy = shutil.copytree(resolve_model_dir(model), scratch / "first-translation")
+    shutil.rmtree(copy / "search-cache", ignore_errors=True)
+    paths = {
+        "ours, search cached": (copy,),
+        "ours, --no-search-cache": (copy, "--no-search-cache"),
+        "CTranslate2 float32": (ctranslate2,),
+    }
+    seconds = {"ours, first run (builds, traces, writes the cache)": [translate_once(copy)]}
+    for _ in range(rounds):
+        for name, arguments in paths.items():
+            seconds.setdefault(name, []).append(translate_once(*arguments))
+    return {name: statistics.median(values) for name, values in seconds.items()}
+
+
+def section_markdown(args, sentences, model, precision, table, ours, theirs, int8_loss, first):
     """The section: the template filled with this run's figures (its local names)."""
     ratio, goal, int8_goal = ours.rate / theirs.rate, RATIO_GOAL, INT8_BLEU_LOSS
     verdict = "meets" if ratio >= RATIO_GOAL else "misses"
     int8_verdict = "within" if int8_loss <= INT8_BLEU_LOSS else "outside"
+    first_ratio, first_goal, first_line = first_ratio_of(first), FIRST_GOAL, FIRST_LINE
+    first_verdict = "meets" if first_ratio <= FIRST_GOAL else "misses"
+    first_rounds = FIRST_ROUNDS[0 if args.short else 1]
+    first_table = "\n".join(
+        render("first-row", name=name, seconds=value, ratio=value / first["CTranslate2 float32"])
+        for name, value in first.items()
+    )
     return render("section", **harness.footer(), **locals())
+
+
+def first_ratio_of(first: dict) -> float:
+    return first["ours, search cached"] / first["CTranslate2 float32"]
 
 
 @harness.command
@@ -118,6 +166,9 @@ def main(argv: list[str] | None = None) -> int:
             options = [f"--row={index}", f"--model={model}", f"--exports={scratch}"]
             options += [f"--data={data}", *(["--short"] if args.short else [])]
             vars(row).update(harness.run_child("engines", *options))  # seconds, tokens, texts
+        print("measuring the time to the first translation (a process per run)", flush=True)
+        rounds = FIRST_ROUNDS[0 if args.short else 1]
+        first = first_translation(Path(model), Path(scratch) / "float32", Path(scratch), rounds)
     by_name, text_table = {row.name: row for row in table}, []
     for row in table:  # the row's fields: `row` and `same`
         row.bleu, same = sacrebleu.corpus_bleu(row.texts, [references]).score, ""
@@ -135,6 +186,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.short:  # a random model's BLEU is ~0: its int8 loss says nothing
         name = "CTranslate2 int8 beam 4 BLEU loss against float32"
         harness.report_target(name, int8_loss, INT8_BLEU_LOSS, "BLEU", higher_is_better=False)
+    for name, value in first.items():
+        print(f"first translation, {name}: {value:.2f} s")
+    name = "first translation, ours (search cached) over CTranslate2 float32"
+    harness.report_target(name, first_ratio_of(first), FIRST_GOAL, "x", higher_is_better=False)
     precision = trained.model.dtype_policy.name
-    figures = (len(references), model, precision, text_table, ours, theirs, int8_loss)
+    figures = (len(references), model, precision, text_table, ours, theirs, int8_loss, first)
     return harness.publish(args, "engines", section_markdown, args, *figures)

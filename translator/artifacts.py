@@ -60,6 +60,25 @@ class TrainedModel:
         return self.model.config
 
 
+@dataclasses.dataclass(frozen=True)
+class ModelFiles:
+    """A model directory read without building the model: what a cached search needs."""
+
+    # The model directory itself.
+    directory: Path
+    # The vocabulary it was trained with.
+    vocabulary: Vocabulary
+    # Contents of metadata.json.
+    metadata: dict[str, Any]
+    # The architecture, from the `.keras` file's config.
+    model_config: TransformerConfig
+
+    @property
+    def model_file(self) -> Path:
+        """The weights file (for a report's checksum)."""
+        return self.directory / MODEL_FILE
+
+
 def save_model_dir(
     directory: str | Path,
     model: Transformer,
@@ -124,6 +143,30 @@ def read_model_config(model_file: str | Path) -> TransformerConfig:
         raise ModelDirError(f"{model_file}: not a saved translator Transformer ({error})") from None
 
 
+def read_model_dir(path: str | Path) -> ModelFiles:
+    """Reads a model directory's vocabulary, metadata and architecture, not its weights.
+
+    Raises:
+        ModelDirError: a missing file, or a vocabulary whose sizes differ from the model's.
+    """
+    from translator.pipelines.tokenizer import load_vocabulary
+
+    directory = resolve_model_dir(path)
+    if not (directory / VOCAB_DIR).is_dir():
+        raise ModelDirError(f"{directory}: no {VOCAB_DIR}/ directory")
+    config = read_model_config(directory / MODEL_FILE)
+    vocabulary = load_vocabulary(directory / VOCAB_DIR)
+    sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
+    expected = (config.source_vocab_size, config.target_vocab_size)
+    if sizes != expected:
+        raise ModelDirError(
+            f"{directory}: vocabulary sizes {sizes} do not match the model's {expected}"
+        )
+    metadata_path = directory / METADATA_FILE
+    metadata = json.loads(metadata_path.read_text()) if metadata_path.is_file() else {}
+    return ModelFiles(directory, vocabulary, metadata, config)
+
+
 def load_model_dir(path: str | Path) -> TrainedModel:
     """Loads a model directory (or a run directory's final model).
 
@@ -134,21 +177,11 @@ def load_model_dir(path: str | Path) -> TrainedModel:
 
     import translator.losses  # noqa: F401  (registers serializable classes)
     from translator.model import Transformer
-    from translator.pipelines.tokenizer import load_vocabulary
 
-    directory = resolve_model_dir(path)
-    if not (directory / VOCAB_DIR).is_dir():
-        raise ModelDirError(f"{directory}: no {VOCAB_DIR}/ directory")
-    model = keras.saving.load_model(directory / MODEL_FILE, compile=False)
+    files = read_model_dir(path)
+    model = keras.saving.load_model(files.model_file, compile=False)
     if not isinstance(model, Transformer):
-        raise ModelDirError(f"{directory / MODEL_FILE}: not a translator Transformer")
-    vocabulary = load_vocabulary(directory / VOCAB_DIR)
-    sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
-    expected = (model.config.source_vocab_size, model.config.target_vocab_size)
-    if sizes != expected:
-        raise ModelDirError(
-            f"{directory}: vocabulary sizes {sizes} do not match the model's {expected}"
-        )
-    metadata_path = directory / METADATA_FILE
-    metadata = json.loads(metadata_path.read_text()) if metadata_path.is_file() else {}
-    return TrainedModel(model=model, vocabulary=vocabulary, metadata=metadata, directory=directory)
+        raise ModelDirError(f"{files.model_file}: not a translator Transformer")
+    return TrainedModel(
+        model=model, vocabulary=files.vocabulary, metadata=files.metadata, directory=files.directory
+    )

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from translator.config import PRECISIONS
 from translator.constants import language_tag
-from translator.engines.base import ENGINES, InferenceOptions
+from translator.engines.base import ENGINES, SEARCH_CACHE_ENTRIES, InferenceOptions
 from translator.evaluation.scoring import DEFAULT_BOOTSTRAP_SAMPLES
 from translator.search.config import LENGTH_PENALTY_FORMS, SearchConfig
 
@@ -251,6 +251,15 @@ def add_batching_options(parser: argparse.ArgumentParser) -> None:
         "and finished sentences stay in the batch (static shapes); whether its faster steps "
         "pay for that depends on the model, the search and the machine",
     )
+    batching.add_argument(
+        "--no-search-cache",
+        dest="cache_search",
+        action="store_false",
+        help="neither reuse nor write the traced search kept in the model directory "
+        "(search-cache/, one entry per search setting and precision, the last "
+        f"{SEARCH_CACHE_ENTRIES} used kept): by default the first run with some settings "
+        "saves it, and later runs start faster",
+    )
 
 
 def inference_options(args: argparse.Namespace) -> InferenceOptions:
@@ -266,6 +275,7 @@ def inference_options(args: argparse.Namespace) -> InferenceOptions:
         engine=args.engine,
         precision=args.precision,
         tag=tag_of(args),
+        cache_search=args.cache_search,
     )
 
 

@@ -3,7 +3,7 @@
 `translator.inference.Translator` tokenizes, batches and detokenizes; what searches a
 batch is a `BatchDecoder`: `translator.search.Decoder` (ours) or
 `translator.engines.ctranslate2_runtime.CTranslate2Decoder`. What was loaded is a
-`LoadedModel`: `translator.artifacts.TrainedModel` or
+`LoadedModel`: `translator.artifacts.ModelFiles` (our model directory) or
 `translator.engines.ctranslate2_runtime.CTranslate2Model`. Reports and commands read
 only what these protocols name. This module imports no TensorFlow.
 """
@@ -34,6 +34,9 @@ ENGINES = ("auto", "tensorflow", "ctranslate2")
 # CTranslate2's names). Here, not in the converter, so `translator export` reads them
 # without loading any CTranslate2 code.
 CTRANSLATE2_QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16")
+# Cached searches a model directory keeps, most recently used (each holds a copy of the
+# weights; `translator.engines.search_cache`). Here for `--help`, which loads no TensorFlow.
+SEARCH_CACHE_ENTRIES = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +57,9 @@ class InferenceOptions:
     # Prepended to every source as one id, as training tagged a corpus (e.g. a target
     # language, <2de>): one of the vocabulary's tags. "": none.
     tag: str = ""
+    # Keep our traced search in the model directory and reuse it: a later load skips
+    # building the model and tracing (`translator.engines.search_cache`).
+    cache_search: bool = True
 
     def __post_init__(self) -> None:
         if self.batch_tokens < 1:

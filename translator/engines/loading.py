@@ -81,21 +81,38 @@ def check_model(model: str | Path, engine: str) -> None:
 
 
 def _tensorflow_translator(model, search, options):
-    """Our model directory and a `Translator` over our compiled search."""
-    from translator.artifacts import load_model_dir
-    from translator.inference import Translator
+    """Our model directory and a `Translator` over our compiled search.
 
-    trained = load_model_dir(model)
-    translator = Translator.from_model(
-        trained.model.for_inference(options.precision),
-        trained.vocabulary,
-        search,
+    The search comes from the model's search cache when it holds these settings
+    (`translator.engines.search_cache`); else the model is built, its search traced,
+    and, unless `options.cache_search` is off, saved to the cache for the next load.
+    """
+    from translator.artifacts import load_model_dir, read_model_dir
+    from translator.engines import search_cache
+    from translator.inference import Translator
+    from translator.search import Decoder
+
+    def build() -> Decoder:
+        trained = load_model_dir(model)
+        inference_model = trained.model.for_inference(options.precision)
+        return Decoder(inference_model, search, jit_compile=options.xla)
+
+    files = read_model_dir(model)
+    caching = options.cache_search and not options.xla
+    entry = search_cache.entry_path(files, search, options.precision) if caching else None
+    decoder = entry and search_cache.load_cached(entry, search, files.model_config, build)
+    if decoder is None:
+        decoder = build()
+        if entry is not None:
+            search_cache.save_search(decoder, entry)
+    translator = Translator(
+        decoder,
+        files.vocabulary,
         batch_tokens=options.batch_tokens,
         max_source_length=options.max_source_length,
-        jit_compile=options.xla,
         tag=options.tag,
     )
-    return trained, translator, []
+    return files, translator, []
 
 
 def _ctranslate2_translator(model, search, options):

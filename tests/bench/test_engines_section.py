@@ -1,0 +1,32 @@
+"""The engines section: the decoding table and the time to the first translation."""
+
+import argparse
+import re
+
+from bench import engines, harness
+
+
+def test_the_engines_section_holds_the_first_translation_figures(monkeypatch):
+    footer = dict(command="python -m bench.engines", date="D", machine="M", load="0.1")
+    monkeypatch.setattr(harness, "footer", lambda: footer)
+    ours = engines.Row("ours, beam 4 (exact stop)", "tensorflow", engines.BEAM, seconds=2.0)
+    theirs = engines.Row("CTranslate2 float32, beam 4", "float32", {}, seconds=1.0)
+    ours.tokens = theirs.tokens = 1000
+    first = {
+        "ours, first run (builds, traces, writes the cache)": 12.0,
+        "ours, search cached": 5.2,
+        "ours, --no-search-cache": 10.0,
+        "CTranslate2 float32": 4.0,
+    }
+    args = argparse.Namespace(short=False, batch_tokens=4096, repeats=2)
+    text = engines.section_markdown(args, 1000, "MODEL", "float32", "T", ours, theirs, 0.1, first)
+    assert "| ours, search cached | 5.20 | 1.30x |" in text
+    assert "| ours, --no-search-cache | 10.00 | 2.50x |" in text
+    assert "| CTranslate2 float32 | 4.00 | 1.00x |" in text
+    assert "over CTranslate2: 1.30x** the wall time\n  (goal <= 1.3x: meets)" in text
+    assert "then 3 rounds of the three in turn" in text
+    assert "**ours, beam 4 (exact stop) over CTranslate2 float32 beam 4: 0.50x**" in text
+    assert not re.search(r"[{}]", text), "a field was left unfilled"
+    first["ours, search cached"] = 5.3
+    text = engines.section_markdown(args, 1000, "MODEL", "float32", "T", ours, theirs, 0.1, first)
+    assert "(goal <= 1.3x: misses)" in text

@@ -1,0 +1,105 @@
+"""The search cache: a search restored from it translates as the one built and traced.
+
+Each test copies the serving tests' tiny model, so the cache it writes is its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.support.paths import SCRIPTS
+from tests.support.runs import script_env
+from tests.support.serving import PREFIXES, SEARCH, SENTENCES
+from translator.engines import InferenceOptions, load_translator
+from translator.engines.base import SEARCH_CACHE_ENTRIES
+from translator.engines.search_cache import CACHE_DIR
+
+UNCACHED = InferenceOptions(cache_search=False)
+
+
+@pytest.fixture
+def model_dir(exported, tmp_path):
+    return shutil.copytree(exported.model_dir, tmp_path / "model")
+
+
+def entries(model_dir) -> list[str]:
+    cache = model_dir / CACHE_DIR
+    return (
+        sorted(p.name for p in cache.iterdir() if not p.name.startswith("."))
+        if cache.exists()
+        else []
+    )
+
+
+def nbest(translator, prefixes=None):
+    found = translator.search(SENTENCES, prefixes=prefixes).hypotheses
+    return [[h.text for h in hs] for hs in found], [[h.score for h in hs] for hs in found]
+
+
+def test_a_fresh_process_restores_the_search_and_translates_alike(model_dir):
+    texts, scores = nbest(load_translator(model_dir, SEARCH, UNCACHED).translator)
+    prefixed, _ = nbest(load_translator(model_dir, SEARCH, UNCACHED).translator, PREFIXES)
+    assert entries(model_dir) == []  # --no-search-cache writes nothing
+    assert sum(len(hs) for hs in texts) > len(SENTENCES)  # n-best lists, not empty
+    # The first cached load builds, traces and saves; it translates as without a cache.
+    written = load_translator(model_dir, SEARCH, InferenceOptions()).translator
+    assert nbest(written)[0] == texts
+    assert len(entries(model_dir)) == 1
+    # A new process restores it without building the model, until a prefix asks for one.
+    result = subprocess.run(
+        [sys.executable, str(SCRIPTS / "cached_search.py"), str(model_dir)],
+        env=script_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["described"]["search_cache"].startswith(str(model_dir / CACHE_DIR))
+    assert report["builds"] == [0, 1]
+    assert report["texts"] == texts
+    for restored, built in zip(report["scores"], scores, strict=True):
+        np.testing.assert_allclose(restored, built, rtol=1e-5)
+    assert report["prefixed"] == prefixed
+
+
+def test_the_key_follows_the_search_and_the_weights_and_old_entries_go(model_dir):
+    searches = [
+        dataclasses.replace(SEARCH, beam_size=SEARCH.n_best + i)
+        for i in range(SEARCH_CACHE_ENTRIES + 1)
+    ]
+    for count, search in enumerate(searches, 1):
+        load_translator(model_dir, search)
+        assert len(entries(model_dir)) == min(count, SEARCH_CACHE_ENTRIES)
+    kept = entries(model_dir)
+    load_translator(model_dir, searches[-1])
+    assert entries(model_dir) == kept  # a hit writes nothing
+    load_translator(model_dir, searches[-1], InferenceOptions(precision="float32"))
+    assert len(set(entries(model_dir)) - set(kept)) == 1  # another precision misses
+    kept = entries(model_dir)
+    weights = model_dir / "model.keras"
+    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 10**9))
+    load_translator(model_dir, searches[-1])
+    assert len(set(entries(model_dir)) - set(kept)) == 1  # a retrained model misses
+
+
+def test_an_unreadable_entry_is_rebuilt_and_said(model_dir, caplog):
+    expected = nbest(load_translator(model_dir, SEARCH, UNCACHED).translator)[0]
+    load_translator(model_dir, SEARCH)
+    (entry,) = (model_dir / CACHE_DIR).iterdir()
+    shutil.rmtree(entry / "saved_model" / "variables")
+    with caplog.at_level(logging.WARNING):
+        loaded = load_translator(model_dir, SEARCH)
+    assert "unreadable search cache, rebuilding it" in caplog.text
+    assert str(entry) in caplog.text
+    assert nbest(loaded.translator)[0] == expected
+    assert (entry / "saved_model" / "variables").is_dir()  # written again

@@ -1,0 +1,41 @@
+"""Translates with `load_translator` in a process of its own, counting model builds.
+
+    python cached_search.py MODEL_DIR
+
+For the search-cache tests: the sentences and prefixes are the serving tests' (SEARCH,
+SENTENCES, PREFIXES). Prints JSON: the n-best texts and scores without and with prefixes,
+what the search reports (`describe`), and how many times the Keras model was built
+before and after the prefixed translation.
+"""
+
+import json
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import translator.artifacts as artifacts
+from tests.support.serving import PREFIXES, SEARCH, SENTENCES
+from translator.engines import InferenceOptions, load_translator
+
+if __name__ == "__main__":
+    builds = []
+    load_model_dir = artifacts.load_model_dir
+
+    def counted(path):
+        builds.append(path)
+        return load_model_dir(path)
+
+    artifacts.load_model_dir = counted
+    translator = load_translator(sys.argv[1], SEARCH, InferenceOptions()).translator
+    plain = translator.search(SENTENCES)
+    built_before_prefixes = len(builds)
+    prefixed = translator.search(SENTENCES, prefixes=PREFIXES)
+    report = {
+        "texts": [[h.text for h in hs] for hs in plain.hypotheses],
+        "scores": [[h.score for h in hs] for hs in plain.hypotheses],
+        "prefixed": [[h.text for h in hs] for hs in prefixed.hypotheses],
+        "described": translator.decoder.describe(),
+        "builds": [built_before_prefixes, len(builds)],
+    }
+    print(json.dumps(report))
