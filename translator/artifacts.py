@@ -36,30 +36,6 @@ class ModelDirError(TranslatorError, ValueError):
     """A path is not a usable model directory; the message says why."""
 
 
-@dataclasses.dataclass
-class TrainedModel:
-    """A loaded model directory."""
-
-    # The Transformer, built, weights loaded.
-    model: Transformer
-    # The vocabulary it was trained with.
-    vocabulary: Vocabulary
-    # Contents of metadata.json.
-    metadata: dict[str, Any]
-    # The model directory itself.
-    directory: Path
-
-    @property
-    def model_file(self) -> Path:
-        """The weights file (for a report's checksum)."""
-        return self.directory / MODEL_FILE
-
-    @property
-    def model_config(self) -> TransformerConfig:
-        """The architecture."""
-        return self.model.config
-
-
 @dataclasses.dataclass(frozen=True)
 class ModelFiles:
     """A model directory read without building the model: what a cached search needs."""
@@ -77,6 +53,21 @@ class ModelFiles:
     def model_file(self) -> Path:
         """The weights file (for a report's checksum)."""
         return self.directory / MODEL_FILE
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainedModel(ModelFiles):
+    """A loaded model directory: its files and the model built from them."""
+
+    # The Transformer, built, weights loaded.
+    model: Transformer
+
+    @classmethod
+    def of(
+        cls, model: Transformer, vocabulary: Vocabulary, metadata: dict[str, Any], directory: Path
+    ) -> TrainedModel:
+        """A `TrainedModel` of a model in memory (its architecture from the model)."""
+        return cls(Path(directory), vocabulary, metadata, model.config, model)
 
 
 def save_model_dir(
@@ -182,6 +173,4 @@ def load_model_dir(path: str | Path) -> TrainedModel:
     model = keras.saving.load_model(files.model_file, compile=False)
     if not isinstance(model, Transformer):
         raise ModelDirError(f"{files.model_file}: not a translator Transformer")
-    return TrainedModel(
-        model=model, vocabulary=files.vocabulary, metadata=files.metadata, directory=files.directory
-    )
+    return TrainedModel(**vars(files), model=model)

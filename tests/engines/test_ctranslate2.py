@@ -166,7 +166,7 @@ def test_converted_model_scores_like_ours(trained, tmp_path, name):
     model.build()
     for weight in model.weights:  # sharper attention and logits than at initialization, so
         weight.assign(weight * 2.0)  # that a wrong layout cannot hide in near-uniform weights
-    export = export_ctranslate2(TrainedModel(model, vocabulary, {}, tmp_path), tmp_path / "ct2")
+    export = export_ctranslate2(TrainedModel.of(model, vocabulary, {}, tmp_path), tmp_path / "ct2")
 
     rng = np.random.default_rng(0)
     sources = [[*rng.integers(4, 39, n), 3] for n in (3, 9, 5)]  # pieces + EOS
