@@ -38,6 +38,8 @@ TOP = "ours, beam 4 (top-beam stop, length ** 0.6)"  # our search under CTransla
 FIRST_LINE = "A man is riding a bike."
 FIRST_GOAL = 1.3
 FIRST_ROUNDS = (1, 3)  # --short, full: rounds of the paths in turn, the median counted
+# The server's row: from starting `translator serve` on the SavedModel export to its answer.
+SERVE = "translator serve on the export, start to first answer"
 
 
 @dataclasses.dataclass
@@ -100,22 +102,39 @@ def translate_once(model: Path, *options: str) -> float:
     return time.perf_counter() - started
 
 
+def serve_once(export_base: Path, log: Path) -> float:
+    """Seconds from starting `translator serve` on an export to its first translation."""
+    from serving.client import translate
+    from serving.process import ServerProcess
+
+    started = time.perf_counter()
+    with ServerProcess(export_base, log) as server:
+        server.wait_ready()
+        translate([FIRST_LINE], server.url)
+        return time.perf_counter() - started
+
+
 def first_translation(model: Path, ctranslate2: Path, scratch: Path, rounds: int) -> dict:
     """Median seconds to the first translation, by path, the paths taking turns.
 
     On a copy of the model, so its first run writes the search cache as a user's would.
     """
+    from translator.export import export_model
+
     copy = shutil.copytree(resolve_model_dir(model), scratch / "first-translation")
     shutil.rmtree(copy / "search-cache", ignore_errors=True)
+    export_base = scratch / "first-translation-export"
+    export_model(copy, export_base)
     paths = {
-        "ours, search cached": (copy,),
-        "ours, --no-search-cache": (copy, "--no-search-cache"),
-        "CTranslate2 float32": (ctranslate2,),
+        "ours, search cached": lambda: translate_once(copy),
+        "ours, --no-search-cache": lambda: translate_once(copy, "--no-search-cache"),
+        "CTranslate2 float32": lambda: translate_once(ctranslate2),
+        SERVE: lambda: serve_once(export_base, scratch / "serve.log"),
     }
     seconds = {"ours, first run (builds, traces, writes the cache)": [translate_once(copy)]}
     for _ in range(rounds):
-        for name, arguments in paths.items():
-            seconds.setdefault(name, []).append(translate_once(*arguments))
+        for name, run in paths.items():
+            seconds.setdefault(name, []).append(run())
     return {name: statistics.median(values) for name, values in seconds.items()}
 
 

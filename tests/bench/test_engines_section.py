@@ -17,6 +17,7 @@ def test_the_engines_section_holds_the_first_translation_figures(monkeypatch):
         "ours, search cached": 5.2,
         "ours, --no-search-cache": 10.0,
         "CTranslate2 float32": 4.0,
+        engines.SERVE: 8.0,
     }
     args = argparse.Namespace(short=False, batch_tokens=4096, repeats=2)
     text = engines.section_markdown(args, 1000, "MODEL", "float32", "T", ours, theirs, 0.1, first)
@@ -24,7 +25,8 @@ def test_the_engines_section_holds_the_first_translation_figures(monkeypatch):
     assert "| ours, --no-search-cache | 10.00 | 2.50x |" in text
     assert "| CTranslate2 float32 | 4.00 | 1.00x |" in text
     assert "over CTranslate2: 1.30x** the wall time\n  (goal <= 1.3x: meets)" in text
-    assert "then 3 rounds of the three in turn" in text
+    assert f"| {engines.SERVE} | 8.00 | 2.00x |" in text
+    assert "{first_rounds}" not in text and "3 rounds of the four in turn" in text
     assert "**ours, beam 4 (exact stop) over CTranslate2 float32 beam 4: 0.50x**" in text
     assert not re.search(r"[{}]", text), "a field was left unfilled"
     first["ours, search cached"] = 5.3
