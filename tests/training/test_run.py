@@ -99,8 +99,8 @@ def test_nan_loss_stops_naming_the_step_and_keeps_the_last_good_checkpoint(
         poison["value"] = tf.where(self.optimizer.iterations >= 6, float("nan"), 0.0)
         return real_loss(self, features, labels, training)
 
-    def poisoned_cross_entropy(labels, logits, label_smoothing=0.0):
-        total, count = real_cross_entropy(labels, logits, label_smoothing)
+    def poisoned_cross_entropy(labels, logits, label_smoothing=0.0, compiled=True):
+        total, count = real_cross_entropy(labels, logits, label_smoothing, compiled)
         return total + poison["value"], count
 
     monkeypatch.setattr(trainer_module.TranslationTrainer, "_loss", poisoned_loss)

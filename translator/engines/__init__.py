@@ -10,11 +10,12 @@ Modules:
                          protocols both engines implement (TensorFlow-free)
     loading              `load_translator`: a model directory or an export, loaded and
                          warmed up into a `translator.inference.Translator`
+    search_cache         our traced search saved beside the model, restored by later loads
     ctranslate2_files    the CTranslate2 export's layout (what makes a directory one)
     ctranslate2_export   the converter: our weights as CTranslate2's `TransformerSpec`
     ctranslate2_runtime  the loaded export and its `CTranslate2Decoder`
 
-Only `base` and `loading` are imported here; the CTranslate2 modules load when used.
+Only `base` and `loading` are imported here; the others load when used.
 """
 
 from translator.engines.base import (

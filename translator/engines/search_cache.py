@@ -9,9 +9,10 @@ restore it with `tf.saved_model.load`: no Keras model, no tracing.
 The key covers everything the graph depends on: the search settings, the precision,
 the weights file (size and modification time) and the TensorFlow and translator
 versions, so a retrained model or an upgrade misses and writes a new entry. Only the
-`SEARCH_CACHE_ENTRIES` most recently used entries stay: each holds a copy of the weights. A prefixed
-search (`--prefix`), rarely asked for, is not cached: it builds the model when first
-used. An XLA search is not cached either (it compiles per shape at run time anyway).
+`SEARCH_CACHE_ENTRIES` most recently used entries stay: each holds a copy of the
+weights. A prefixed search (`--prefix-file`), rarely asked for, is not cached: it
+builds the model when first used. Nor is an XLA search (it compiles per batch shape at
+run time anyway).
 """
 
 from __future__ import annotations
@@ -113,8 +114,16 @@ class CachedSearch:
         return {**self._described, "search_cache": str(self.entry)}
 
 
-def load_cached(entry: Path, config, model_config, build) -> CachedSearch | None:
-    """The cached search at `entry`, or None when there is none or it cannot be read."""
+def load_cached(
+    entry: Path,
+    config: SearchConfig,
+    model_config: TransformerConfig,
+    build: Callable[[], Decoder],
+) -> CachedSearch | None:
+    """The cached search at `entry`, or None: there is none, or it cannot be read (a warning).
+
+    Args: see `CachedSearch`.
+    """
     if not (entry / FACTS).is_file():
         return None
     try:
@@ -127,7 +136,7 @@ def load_cached(entry: Path, config, model_config, build) -> CachedSearch | None
 def save_search(decoder: Decoder, entry: Path) -> None:
     """Saves `decoder.translate` and the weights it reads as the cache entry `entry`.
 
-    A directory that cannot be written (a read-only model) is reported and skipped: the
+    A failure (a read-only model directory, a full disk) is reported and skipped: the
     search still runs, it only starts slower next time.
     """
     decoder.translate.get_concrete_function()  # traced once: the save and the run share it
@@ -140,7 +149,7 @@ def save_search(decoder: Decoder, entry: Path) -> None:
         with atomic_directory(entry) as staging:
             tf.saved_model.save(module, str(staging / SAVED))
             (staging / FACTS).write_text(json.dumps(decoder.describe()) + "\n")
-    except OSError as error:
+    except (OSError, ValueError, tf.errors.OpError) as error:
         logger.warning("%s: cannot write the search cache, going on without it (%s)", entry, error)
         return
     _evict(entry.parent, keep=SEARCH_CACHE_ENTRIES)
