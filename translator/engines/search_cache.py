@@ -147,7 +147,10 @@ def save_search(decoder: Decoder, entry: Path) -> None:
     module.translate = decoder.translate
     try:
         with atomic_directory(entry) as staging:
-            tf.saved_model.save(module, str(staging / SAVED))
+            # Without the checkpoint ops the SavedModel would carry for its own restoring
+            # (`tf.saved_model.load` restores in Python): it saves and loads faster.
+            options = tf.saved_model.SaveOptions(experimental_skip_saver=True)
+            tf.saved_model.save(module, str(staging / SAVED), options=options)
             (staging / FACTS).write_text(json.dumps(decoder.describe()) + "\n")
     except (OSError, ValueError, tf.errors.OpError) as error:
         logger.warning("%s: cannot write the search cache, going on without it (%s)", entry, error)
