@@ -31,11 +31,12 @@ NARROW = (
     "model.overrides={num_encoder_layers: 4, num_decoder_layers: 4, d_model: 128, "
     "ffn_dim: 256, num_heads: 4}"
 )
-# The narrow shape's variants, in the precision `auto` picks: (label, `--set`s).
+# The static shapes an XLA step compiles one program each for (buckets; 128 the longest).
 STATIC = (
     "data.pipeline.static_shapes=true",
     "data.pipeline.bucket_boundaries=[16, 24, 32, 48, 64]",
 )
+# The narrow shape's variants, in the precision `auto` picks: (label, `--set`s).
 NARROW_VARIANTS = {
     # The XLA step needs static shapes; the plain step on the same shapes tells the cost
     # of their padding apart from what XLA itself gains or loses.
