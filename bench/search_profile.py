@@ -21,6 +21,7 @@ import tensorflow as tf
 from bench import harness
 from translator.artifacts import load_model_dir
 from translator.constants import DEFAULT_BATCH_TOKENS
+from translator.engines.search_cache import saveable_search
 from translator.io import read_lines
 from translator.search import Decoder, SearchConfig
 from translator.text import batch_ranges, default_max_source_length, prepare
@@ -83,9 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         for start, end, width in batch_ranges(prepared.lengths.numpy(), DEFAULT_BATCH_TOKENS)
     ]
     with tempfile.TemporaryDirectory() as scratch:
-        module = tf.Module()
-        module.weights = [getattr(w, "value", w) for w in decoder.model.weights]
         signature = decoder.translate.get_concrete_function()
+        module = saveable_search(decoder)
         tf.saved_model.save(module, scratch, signatures={"translate": signature})
         graph = tf.Graph()
         with graph.as_default():

@@ -164,12 +164,20 @@ def load_model_dir(path: str | Path) -> TrainedModel:
     Raises:
         ModelDirError: a missing file, or a vocabulary whose sizes differ from the model's.
     """
+    return load_model(read_model_dir(path))
+
+
+def load_model(files: ModelFiles) -> TrainedModel:
+    """Builds the model of a model directory already read (`read_model_dir`).
+
+    Raises:
+        ModelDirError: the weights file is not a translator Transformer.
+    """
     import keras
 
     import translator.losses  # noqa: F401  (registers serializable classes)
     from translator.model import Transformer
 
-    files = read_model_dir(path)
     model = keras.saving.load_model(files.model_file, compile=False)
     if not isinstance(model, Transformer):
         raise ModelDirError(f"{files.model_file}: not a translator Transformer")

@@ -87,17 +87,18 @@ def _tensorflow_translator(model, search, options):
     (`translator.engines.search_cache`); else the model is built, its search traced,
     and, unless `options.cache_search` is off, saved to the cache for the next load.
     """
-    from translator.artifacts import load_model_dir, read_model_dir
+    from translator.artifacts import load_model, read_model_dir
     from translator.engines import search_cache
     from translator.inference import Translator
     from translator.search import Decoder
 
+    files = read_model_dir(model)
+
     def build() -> Decoder:
-        trained = load_model_dir(model)
+        trained = load_model(files)  # (the directory is read once, above)
         inference_model = trained.model.for_inference(options.precision)
         return Decoder(inference_model, search, jit_compile=options.xla)
 
-    files = read_model_dir(model)
     caching = options.cache_search and not options.xla
     entry = search_cache.entry_path(files, search, options.precision) if caching else None
     decoder = entry and search_cache.load_cached(entry, search, files.model_config, build)

@@ -139,12 +139,7 @@ def save_search(decoder: Decoder, entry: Path) -> None:
     A failure (a read-only model directory, a full disk) is reported and skipped: the
     search still runs, it only starts slower next time.
     """
-    decoder.translate.get_concrete_function()  # traced once: the save and the run share it
-    module = tf.Module()
-    # The traced function reads these; tracking them saves them (the Keras model itself,
-    # with its layers' own functions, would take longer to save and to load).
-    module.weights = [getattr(weight, "value", weight) for weight in decoder.model.weights]
-    module.translate = decoder.translate
+    module = saveable_search(decoder)
     try:
         with atomic_directory(entry) as staging:
             # Without the checkpoint ops the SavedModel would carry for its own restoring
@@ -156,6 +151,17 @@ def save_search(decoder: Decoder, entry: Path) -> None:
         logger.warning("%s: cannot write the search cache, going on without it (%s)", entry, error)
         return
     _evict(entry.parent, keep=SEARCH_CACHE_ENTRIES)
+
+
+def saveable_search(decoder: Decoder) -> tf.Module:
+    """A module holding `decoder.translate`, traced, and the weights it reads, to save."""
+    decoder.translate.get_concrete_function()  # traced once: the save and the run share it
+    module = tf.Module()
+    # Tracking the weights saves them (the Keras model itself, with its layers' own
+    # functions, would take longer to save and to load).
+    module.weights = [getattr(weight, "value", weight) for weight in decoder.model.weights]
+    module.translate = decoder.translate
+    return module
 
 
 def _evict(cache: Path, keep: int) -> None:

@@ -1,4 +1,5 @@
-"""Translates with `load_translator` in a process of its own, counting model builds.
+"""Translates with `load_translator` in a process of its own, counting model builds
+(`translator.artifacts.load_model` calls).
 
     python cached_search.py MODEL_DIR
 
@@ -20,13 +21,13 @@ from translator.engines import InferenceOptions, load_translator
 
 if __name__ == "__main__":
     builds = []
-    load_model_dir = artifacts.load_model_dir
+    load_model = artifacts.load_model
 
-    def counted(path):
-        builds.append(path)
-        return load_model_dir(path)
+    def counted(files):
+        builds.append(files.directory)
+        return load_model(files)
 
-    artifacts.load_model_dir = counted
+    artifacts.load_model = counted
     translator = load_translator(sys.argv[1], SEARCH, InferenceOptions()).translator
     plain = translator.search(SENTENCES)
     built_before_prefixes = len(builds)
