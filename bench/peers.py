@@ -1,8 +1,11 @@
 """Training speed against OpenNMT-tf 2.32, both measured here, alternating, in one run.
 
-Each side's rate is what its own log reports, the first report (tracing) left out. The short
-mode trains our side only, for a fixed number of updates, not minutes, so that a loaded
-machine still logs enough progress lines.
+Three sides take turns each round: ours in float32 (the peer's precision: equal work per
+token), ours in the precision `auto` picks (left out where that is float32), and the peer.
+Each side's rate is what its own log reports, the first report (tracing) left out; its MFU
+is its model FLOPs/s over this machine's matmul FLOP/s in its precision, measured in the
+same run. The short mode trains our side only, for a fixed number of updates, not
+minutes, so that a loaded machine still logs enough progress lines.
 """
 
 from __future__ import annotations
@@ -22,12 +25,15 @@ import yaml
 
 from bench import harness
 from translator.io import iter_lines
-from translator.pipelines import build_vocabulary
+from translator.pipelines import PipelineConfig, build_vocabulary
 
 render = harness.Template("peers")
-TARGET_RATIO = 1.5
+# Goals: ours over the peer with both in float32, and each side in its default precision.
+TARGET_RATIO, DEFAULT_RATIO = 1.5, 2.0
 PEER_PACKAGES = ("OpenNMT-tf==2.32.0", "tensorflow-cpu==2.13.*")
 WORKDIR, MINUTES, ROUNDS = Path("runs/bench-peers"), 3.0, 2  # minutes per side and round
+# The sides in the order they take turns: ours in float32, ours in `auto`, the peer.
+FLOAT32, AUTO, PEER = "ours float32", "ours auto", "onmt"
 VOCAB_SIZE, BATCH_TOKENS, MAX_LENGTH = 8000, 4096, 128
 LOG_EVERY, SHORT_STEPS = 20, 80  # a progress line every 20 updates, as the peer's
 # Our comparison shape, as `translator train --set` overrides of the default config.
@@ -62,7 +68,7 @@ PEER_TRAIN = {
     "batch_size": BATCH_TOKENS,
     "batch_type": "tokens",
     "effective_batch_size": None,  # no accumulation: one batch, one update
-    "length_bucket_width": 4,
+    "length_bucket_width": PipelineConfig().bucket_width,  # our batching
     "maximum_features_length": MAX_LENGTH,
     "maximum_labels_length": MAX_LENGTH,
     "save_checkpoints_steps": 1_000_000,
@@ -123,15 +129,15 @@ def prepare(workdir: Path, data: Path, short: bool) -> dict[str, Path]:
     return {"vocab": vocab, "bin": bin_dir}
 
 
-def train(side: str, workdir: Path, inputs: dict, data: Path, short: bool, tag: str) -> dict:
-    """One side's training for `MINUTES` (short: ours only, `SHORT_STEPS` updates of the tiny
-    preset); the mean of the target tokens/s its log shows, and our precision."""
-    run_dir = workdir / f"{side}-{tag}"
+def train(side: str, workdir: Path, inputs: dict, data: Path, args, tag: str) -> dict:
+    """One side's training for `args.minutes` (short: ours only, `SHORT_STEPS` updates of
+    the tiny preset); the mean of the target tokens/s its log shows, and its precision."""
+    run_dir = workdir / f"{side.replace(' ', '-')}-{tag}"
     shutil.rmtree(run_dir, ignore_errors=True)
-    if side == "onmt":
+    if side == PEER:
         command = [str(inputs["bin"] / "onmt-main"), "--model", str(workdir / "onmt_model.py")]
         command += ["--config", str(workdir / "onmt-config.yml"), "--model_dir", str(run_dir)]
-        command, seconds, rates, quiet = [*command, "train"], MINUTES * 60, peer_rates, "1"
+        command, seconds, rates, quiet = [*command, "train"], args.minutes * 60, peer_rates, "1"
     else:
         budget = ["train.max_minutes=0", f"train.max_steps={SHORT_STEPS}", "model.preset=tiny"]
         settings = [
@@ -144,18 +150,21 @@ def train(side: str, workdir: Path, inputs: dict, data: Path, short: bool, tag: 
             "eval.every_steps=0",  # no validation (nor the peer), so no mid-run epochs
             "checkpoint.every_steps=1000000",  # as the peer's save_checkpoints_steps
             "checkpoint.average_last=0",
+            f"train.precision={'float32' if side == FLOAT32 else 'auto'}",
             *OUR_SHAPE,
-            *(budget if short else [f"train.max_minutes={MINUTES}"]),
+            *(budget if args.short else [f"train.max_minutes={args.minutes}"]),
         ]
         command = [sys.executable, "-m", "translator", "train", f"--run-dir={run_dir}"]
         command += [f"--set={item}" for item in settings]
-        seconds, rates, quiet = 600 if short else MINUTES * 60 + 120, our_rates, "3"  # if hung
-    log = workdir / f"{side}-{tag}.log"
+        seconds, rates, quiet = 600 if args.short else args.minutes * 60 + 120, our_rates, "3"
+    log = workdir / f"{side.replace(' ', '-')}-{tag}.log"
     text = harness.run_for(command, seconds, log, {"TF_CPP_MIN_LOG_LEVEL": quiet})
     if not (found := rates(text)):
         raise RuntimeError(f"{log.name}: no training rate in the log, which ends:\n{text[-3000:]}")
     metadata = run_dir / "model" / "metadata.json"  # ours, unless the run had to be stopped
-    precision = json.loads(metadata.read_text()).get("precision") if metadata.is_file() else "?"
+    precision = "float32" if side == PEER else "?"
+    if metadata.is_file():
+        precision = json.loads(metadata.read_text()).get("precision", "?")
     rate = statistics.mean(found)
     return {"tokens_per_second": rate, "reports": len(found), "precision": precision}
 
@@ -164,35 +173,100 @@ def mean(runs: list[dict]) -> float:
     return statistics.mean(run["tokens_per_second"] for run in runs)
 
 
-def peers_markdown(ours: list[dict], peer: list[dict], ratio: float, minutes: float, seconds):
-    """The section: the template filled with this run's figures (its local names)."""
-    rows = [
-        render("round-row", round=i + 1, ours=o, peer=p, ratio=mean([o]) / mean([p]))
-        for i, (o, p) in enumerate(zip(ours, peer, strict=True))
-    ]
-    verdict = render("verdict-meets" if ratio >= TARGET_RATIO else "verdict-misses", ratio=ratio)
-    rows, ours_mean, peer_mean, wall_minutes = "\n".join(rows), mean(ours), mean(peer), seconds / 60
+def ratios(runs: dict[str, list[dict]]) -> dict[str, float]:
+    """Ours over the peer: {"float32": both in float32, "default": each side's default
+    precision (ours `auto`; float32 where `auto` is float32 here)}."""
+    peer = mean(runs[PEER])
+    default = runs.get(AUTO) or runs[FLOAT32]
+    return {"float32": mean(runs[FLOAT32]) / peer, "default": mean(default) / peer}
+
+
+def peers_markdown(runs: dict[str, list[dict]], mfu: dict[str, float], minutes, seconds, auto):
+    """The section: the template filled with this run's figures (its local names).
+
+    Args:
+        runs: Each side's rounds ({side: [{"tokens_per_second", "reports", "precision"}]}),
+            the sides `FLOAT32`, `PEER` and, where `auto` is not float32, `AUTO`.
+        mfu: Each side's MFU over its rounds.
+        minutes: Minutes each side trained per round.
+        seconds: The benchmark's wall time.
+        auto: The precision `auto` picked.
+    """
+    sides = [side for side in (FLOAT32, AUTO, PEER) if side in runs]
+    found = ratios(runs)
+    rows = []
+    for index, rounds in enumerate(zip(*(runs[side] for side in sides), strict=True)):
+        cells = " | ".join(render("cell", run=run) for run in rounds)
+        by_side = dict(zip(sides, rounds, strict=True))
+        round_ratios = ratios({side: [run] for side, run in by_side.items()})
+        rows.append(render("round-row", round=index + 1, cells=cells, **round_ratios))
+    means = " | ".join(f"**{mean(runs[side]):,.0f}**" for side in sides)
+    mfus = " | ".join(f"{mfu[side]:.0%}" for side in sides)
+    auto_column = render("auto-column", auto=auto) if AUTO in runs else ""
+    auto_rule = "---|" if AUTO in runs else ""
+    verdicts = {
+        name: render(
+            "verdict-meets" if found[name] >= goal else "verdict-misses", ratio=found[name]
+        )
+        for name, goal in (("float32", TARGET_RATIO), ("default", DEFAULT_RATIO))
+    }
+    default_note = "" if AUTO in runs else render("no-auto")
+    rows, wall_minutes = "\n".join(rows), seconds / 60
     figures = dict(vocab_size=VOCAB_SIZE, batch_tokens=BATCH_TOKENS, max_length=MAX_LENGTH)
-    return render("section", **harness.footer(), **figures, target_ratio=TARGET_RATIO, **locals())
+    goals = dict(target_ratio=TARGET_RATIO, default_ratio=DEFAULT_RATIO)
+    return render("section", **harness.footer(), **figures, **goals, **found, **locals())
+
+
+def model_flops(data: Path, vocab: Path) -> tuple[float, dict[str, float], str]:
+    """The comparison shape's training FLOPs per target token, this machine's matmul
+    FLOP/s in float32 and bfloat16, and the precision `auto` picks here."""
+    import tensorflow as tf
+
+    from bench.training import flops_per_target_token, matmul_flops_per_second
+    from training.config import load_config
+    from training.strategy import select_precision
+    from translator.pipelines import load_vocabulary
+
+    vocabulary = load_vocabulary(vocab)
+    run_config = load_config(None, list(OUR_SHAPE))
+    sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
+    config = run_config.model.transformer_config(*sizes)
+    flops = flops_per_target_token(config, data, vocabulary, run_config.data.pipeline)
+    peaks = {dtype: matmul_flops_per_second(dtype) for dtype in ("float32", "bfloat16")}
+    return flops, peaks, select_precision("auto", tf.distribute.get_strategy())
 
 
 @harness.command
 def main(argv: list[str] | None = None) -> int:
-    args = harness.parse(harness.make_parser("peers", __doc__), argv)
+    parser = harness.make_parser("peers", __doc__)
+    parser.add_argument("--minutes", type=float, default=MINUTES, help="per side and round")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="rounds of the sides")
+    args = harness.parse(parser, argv)
     data, started = harness.find_data(args.data), time.perf_counter()
-    runs = {"ours": [], "onmt": []}
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as scratch:
         workdir = (Path(scratch) if args.short else WORKDIR).resolve()
         workdir.mkdir(parents=True, exist_ok=True)
         inputs = prepare(workdir, data, args.short)
-        for index in range(1 if args.short else ROUNDS):
-            for side in ("ours",) if args.short else ("ours", "onmt"):
-                runs[side].append(train(side, workdir, inputs, data, args.short, f"r{index}"))
+        if args.short:  # our side only: no ratio
+            run = train(AUTO, workdir, inputs, data, args, "r0")
+            print(f"round 1: ours {run['tokens_per_second']:,.0f} tok/s")
+            return 0
+        flops, peaks, auto = model_flops(data, inputs["vocab"])
+        sides = (FLOAT32, PEER) if auto == "float32" else (FLOAT32, AUTO, PEER)
+        runs = {side: [] for side in sides}
+        for index in range(args.rounds):
+            for side in sides:
+                runs[side].append(train(side, workdir, inputs, data, args, f"r{index}"))
                 print(f"round {index + 1}: {side} {runs[side][-1]['tokens_per_second']:,.0f} tok/s")
-    if args.short:  # our side only: no ratio
-        return 0
-    ours, peer = runs["ours"], runs["onmt"]
-    ratio = mean(ours) / mean(peer)
-    harness.report_target("training tok/s vs OpenNMT-tf 2.32 (same run)", ratio, TARGET_RATIO, "x")
+    peak = {FLOAT32: peaks["float32"], AUTO: peaks["bfloat16"], PEER: peaks["float32"]}
+    if auto not in ("float32", "mixed_bfloat16"):  # a GPU's mixed_float16: no CPU peak for it
+        peak[AUTO] = float("nan")
+    mfu = {side: mean(runs[side]) * flops / peak[side] for side in sides}
+    found = ratios(runs)
+    name = "training tok/s vs OpenNMT-tf 2.32"
+    harness.report_target(f"{name}, both float32 (same run)", found["float32"], TARGET_RATIO, "x")
+    harness.report_target(
+        f"{name}, each side's default precision (same run)", found["default"], DEFAULT_RATIO, "x"
+    )
     seconds = time.perf_counter() - started
-    return harness.publish(args, "peers", peers_markdown, ours, peer, ratio, MINUTES, seconds)
+    return harness.publish(args, "peers", peers_markdown, runs, mfu, args.minutes, seconds, auto)

@@ -19,6 +19,7 @@ import time
 import tensorflow as tf
 
 from bench import harness
+from bench.profiling import op_class, share_tables
 from translator.artifacts import load_model_dir
 from translator.constants import DEFAULT_BATCH_TOKENS
 from translator.engines.search_cache import saveable_search
@@ -58,13 +59,6 @@ CLASSES = (
 TOP_TYPES = 15  # op types listed apart
 # "[device memory] node = OpType(inputs)"; oneDNN's rewrites prefix the type (_MklNative...).
 LABEL = re.compile(r"^(?:\[[^\]]*\] )?\S+ = (?:_MklNative|_Mkl)?(\S+?)\(")
-
-
-def op_class(name: str, op: str) -> str:
-    for label, types, scope in CLASSES:
-        if (types is not None and op in types) or (scope is not None and scope.search(name)):
-            return label
-    return "other (elementwise, shapes, reductions)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                 match = LABEL.match(node.timeline_label)
                 op = match.group(1) if match else node.node_name.split(":")[0]
                 micros = node.op_end_rel_micros - node.op_start_rel_micros
-                label = op_class(node.node_name, op)
+                label = op_class(CLASSES, node.node_name, op)
                 totals[label] += micros
                 counts[label] += 1
                 by_type[label, op] += micros
@@ -118,12 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{len(lines)} sentences, {len(batches)} batches, beam {args.beam_size}, "
         f"traced wall {wall:.2f} s, op time {total / 1e6:.2f} s"
     )
-    print("| op class | share of op time | ops run |\n|---|---|---|")
-    for label, micros in totals.most_common():
-        print(f"| {label} | {micros / total:.1%} | {counts[label]:,} |")
-    print("\n| op type (its class) | share of op time |\n|---|---|")
-    for (label, op), micros in by_type.most_common(TOP_TYPES):
-        print(f"| {op} ({label}) | {micros / total:.1%} |")
+    print(share_tables(totals, by_type, TOP_TYPES, counts))
     return 0
 
 

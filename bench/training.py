@@ -87,7 +87,10 @@ def matmul_flops_per_second(dtype: str, size: int = 2048, repeats: int = 8) -> f
     return 2.0 * size**3 * repeats / seconds
 
 
-def train_throughput(variant: Variant, data: Path, vocabulary, warmup: int, steps: int) -> dict:
+def make_trainer(variant: Variant, data: Path, vocabulary):
+    """The variant's compiled trainer, its endless training dataset, its steps per
+    execution and its model FLOPs per target token. Sets the global dtype policy to the
+    variant's precision (the caller sets it back)."""
     keras.config.set_dtype_policy(variant.precision)
     keras.utils.set_random_seed(1)
     preset = "tiny" if variant.shape == "tiny" else "small"
@@ -102,10 +105,20 @@ def train_throughput(variant: Variant, data: Path, vocabulary, warmup: int, step
     trainer.compile(optimizer=optimizer, jit_compile=jit, steps_per_execution=per_call)
     source, target = data / "train.en.gz", data / "train.de.gz"
     dataset = make_dataset(source, target, vocabulary, pipeline, training=True).repeat()
-    # Model FLOPs per target token at the corpus' mean lengths (EOS/BOS included).
+    return trainer, dataset, per_call, flops_per_target_token(config, data, vocabulary, pipeline)
+
+
+def flops_per_target_token(config, data: Path, vocabulary, pipeline) -> float:
+    """Training FLOPs per target token of Multi30k EN-DE (`translator.flops`: matmuls
+    only, padding excluded) at the corpus' mean lengths, EOS/BOS included."""
+    source, target = data / "train.en.gz", data / "train.de.gz"
     stats = scan_corpus(source, target, vocabulary, pipeline)
     mean_source, mean_target = stats.source_tokens / stats.kept, stats.target_tokens / stats.kept
-    flops_per_token = float(training_flops(config, mean_source, mean_target)) / mean_target
+    return float(training_flops(config, mean_source, mean_target)) / mean_target
+
+
+def train_throughput(variant: Variant, data: Path, vocabulary, warmup: int, steps: int) -> dict:
+    trainer, dataset, per_call, flops_per_token = make_trainer(variant, data, vocabulary)
     marks = {}  # updates done -> (seconds the execution took, tokens so far)
 
     class Clock(keras.callbacks.Callback):

@@ -1,6 +1,6 @@
 import json
 
-from bench.peers import peer_rates, peers_markdown
+from bench.peers import AUTO, FLOAT32, PEER, peer_rates, peers_markdown, ratios
 
 # Lines as OpenNMT-tf 2.32 logs them (from a run of bench.peers), with other lines around.
 LOG = """\
@@ -19,16 +19,33 @@ def test_peer_rates_are_the_logged_target_rates_without_the_first_report():
     assert peer_rates("no training lines") == []
 
 
-def test_the_section_shows_each_round_and_the_ratio_of_the_means():
-    ours = [{"tokens_per_second": 6000.0, "reports": 9, "precision": "mixed_bfloat16"}] * 2
+def test_the_section_shows_each_round_and_the_ratios_of_the_means():
+    ours = [{"tokens_per_second": 3000.0, "reports": 9, "precision": "float32"}] * 2
+    auto = [{"tokens_per_second": 6000.0, "reports": 9, "precision": "mixed_bfloat16"}] * 2
     peer = [
-        {"tokens_per_second": 3000.0, "reports": 5},
-        {"tokens_per_second": 5000.0, "reports": 5},
+        {"tokens_per_second": 1500.0, "reports": 5, "precision": "float32"},
+        {"tokens_per_second": 2500.0, "reports": 5, "precision": "float32"},
     ]
-    text = peers_markdown(ours, peer, 1.5, 3.0, 400.0)
-    assert "| 1 | 6,000 (9 reports, mixed_bfloat16) | 3,000 (5 reports) | 2.00x |" in text
-    assert "| **mean** | **6,000** | **4,000** | **1.50x** |" in text
-    assert "**meets**" in text
+    runs = {FLOAT32: ours, AUTO: auto, PEER: peer}
+    mfu = {FLOAT32: 0.6, AUTO: 0.45, PEER: 0.4}
+    text = peers_markdown(runs, mfu, 3.0, 400.0, "mixed_bfloat16")
+    row = "| 1 | 3,000 (9 reports, float32) | 6,000 (9 reports, mixed_bfloat16) | 1,500 (5 reports"
+    assert row + ", float32) | 2.00x | 4.00x |" in text
+    assert "| **mean** | **3,000** | **6,000** | **2,000** | **1.50x** | **3.00x** |" in text
+    assert "| **MFU** | 60% | 45% | 40% | | |" in text
+    assert "goal >= 1.5x: **meets**" in text and "goal >= 2.0x: **meets**" in text
+    assert ratios(runs) == {"float32": 1.5, "default": 3.0}
+
+
+def test_where_auto_is_float32_the_float32_side_is_the_default_too():
+    ours = [{"tokens_per_second": 3000.0, "reports": 9, "precision": "float32"}]
+    peer = [{"tokens_per_second": 2500.0, "reports": 5, "precision": "float32"}]
+    runs = {FLOAT32: ours, PEER: peer}
+    assert ratios(runs) == {"float32": 1.2, "default": 1.2}
+    text = peers_markdown(runs, {FLOAT32: 0.6, PEER: 0.5}, 3.0, 400.0, "float32")
+    assert "`auto` is float32 on this CPU" in text
+    assert "| 1 | 3,000 (9 reports, float32) | 2,500 (5 reports, float32) | 1.20x | 1.20x |" in text
+    assert "**misses (1.20x)**" in text and "ours float32 (target tok/s) | OpenNMT" in text
 
 
 def test_a_partial_bench_run_keeps_the_other_benchmarks_rows():

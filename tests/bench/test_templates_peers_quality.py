@@ -42,37 +42,53 @@ def rendered(monkeypatch):
 
 
 def test_the_peers_section_holds_the_round_figures_and_no_unfilled_field():
-    ours = [
-        {"tokens_per_second": 7510.4, "reports": 18, "precision": "mixed_bfloat16"},
-        {"tokens_per_second": 7544.0, "reports": 17, "precision": "mixed_bfloat16"},
-    ]
-    peer = [
-        {"tokens_per_second": 4879.0, "reports": 10},
-        {"tokens_per_second": 4820.0, "reports": 9},
-    ]
-    text = peers.peers_markdown(ours, peer, 1.55, 3.0, 13 * 60 + 5)
+    runs = {
+        peers.FLOAT32: [
+            {"tokens_per_second": 5600.0, "reports": 18, "precision": "float32"},
+            {"tokens_per_second": 5800.0, "reports": 17, "precision": "float32"},
+        ],
+        peers.AUTO: [
+            {"tokens_per_second": 7510.4, "reports": 18, "precision": "mixed_bfloat16"},
+            {"tokens_per_second": 7544.0, "reports": 17, "precision": "mixed_bfloat16"},
+        ],
+        peers.PEER: [
+            {"tokens_per_second": 4879.0, "reports": 10, "precision": "float32"},
+            {"tokens_per_second": 4820.0, "reports": 9, "precision": "float32"},
+        ],
+    }
+    mfu = {peers.FLOAT32: 0.61, peers.AUTO: 0.42, peers.PEER: 0.5}
+    text = peers.peers_markdown(runs, mfu, 3.0, 13 * 60 + 5, "mixed_bfloat16")
     assert text.startswith("## Training speed against OpenNMT-tf (`bench/peers.py`)\n\n")
-    assert "joint 8,000-piece" in text and "4,096-token batches, at most 128 pieces" in text
-    assert "alternate, 3 minutes each per round" in text
-    assert "Goal: >=\n1.5x: **meets**." in text
-    assert "| round | ours (target tok/s) | OpenNMT-tf (target tok/s) | ratio |\n|---|" in text
-    assert "| 1 | 7,510 (18 reports, mixed_bfloat16) | 4,879 (10 reports) | 1.54x |\n" in text
-    assert "| 2 | 7,544 (17 reports, mixed_bfloat16) | 4,820 (9 reports) | 1.57x |\n" in text
-    assert "| **mean** | **7,527** | **4,850** | **1.55x** |\n\n- Command:" in text
+    assert "joint\n8,000-piece" in text and "4,096-token batches, at most\n128 pieces" in text
+    assert "take turns, 3 minutes each per round" in text
+    assert "- Both in float32, goal >= 1.5x: **misses (1.18x)**." in text
+    assert "- Each side's default precision, goal >= 2.0x: **misses (1.55x)**." in text
+    head = "| round | ours float32 (target tok/s) | ours mixed_bfloat16 (target tok/s) | "
+    assert head + "OpenNMT-tf float32 (target tok/s) | float32 ratio | default ratio |\n" in text
+    assert "|---|---|---|---|---|---|\n| 1 | 5,600 (18 reports, float32) | 7,510 (18" in text
+    assert "| 2 | 5,800 (17 reports, float32) | 7,544 (17 reports, mixed_bfloat16) | 4,820" in text
+    assert "| **mean** | **5,700** | **7,527** | **4,850** | **1.18x** | **1.55x** |" in text
+    assert "| **MFU** | 61% | 42% | 50% | | |\n\n- Command:" in text
     assert f"- Command: `{COMMAND}` (13 min)\n- Date: {DATE}\n- Machine: {MACHINE}" in text
     assert text.endswith(f"- Machine: {MACHINE}")
     assert not UNFILLED.search(text), "a field was left unfilled"
 
 
-def test_a_missed_peers_target_shows_the_ratio_in_the_verdict(rendered):
+def test_a_met_or_missed_peers_target_and_a_float32_only_machine(rendered):
     ours = [{"tokens_per_second": 6000.0, "reports": 3, "precision": "float32"}]
-    peer = [{"tokens_per_second": 5000.0, "reports": 4}]
-    text = peers.peers_markdown(ours, peer, 1.2, 0.5, 30.0)
+    peer = [{"tokens_per_second": 5000.0, "reports": 4, "precision": "float32"}]
+    runs = {peers.FLOAT32: ours, peers.PEER: peer}
+    text = peers.peers_markdown(runs, {peers.FLOAT32: 0.6, peers.PEER: 0.5}, 0.5, 30.0, "float32")
     assert "**misses (1.20x)**" in text and "**meets**" not in text
     assert "0.5 minutes each per round" in text and "(0 min)" in text
-    assert "| 1 | 6,000 (3 reports, float32) | 5,000 (4 reports) | 1.20x |" in text
+    assert "| 1 | 6,000 (3 reports, float32) | 5,000 (4 reports, float32) | 1.20x | 1.20x |" in text
+    assert "|---|---|---|---|---|\n" in text and "the float32 row is our default too" in text
     assert not UNFILLED.search(text)
-    peers.peers_markdown(ours, peer, 1.5, 3.0, 60.0)  # met: the other verdict
+    auto = [{"tokens_per_second": 12000.0, "reports": 3, "precision": "mixed_bfloat16"}]
+    runs = {peers.FLOAT32: [{**ours[0], "tokens_per_second": 8000.0}], peers.AUTO: auto}
+    mfu = {peers.FLOAT32: 0.7, peers.AUTO: 0.5, peers.PEER: 0.5}
+    text = peers.peers_markdown({**runs, peers.PEER: peer}, mfu, 3.0, 60.0, "mixed_bfloat16")
+    assert "goal >= 1.5x: **meets**" in text and "goal >= 2.0x: **meets**" in text
     assert rendered["peers"] == set(peers.TEMPLATE_PARTS)  # every part filled without error
 
 
