@@ -4,6 +4,7 @@ import sys
 
 import keras
 import numpy as np
+import pytest
 
 from tests.support.paths import SCRIPTS
 from training.trainer import TranslationTrainer
@@ -61,6 +62,7 @@ def test_loss_is_the_token_mean_of_label_smoothed_cross_entropy():
     np.testing.assert_allclose(result["loss"], smoothed[real].mean(), rtol=1e-5)
 
 
+@pytest.mark.slow  # ~55 s; the multi-worker run (test_run.py) stays in the default run
 def test_mirrored_over_two_cpus_matches_one_device():
     """Same global batches, split over 2 replicas: same losses and weights, with and
     without global-norm clipping (replicas hold different token counts)."""
@@ -125,6 +127,7 @@ def test_xla_step_trains_like_the_plain_step():
         np.testing.assert_allclose(a, b, atol=1e-5)
 
 
+@pytest.mark.slow  # ~42 s; test_xla_step_trains_like_the_plain_step stays
 def test_xla_epoch_compiles_once_per_batch_shape(copy_task, tmp_path):
     """An epoch of the XLA step compiles one program per distinct batch shape, bounded by
     the buckets, even after a plain step trained in the same process (once it recompiled
