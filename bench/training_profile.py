@@ -6,8 +6,9 @@ under `fit`, untraced warm-up steps first, then steps under TensorFlow's profile
 op the step's executor ran is summed into a class by its type and name scope; the input
 pipeline's ops run on tf.data's own threads, beside the step, and are listed apart. Op
 times leave out the executor's own overhead and, on two cores, two ops may overlap, so the
-shares say where kernels spend time, not how the wall time splits. Model FLOPs over the
-traced wall time against this machine's matmul FLOP/s, in the same run, give the MFU.
+shares say where kernels spend time, not how the wall time splits. The MFU is the model
+FLOPs/s of as many untraced steps, timed first, over this machine's matmul FLOP/s in the
+same precision, measured in the same run.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ from bench.profiling import op_class, share_tables
 from bench.training import Variant, make_trainer, matmul_flops_per_second
 from translator.pipelines import build_vocabulary, load_vocabulary
 
-# (class, op types, name-scope pattern or None): the first match names an op's class.
+# (class, op types or None, name-scope pattern or None): the first match names an op's
+# class. AddN sums the gradients of a tensor used twice: the tied embedding's (its lookup and
+# the output projection) and every residual branch's.
 CLASSES = (
     ("optimizer update (Adam)", None, re.compile(r"(^|/)adam/|Apply|AssignAddVariable|AssignSub")),
     ("gradient clipping (global norm)", None, re.compile(r"clip_by_global_norm|global_norm")),
@@ -42,7 +45,7 @@ CLASSES = (
     ("layer norm", None, re.compile(r"_norm")),
     ("dropout", {"StatelessRandomUniformFullIntV2"}, re.compile(r"dropout")),
     (
-        "embedding gather/scatter, real positions",
+        "embedding gather/scatter, gradient sums",
         {"GatherV2", "ResourceGather", "UnsortedSegmentSum", "ScatterNd", "GatherNd", "AddN"},
         re.compile(r"embedding"),
     ),
