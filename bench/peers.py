@@ -132,7 +132,8 @@ def prepare(workdir: Path, data: Path, short: bool) -> dict[str, Path]:
 def train(side: str, workdir: Path, inputs: dict, data: Path, args, tag: str) -> dict:
     """One side's training for `args.minutes` (short: ours only, `SHORT_STEPS` updates of
     the tiny preset); the mean of the target tokens/s its log shows, and its precision."""
-    run_dir = workdir / f"{side.replace(' ', '-')}-{tag}"
+    run_name = f"{side.replace(' ', '-')}-{tag}"  # its run directory and log file
+    run_dir = workdir / run_name
     shutil.rmtree(run_dir, ignore_errors=True)
     if side == PEER:
         command = [str(inputs["bin"] / "onmt-main"), "--model", str(workdir / "onmt_model.py")]
@@ -157,7 +158,7 @@ def train(side: str, workdir: Path, inputs: dict, data: Path, args, tag: str) ->
         command = [sys.executable, "-m", "translator", "train", f"--run-dir={run_dir}"]
         command += [f"--set={item}" for item in settings]
         seconds, rates, quiet = 600 if args.short else args.minutes * 60 + 120, our_rates, "3"
-    log = workdir / f"{side.replace(' ', '-')}-{tag}.log"
+    log = workdir / f"{run_name}.log"
     text = harness.run_for(command, seconds, log, {"TF_CPP_MIN_LOG_LEVEL": quiet})
     if not (found := rates(text)):
         raise RuntimeError(f"{log.name}: no training rate in the log, which ends:\n{text[-3000:]}")
