@@ -132,13 +132,16 @@ class ServedModel:
         """
         import tensorflow as tf
 
+        from translator.search.graph_options import lean_graph_options
+
         keys = self.signatures[signature].input_keys
         columns = [inputs] if len(keys) == 1 else list(zip(*inputs, strict=True))
         tensors = {
             key: tf.constant(list(column), tf.string)
             for key, column in zip(keys, columns, strict=True)
         }
-        outputs = self._functions[signature](**tensors)  # each [batch] or [batch, n]
+        with lean_graph_options():  # the search's graph, optimized as `translate` does
+            outputs = self._functions[signature](**tensors)  # each [batch] or [batch, n]
         return {key: value.numpy() for key, value in outputs.items()}
 
     def warm_up(self, run: RunFunction | None = None) -> str:

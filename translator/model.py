@@ -58,8 +58,11 @@ class DecodingCache(NamedTuple):
         Row `s * beam + k` is beam k of sentence s; the cross-attention part keeps one
         row per sentence, which its beams share (see `MultiHeadAttention`).
         """
+        # One row index for all the tensors: a repeat per tensor would trace its own
+        # shape plumbing for each.
+        rows = ops.repeat(ops.arange(ops.shape(self.source_mask)[0]), beam)  # [sentences * beam]
         repeated = keras.tree.map_structure(
-            lambda x: ops.repeat(x, beam, axis=0), self.self_attention
+            lambda x: ops.take(x, rows, axis=0), self.self_attention
         )  # [sentences * beam, heads, length, head_dim] each
         return self._replace(self_attention=repeated)
 

@@ -33,6 +33,7 @@ from translator import __version__
 from translator.engines.base import SEARCH_CACHE_ENTRIES
 from translator.io import atomic_directory
 from translator.search.common import SearchResult
+from translator.search.graph_options import lean_graph_options
 
 if TYPE_CHECKING:  # pragma: no cover
     from translator.artifacts import ModelFiles
@@ -105,7 +106,8 @@ class CachedSearch:
         """Searches a batch; see `translator.engines.BatchDecoder`."""
         source_ids = tf.convert_to_tensor(source_ids, tf.int32)  # [batch, width]
         if prefix_ids is None:
-            return SearchResult(*self._restored.translate(source_ids))
+            with lean_graph_options():  # as `Decoder` calls its search
+                return SearchResult(*self._restored.translate(source_ids))
         if self._decoder is None:
             self._decoder = self._build()
         return self._decoder(source_ids, prefix_ids)

@@ -11,6 +11,7 @@ from keras import ops
 from translator.layers.dropout import FastDropout
 from translator.layers.initializers import clone_initializer
 from translator.layers.rotary_embedding import RotaryEmbedding
+from translator.layers.shapes import leading_dims
 
 if TYPE_CHECKING:  # pragma: no cover
     import tensorflow as tf
@@ -60,8 +61,7 @@ class HeadsProjection(keras.layers.EinsumDense):
         outputs = ops.matmul(ops.reshape(inputs, (-1, fan_in)), kernel)  # [rows, fan_out]
         if self.bias is not None:
             outputs = outputs + ops.cast(ops.reshape(self.bias, (-1,)), self.compute_dtype)
-        batch, length = ops.shape(inputs)[0], ops.shape(inputs)[1]
-        return ops.reshape(outputs, (batch, length, *out_dims))
+        return ops.reshape(outputs, (*leading_dims(inputs, 2), *out_dims))
 
 
 @keras.saving.register_keras_serializable(package="translator")
@@ -260,8 +260,8 @@ class MultiHeadAttention(keras.layers.Layer):
         have `sources` rows, `rows / sources` query rows each (1 but for a shared
         cross-attention cache, see the class).
         """
-        rows, query_length = ops.shape(query)[0], ops.shape(query)[1]
-        sources = ops.shape(key)[0]
+        rows, query_length = leading_dims(query, 2)
+        (sources,) = leading_dims(key, 1)
         scale = ops.cast(1.0 / math.sqrt(self.head_dim), query.dtype)
         query = ops.reshape(query * scale, (sources, -1, self.num_heads, self.head_dim))
         query = _heads_first(query)  # [sources, heads, group * query, head_dim]

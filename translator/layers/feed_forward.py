@@ -7,6 +7,7 @@ from keras import ops
 
 from translator.layers.dropout import FastDropout
 from translator.layers.initializers import clone_initializer
+from translator.layers.shapes import leading_dims
 
 ACTIVATIONS = ("relu", "gelu", "swiglu")
 
@@ -80,9 +81,14 @@ class FeedForward(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, training=None):
-        hidden = self._activate(inputs)  # [batch, length, hidden_dim]
+        # On rows, so each Dense is one 2-D matmul: a Dense on `[batch, length, d]`
+        # runs a tensordot, whose shape plumbing every traced layer would repeat.
+        d_model = inputs.shape[-1]
+        rows = ops.reshape(inputs, (-1, d_model))  # [batch * length, d_model]
+        hidden = self._activate(rows)  # [rows, hidden_dim]
         hidden = self.activation_dropout(hidden, training=training)
-        return self.outer_dense(hidden)  # [batch, length, d_model]
+        outputs = self.outer_dense(hidden)  # [rows, d_model]
+        return ops.reshape(outputs, (*leading_dims(inputs, 2), d_model))
 
     def compute_output_shape(self, inputs_shape):
         return inputs_shape

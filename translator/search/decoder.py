@@ -8,6 +8,7 @@ from translator.search.beam import beam_search
 from translator.search.common import SearchResult, output_length_limits
 from translator.search.config import SearchConfig
 from translator.search.driver import SearchInputs
+from translator.search.graph_options import lean_graph_options
 from translator.search.greedy import greedy_search
 from translator.search.sampling import sample
 
@@ -142,6 +143,8 @@ class Decoder(tf.Module):
     def __call__(self, source_ids, prefix_ids=None) -> SearchResult:
         """Translates a batch, each output continuing its prefix if given; see `search`."""
         source_ids = tf.convert_to_tensor(source_ids, tf.int32)
-        if prefix_ids is None:
-            return self.translate(source_ids)
-        return self.translate_prefixed(source_ids, tf.convert_to_tensor(prefix_ids, tf.int32))
+        with lean_graph_options():  # every call alike: the options key its instantiation
+            if prefix_ids is None:
+                return self.translate(source_ids)
+            prefix_ids = tf.convert_to_tensor(prefix_ids, tf.int32)
+            return self.translate_prefixed(source_ids, prefix_ids)
