@@ -7,7 +7,6 @@ from keras import ops
 
 from translator.layers.dropout import FastDropout
 from translator.layers.initializers import clone_initializer
-from translator.layers.shapes import leading_dims
 
 ACTIVATIONS = ("relu", "gelu", "swiglu")
 
@@ -81,14 +80,9 @@ class FeedForward(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, training=None):
-        # On rows, so each Dense is one 2-D matmul: a Dense on `[batch, length, d]`
-        # runs a tensordot, whose shape plumbing every traced layer would repeat.
-        d_model = inputs.shape[-1]
-        rows = ops.reshape(inputs, (-1, d_model))  # [batch * length, d_model]
-        hidden = self._activate(rows)  # [rows, hidden_dim]
+        hidden = self._activate(inputs)  # [batch, length, hidden_dim]
         hidden = self.activation_dropout(hidden, training=training)
-        outputs = self.outer_dense(hidden)  # [rows, d_model]
-        return ops.reshape(outputs, (*leading_dims(inputs, 2), d_model))
+        return self.outer_dense(hidden)  # [batch, length, d_model]
 
     def compute_output_shape(self, inputs_shape):
         return inputs_shape
