@@ -85,7 +85,8 @@ class Decoder(tf.Module):
     length (with `jit_compile=True`, XLA still compiles once per distinct input shape, so
     feed length buckets). Being a `tf.Module` with no Python-side state in the function,
     it can be saved with `tf.saved_model.save(decoder, path)`; the restored object has a
-    `translate` function returning the same `SearchResult` structure.
+    `translate` function returning the same `SearchResult` structure. Calling the decoder
+    runs its function under `lean_graph_options` (one Grappler pass; the same results).
 
     Args:
         model: A `translator.model.Transformer`; built here if needed.

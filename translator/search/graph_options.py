@@ -2,10 +2,10 @@
 
 A restored search's first call spends most of its time in Grappler, TensorFlow's graph
 optimizer (bench/RESULTS.md, "Time to the first translation"). By default it runs its
-meta-optimizer twice over the whole graph, each time with a layout pass (data formats
-for GPU kernels) and the first time with a memory pass (recomputing or swapping
-training's activations). On a search, the second pass changes nothing that runs and the
-other two have nothing to rewrite, so `lean_graph_options` turns them off for the calls
+meta-optimizer twice over the whole graph, the first time with a layout pass (data
+formats for GPU kernels) and a memory pass (recomputing or swapping training's
+activations). On a search, the second pass changes nothing that runs and the other two
+have nothing to rewrite, so `lean_graph_options` turns them off for the calls
 made in its scope: the rewrites that shape the running graph (constant folding,
 arithmetic, the remapper's fused kernels) still run once, and the translations are the
 same as under the defaults (tests/search/test_graph_options.py).
@@ -25,7 +25,7 @@ from collections.abc import Iterator
 
 import tensorflow as tf
 
-try:  # pragma: no branch
+try:
     from tensorflow.python.eager import context as _context
 except ImportError:  # pragma: no cover (a TensorFlow without it: the defaults)
     _context = None
