@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 from collections.abc import Iterator
 
 import tensorflow as tf
@@ -31,8 +32,12 @@ except ImportError:  # pragma: no cover (a TensorFlow without it: the defaults)
     _context = None
 
 
+@functools.lru_cache(maxsize=8)
 def _lean_config(serialized: bytes) -> tf.compat.v1.ConfigProto:
-    """The call options' `ConfigProto` with one meta-optimizer pass, no layout or memory pass."""
+    """The call options' `ConfigProto` with one meta-optimizer pass, no layout or memory pass.
+
+    Cached: every search call asks for it, with the same few default options.
+    """
     config = tf.compat.v1.ConfigProto()
     config.ParseFromString(serialized)
     rewrite = config.graph_options.rewrite_options
