@@ -1,8 +1,10 @@
 """The budget planner's trial grid: does the plan match the best setting of each cell?
 
-A budget is turned into the target tokens the planner's speed measurement says it buys, so
-trials do not depend on other load; they are kept in WORKDIR/trials.json, so an interrupted
-run goes on where it stopped.
+Trials are time-fair: each trains the updates its own shape and batch size make in the
+cell's minutes on this machine, from speeds timed once per (shape, batch) before any
+trial (a smaller batch makes more updates but fewer tokens). Turning minutes into
+updates keeps trials independent of other load; they are kept in WORKDIR/trials.json,
+so an interrupted run goes on where it stopped.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 from bench import harness
 from training.config import load_config
 from training.plan import SHAPES, Budget, CorpusCounts, Speed, choose_vocab_size, make_plan
-from training.planning import count_characters, measure_speed
+from training.planning import TIMED_BATCH_TOKENS, count_characters, measure_speed
 from training.strategy import make_strategy, select_precision
 from translator.io import read_lines, write_atomic
 from translator.pipelines import PipelineConfig, build_vocabulary, load_vocabulary, scan_corpus
@@ -29,6 +31,10 @@ GRID = {False: ((3000, 10000, 29000), ("en-de", "de-en"), (2.0, 5.0))}
 GRID[True] = ((400,), ("en-de",), (0.05,))
 FIT_BUDGETS = {2.0}  # the cells the rule was fit on (with the minutes table's earlier trials)
 SUBSET_SEED = 1
+# A trial's speed: timed longer than a plan times (the planner spends a run's own budget
+# and times 8 updates; 8 updates of bucketed batches vary by tens of percent from one
+# measurement to the next, too much for trials whose updates come from it).
+SPEED_WARMUP_UPDATES, SPEED_UPDATES, SPEED_SECONDS = 10, 150, 40.0
 # What a trial trains, as `translator train --set` keys.
 SETTINGS = dict(
     batch_tokens="data.pipeline.batch_tokens",
@@ -64,23 +70,55 @@ def make_corpus(data: Path, workdir: Path, pairs: int) -> Path:
     return directory
 
 
-def measure_speeds(data: Path, workdir: Path, short: bool) -> dict:
-    """The planner's speeds of its shapes on this machine (timed once, then cached)."""
+def speed_key(shape_name: str, batch_tokens: int) -> str:
+    """The entry of one shape at one batch size in speeds.json: `narrow@2048`."""
+    return f"{shape_name}@{batch_tokens}"
+
+
+def measure_speeds(data: Path, workdir: Path, short: bool, needed: set[tuple[str, int]]) -> dict:
+    """Speeds of (shape name, batch tokens) pairs on this machine, each timed once.
+
+    Kept in WORKDIR/speeds.json: pairs timed before are not timed again. They are timed on
+    the 29k-pair corpus (400 pairs in short mode), whatever the cells' sizes: a token's
+    cost depends on the shape and the batch, not on how many pairs the corpus holds.
+    """
     cache = workdir / "speeds.json"
-    if cache.is_file():
-        return json.loads(cache.read_text("utf-8"))
+    result = json.loads(cache.read_text("utf-8")) if cache.is_file() else {}
+    speeds = result.setdefault("speeds", {})
+    missing = sorted(pair for pair in needed if speed_key(*pair) not in speeds)
+    if not missing:
+        return result
     corpus = make_corpus(data, workdir, 400 if short else 29000)
     files = [f"data.train_source={corpus / 'train.en'}", f"data.train_target={corpus / 'train.de'}"]
     lengths = ["data.pipeline.max_source_length=128", "data.pipeline.max_target_length=128"]
     config, strategy = load_config(None, files + lengths), make_strategy("auto")
-    vocabulary, speeds = load_vocabulary(corpus / "vocab"), {}
-    for shape in SHAPES[: 1 if short else 2]:  # narrow and small: what these corpora allow
-        speed = measure_speed(shape, 2048, config, vocabulary, strategy, 5 if short else 30)
-        speeds[shape.name] = dataclasses.asdict(speed)
-        print(f"speed {shape.name}: {speed}", flush=True)
-    result = {"precision": select_precision("auto", strategy), "speeds": speeds}
-    cache.write_text(json.dumps(result, indent=2), "utf-8")
+    vocabulary, shapes = load_vocabulary(corpus / "vocab"), {s.name: s for s in SHAPES}
+    result["precision"] = select_precision("auto", strategy)
+    for name, batch in missing:
+        speed = measure_speed(
+            shapes[name],
+            batch,
+            config,
+            vocabulary,
+            strategy,
+            5 if short else SPEED_SECONDS,
+            warmup=2 if short else SPEED_WARMUP_UPDATES,
+            updates=8 if short else SPEED_UPDATES,
+        )
+        speeds[speed_key(name, batch)] = dataclasses.asdict(speed)
+        print(f"speed {name} at {batch:,} batch tokens: {speed}", flush=True)
+        write_atomic(cache, json.dumps(result, indent=2))
     return result
+
+
+def timed_speeds(speeds: dict, batch_tokens: int = TIMED_BATCH_TOKENS) -> dict[str, Speed]:
+    """Per shape name, its speed at `batch_tokens` (the planner's table)."""
+    table = {}
+    for key, speed in speeds["speeds"].items():
+        name, batch = key.split("@")
+        if int(batch) == batch_tokens:
+            table[name] = Speed(**speed)
+    return table
 
 
 def settings_of(plan) -> dict:
@@ -102,10 +140,17 @@ def variants(plan) -> list[dict]:
     return [{**base, **change} for change in changes]
 
 
-def run_trial(cell: Cell, settings: dict, plan, corpus: Path, data: Path, args) -> dict:
-    """Trains one setting for the cell's tokens; returns its validation BLEU and updates."""
+def trial_updates(cell: Cell, settings: dict, speeds: dict) -> int:
+    """The updates one setting makes in the cell's minutes at its own timed speed."""
+    key = speed_key(settings["shape"].name, settings["batch_tokens"])
+    speed = Speed(**speeds["speeds"][key])
+    tokens = speed.tokens_per_second * max(cell.minutes * 60 - speed.startup_seconds, 0.0)
+    return max(1, round(tokens / speed.tokens_per_update))
+
+
+def run_trial(cell: Cell, settings: dict, speeds: dict, corpus: Path, data: Path, args) -> dict:
+    """Trains one setting for the cell's time; returns its validation BLEU and updates."""
     (source, target), shape = cell.direction.split("-"), settings["shape"]
-    speed = plan.speeds[shape.name].at_batch(settings["batch_tokens"])
     name = trial_key(settings).replace(", ", "-").replace(" ", "").replace(",", "")
     run_dir = args.workdir / "trials" / cell.name / name
     sets = {
@@ -117,7 +162,7 @@ def run_trial(cell: Cell, settings: dict, plan, corpus: Path, data: Path, args) 
         "model.preset": shape.preset,
         **{f"model.overrides.{k}": v for k, v in shape.model_overrides().items()},
         **{SETTINGS[key]: settings[key] for key in SETTINGS},
-        "train.max_steps": max(1, round(plan.tokens / speed)),
+        "train.max_steps": trial_updates(cell, settings, speeds),
         "train.max_minutes": 0,
         "eval.every_steps": 0,
         "eval.max_sentences": 50 if args.short else 0,
@@ -129,16 +174,39 @@ def run_trial(cell: Cell, settings: dict, plan, corpus: Path, data: Path, args) 
     metadata = json.loads((run_dir / "model" / "metadata.json").read_text("utf-8"))
     kept = {key: settings[key] for key in ("batch_tokens", "dropout", "warmup_fraction")}
     bleu, updates = metadata["best_validation_bleu"], metadata["step"]
-    return {"bleu": bleu, "updates": updates, "shape": shape.name, **kept}
+    speed = speeds["speeds"][speed_key(shape.name, settings["batch_tokens"])]
+    tokens = updates * speed["tokens_per_update"]
+    return {"bleu": bleu, "updates": updates, "tokens": tokens, "shape": shape.name, **kept}
 
 
 def cell_plan(cell: Cell, data: Path, speeds: dict, args):
+    """The cell's corpus and plan: shapes as timed at the planner's batch size, and what
+    the budget buys from the chosen batch's own speed where it was timed (as
+    `training.planning.plan_run` does)."""
     corpus = make_corpus(data, args.workdir, cell.pairs)
     files = [corpus / f"train.{side}" for side in cell.direction.split("-")]
     stats = scan_corpus(*files, load_vocabulary(corpus / "vocab"), PipelineConfig())
     counts = CorpusCounts(stats.pairs, count_characters(*files), stats.target_tokens)
-    table = {name: Speed(**speed) for name, speed in speeds["speeds"].items()}
-    return corpus, make_plan(counts, Budget(seconds=cell.minutes * 60), table)
+    budget, table = Budget(seconds=cell.minutes * 60), timed_speeds(speeds)
+    plan = make_plan(counts, budget, table)
+    batch = plan.value("data.pipeline.batch_tokens")
+    key = speed_key(plan.shape.name, batch)
+    if key in speeds["speeds"]:
+        plan = make_plan(
+            counts, budget, table, batch_speeds={batch: Speed(**speeds["speeds"][key])}
+        )
+    return corpus, plan
+
+
+def needed_speeds(cells: list[Cell], data: Path, args) -> set[tuple[str, int]]:
+    """The (shape, batch) pairs the cells' trials train, and the planner's timed batch of
+    each shape (it times those first: the plans are made from them)."""
+    needed = {(shape.name, TIMED_BATCH_TOKENS) for shape in SHAPES[: 1 if args.short else 2]}
+    speeds = measure_speeds(data, args.workdir, args.short, needed)
+    for cell in cells:
+        plan = cell_plan(cell, data, speeds, args)[1]
+        needed |= {(s["shape"].name, s["batch_tokens"]) for s in variants(plan)}
+    return needed
 
 
 def run_cell(cell: Cell, data: Path, speeds: dict, results: dict, args) -> None:
@@ -148,7 +216,7 @@ def run_cell(cell: Cell, data: Path, speeds: dict, results: dict, args) -> None:
     entry["cell"] = dataclasses.asdict(cell)
     for settings in variants(plan):
         if trial_key(settings) not in entry["trials"]:
-            trial = run_trial(cell, settings, plan, corpus, data, args)
+            trial = run_trial(cell, settings, speeds, corpus, data, args)
             entry["trials"][trial_key(settings)] = trial
             write_atomic(args.workdir / "trials.json", json.dumps(results, indent=2))
 
@@ -169,6 +237,7 @@ def cell_rows(cells: list[Cell], results: dict, data: Path, speeds: dict, args):
         for name, t in trials.items():  # the row's fields: these local names
             is_plan = render("is-plan") if t is planned else ""
             mark, gap_text = "**" * (t["bleu"] == best), render("gap", gap=gap) if is_plan else ""
+            tokens = f"{t['tokens'] / 1e6:.2f}M" if "tokens" in t else ""
             rows.append(render("row", trial=name, **locals()))
         if planned is None:
             rows.append(render("plan-not-trained", cell=cell.name, trial=plan_key))
@@ -178,29 +247,44 @@ def cell_rows(cells: list[Cell], results: dict, data: Path, speeds: dict, args):
 def section_markdown(rows: str, speeds: dict, worst: float | None, date: str) -> str:
     """The section: the template filled with the grid's rows and figures (its local names)."""
     timed = [
-        f"{name} {s['tokens_per_second']:,.0f} target tok/s" for name, s in speeds["speeds"].items()
+        f"{key.split('@')[0]} {s['tokens_per_second']:,.0f} target tok/s at "
+        f"{int(key.split('@')[1]):,} batch tokens"
+        for key, s in sorted(speeds["speeds"].items())
     ]
     timed, precision = ", ".join(timed), speeds["precision"]
     worst = render("not-available") if worst is None else f"{worst:.2f}"
     return render("section", **{**harness.footer(), **locals()})  # the date the run started
 
 
+def grid_options(parser) -> None:
+    """--sizes, --directions and --budgets: part of the grid (default: all of it)."""
+    sizes, directions, budgets = GRID[False]
+    parser.add_argument("--sizes", type=int, nargs="+", help=f"corpus sizes in pairs {sizes}")
+    parser.add_argument("--directions", nargs="+", help=f"directions {directions}")
+    parser.add_argument("--budgets", type=float, nargs="+", help=f"budgets in minutes {budgets}")
+
+
 @harness.command
 def main(argv: list[str] | None = None) -> int:
     parser = harness.make_parser("planner", __doc__)
     parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
+    grid_options(parser)
     args = harness.parse(parser, argv)
     if args.short:
         args.workdir = Path(tempfile.mkdtemp(prefix="bench-planner-"))
     data = harness.find_data(args.data, (*harness.TRAIN, "val.en.gz", "val.de.gz"))
     args.workdir.mkdir(parents=True, exist_ok=True)
     date = harness.today()
-    speeds = measure_speeds(data, args.workdir, args.short)
+    sizes, directions, budgets = GRID[args.short]
+    grid = product(args.budgets or budgets, args.sizes or sizes, args.directions or directions)
+    cells = [Cell(minutes, pairs, direction) for minutes, pairs, direction in grid]
+    # Every speed the trials need is timed before the first trial (on a quiet machine; the
+    # trials themselves then run a fixed number of updates, whatever the load).
+    speeds = measure_speeds(data, args.workdir, args.short, needed_speeds(cells, data, args))
     path = args.workdir / "trials.json"
     results = json.loads(path.read_text("utf-8")) if path.is_file() else {}
-    sizes, directions, budgets = GRID[args.short]
-    for minutes, pairs, direction in product(budgets, sizes, directions):
-        run_cell(Cell(minutes, pairs, direction), data, speeds, results, args)
+    for cell in cells:
+        run_cell(cell, data, speeds, results, args)
     # The table holds every cell trained so far in this work directory, not only these.
     cells = sorted(Cell(**entry["cell"]) for entry in results.values())
     rows, worst = cell_rows(cells, results, data, speeds, args)

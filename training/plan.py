@@ -63,9 +63,9 @@ DATA_EXPONENT = 0.75
 TOKENS_PER_PARAMETER = 1.0
 # Batch tokens at the reference purchase, that purchase (about what 5 minutes of a 2-core
 # CPU buy), and how the batch grows with the tokens bought (as the cube root): fit on the
-# minutes table's 5- to 60-minute trials and the 2-minute cells of bench/planner.py. (The
-# grid's 5-minute cells favour smaller batches, but at equal tokens, not equal time; see
-# bench/RESULTS.md.)
+# minutes table's 5- to 60-minute trials and the 2-minute cells of bench/planner.py. Held
+# out, the time-fair 5-minute cells agree on 3k and 29k pairs; on 10k pairs (21 epochs)
+# half the batch scored higher (bench/RESULTS.md).
 REFERENCE_BATCH_TOKENS = 2048
 REFERENCE_TOKENS_BOUGHT = 2.8e6
 BATCH_EXPONENT = 1 / 3
@@ -537,11 +537,15 @@ def make_plan(
     given: Given | None = None,
     memory_batch_tokens: Mapping[str, int] | None = None,
     measuring_seconds: float = 0.0,
+    batch_speeds: Mapping[int, Speed] | None = None,
 ) -> Plan:
     """Applies the rules, keeping what the user fixed.
 
     The shape comes first (it sets the speed), then the batch (it sets the updates),
-    then what depends on the epochs, the width and the updates.
+    then what depends on the epochs, the width and the updates. The shape and the batch
+    are chosen on the speeds of `speeds` (each shape timed at one batch size); the
+    tokens, updates and epochs bought are then those of the chosen batch's own speed
+    when `batch_speeds` has it: on a CPU a token costs more time in a smaller batch.
 
     Args:
         corpus: The training corpus' counts.
@@ -551,6 +555,8 @@ def make_plan(
         memory_batch_tokens: The most batch tokens the machine's memory holds, per shape
             name (missing: `MAX_BATCH_TOKENS`).
         measuring_seconds: Time spent measuring, to report.
+        batch_speeds: The chosen shape's speeds timed at other batch sizes, by batch
+            tokens (the plan's `speeds` then holds the chosen batch's).
 
     Returns:
         The `Plan`.
@@ -561,6 +567,9 @@ def make_plan(
     memory = (memory_batch_tokens or {}).get(shape.name, MAX_BATCH_TOKENS)
     batch_choice = _batch_choice(budget, speed, given, memory)
     batch = batch_choice.value
+    if budget.seconds is not None and batch in (batch_speeds or {}):
+        speed = batch_speeds[batch]
+        speeds = {**speeds, shape.name: speed}
     tokens = tokens_bought(speed, budget, batch)
     updates = int(budget.updates or tokens / speed.at_batch(batch))
     epochs = tokens / corpus.epoch_tokens

@@ -14,7 +14,10 @@
    machine, precision, strategy, vocabulary and corpus, so a resumed or repeated run
    measures nothing. A shape not timed gets its speed scaled from a timed one by their
    FLOPs (said as much in the plan).
-3. It applies `training.plan.make_plan` and saves the plan (`plan.json` in the run
+3. It applies `training.plan.make_plan`. Shapes are timed at one batch size; when the
+   rule chooses another, that batch is timed too (within the same share, or read from
+   the cache), and the updates and epochs the budget buys are that batch's: on a CPU a
+   token costs more time in a smaller batch. It saves the plan (`plan.json` in the run
    directory): a resumed run trains the plan it started with.
 
 Under an update budget nothing is timed: the tokens an update buys are `TARGET_FILL`
@@ -285,6 +288,9 @@ def measure_speed(
     vocabulary: Vocabulary,
     strategy: tf.distribute.Strategy,
     seconds: float,
+    *,
+    warmup: int = WARMUP_UPDATES,
+    updates: int = TIMED_UPDATES,
 ) -> Speed:
     """Trains `shape` for a few updates on the real pipeline and times the steady ones.
 
@@ -297,6 +303,9 @@ def measure_speed(
         seconds: Stop timing after this long (at least two timed updates are made);
             ignored when the strategy spans workers, which must all make the same
             number of updates.
+        warmup: Updates run before the timed ones (the first carries the tracing; the
+            next ones meet new batch shapes, whose kernels are set up on first use).
+        updates: The most updates timed.
     """
     import keras
 
@@ -312,7 +321,7 @@ def measure_speed(
     class Clock(keras.callbacks.Callback):
         def on_train_batch_end(self, batch, logs=None):
             marks.append((time.monotonic(), float((logs or {}).get("tokens", 0.0))))
-            timed = len(marks) - WARMUP_UPDATES
+            timed = len(marks) - warmup
             if timed >= 2 and time.monotonic() - started > seconds:
                 self.model.stop_training = True
 
@@ -322,13 +331,13 @@ def measure_speed(
     trainer.fit(
         data,
         epochs=1,
-        steps_per_epoch=WARMUP_UPDATES + TIMED_UPDATES,
+        steps_per_epoch=warmup + updates,
         verbose=0,
         callbacks=[Clock()],
         shuffle=False,  # the pipeline shuffles
     )
-    (t0, tokens0), (t1, tokens1) = marks[WARMUP_UPDATES - 1], marks[-1]
-    updates = len(marks) - WARMUP_UPDATES
+    (t0, tokens0), (t1, tokens1) = marks[warmup - 1], marks[-1]
+    updates = len(marks) - warmup
     rate, per_update, startup = worker_means(
         strategy,
         (tokens1 - tokens0) / max(t1 - t0, 1e-9),
@@ -484,11 +493,12 @@ def plan_run(
     candidates = (given.shape,) if given.shape else SHAPES
     batch = given.batch_tokens or TIMED_BATCH_TOKENS
     settled = all(getattr(given, field.name) is not None for field in dataclasses.fields(given))
+    cache: SpeedCache | None = None
     if config.train.max_minutes > 0 and not settled:
         signature = machine_signature(
             config, vocabulary, strategy, precision, counts.epoch_tokens / max(counts.pairs, 1)
         )
-        speeds, spent, budget = _timed_speeds(
+        speeds, spent, budget, cache = _timed_speeds(
             candidates, counts, config, vocabulary, strategy, batch, signature, cache_dir
         )
     else:
@@ -503,9 +513,59 @@ def plan_run(
     memory = {
         shape.name: memory_batch_tokens(shape, max(vocab_sizes), strategy) for shape in candidates
     }
-    return make_plan(
+    plan = make_plan(
         counts, budget, speeds, given=given, memory_batch_tokens=memory, measuring_seconds=spent
     )
+    chosen = plan.value("data.pipeline.batch_tokens")
+    if cache is None or chosen == batch:
+        return plan
+    # The rule chose another batch than the one timed: what the budget buys (updates,
+    # epochs, and so dropout and warmup) comes from that batch's own speed, timed too
+    # while the measuring share has time left (or cached), else scaled from the timed one.
+    speed, extra = _time_batch(plan.shape, chosen, config, vocabulary, strategy, cache, spent)
+    if speed is None:
+        return plan
+    spent += extra
+    net = Budget(seconds=max(config.train.max_minutes * 60 - spent, 1.0))
+    return make_plan(
+        counts,
+        net,
+        speeds,
+        given=given,
+        memory_batch_tokens=memory,
+        measuring_seconds=spent,
+        batch_speeds={chosen: speed},
+    )
+
+
+def _time_batch(
+    shape: Shape,
+    batch_tokens: int,
+    config: RunConfig,
+    vocabulary: Vocabulary,
+    strategy,
+    cache: SpeedCache,
+    spent: float,
+) -> tuple[Speed | None, float]:
+    """The chosen shape's speed at `batch_tokens`: (cached or timed speed, seconds spent).
+
+    None when it is neither cached nor worth timing: the measuring share has less than
+    `MIN_MEASURE_SECONDS` left, or the strategy spans workers (whose clocks could
+    disagree on that).
+    """
+    from training.strategy import spans_workers
+
+    speed = cache.get(shape, batch_tokens)
+    if speed is not None:
+        return speed, 0.0
+    left = MEASURE_SHARE * config.train.max_minutes * 60 - spent
+    if left < MIN_MEASURE_SECONDS or spans_workers(strategy):
+        return None, 0.0
+    started = time.monotonic()
+    log.info("plan: timing %s at %d batch tokens", shape.describe(), batch_tokens)
+    speed = measure_speed(shape, batch_tokens, config, vocabulary, strategy, left)
+    cache.put(shape, batch_tokens, speed)
+    return speed, time.monotonic() - started
 
 
 def _timed_speeds(
@@ -517,8 +577,12 @@ def _timed_speeds(
     batch: int,
     signature: dict,
     cache_dir: Path,
-) -> tuple[dict[str, Speed], float, Budget]:
-    """`time_shapes` under the run's time budget: (speeds, seconds spent, net budget)."""
+) -> tuple[dict[str, Speed], float, Budget, SpeedCache]:
+    """`time_shapes` under the run's time budget.
+
+    Returns:
+        The speeds, the seconds spent timing, the net budget, and the speeds' cache.
+    """
     from training.strategy import spans_workers, worker_means
 
     seconds = config.train.max_minutes * 60
@@ -531,7 +595,7 @@ def _timed_speeds(
         candidates, counts, seconds, batch, config, vocabulary, strategy, cache
     )
     (spent,) = worker_means(strategy, spent)  # the same net budget on every worker
-    return speeds, spent, Budget(seconds=max(seconds - spent, 1.0))
+    return speeds, spent, Budget(seconds=max(seconds - spent, 1.0)), cache
 
 
 def planned_config(

@@ -172,3 +172,22 @@ def test_the_measuring_time_and_the_tracing_are_not_counted_as_training():
     assert any("25 s to the first update" in line for line in p.describe())
     with pytest.raises(ValueError, match="positive"):
         Budget(seconds=-1.0)
+
+
+def test_what_a_budget_buys_comes_from_the_chosen_batchs_own_speed():
+    # Two minutes choose 1,024-token batches; on a CPU they run slower per token than the
+    # 2,048 the shapes were timed at: the plan's tokens, updates and epochs are theirs.
+    timed = plan(minutes=2)
+    assert timed.value("data.pipeline.batch_tokens") == 1024
+    slower = Speed(6000.0, 850.0, 1024, True, 25.0)
+    at_batch = make_plan(MULTI30K, Budget(seconds=120), CPU, batch_speeds={1024: slower})
+    assert at_batch.shape == timed.shape  # the choices made on the timed speeds stand
+    assert at_batch.value("data.pipeline.batch_tokens") == 1024
+    assert at_batch.tokens == pytest.approx(6000.0 * (120 - 25))
+    assert at_batch.updates == int(at_batch.tokens / 850.0)
+    assert at_batch.epochs == pytest.approx(at_batch.tokens / MULTI30K.epoch_tokens)
+    assert at_batch.tokens < timed.tokens and at_batch.speeds["narrow"] == slower
+    assert any("at 1,024 batch tokens (measured" in line for line in at_batch.describe())
+    # A speed of a batch the rule did not choose changes nothing.
+    other = make_plan(MULTI30K, Budget(seconds=120), CPU, batch_speeds={4096: slower})
+    assert other == timed

@@ -65,24 +65,40 @@ def test_train_plans_what_the_user_left_unset_keeps_the_rest_and_resumes_the_sam
     assert Plan.from_json((run_dir / "plan.json").read_text()) == plan
 
 
-def test_plan_times_the_shape_on_the_real_pipeline_once_and_reuses_the_measurement(
+def test_plan_times_the_shape_and_its_chosen_batch_on_the_real_pipeline_once_and_reuses_them(
     copy_task, tmp_path
 ):
-    config = write_user_config(tmp_path, copy_task, max_minutes=2)
+    # Half an hour of a tiny model buys far more tokens than the reference purchase: the
+    # rule chooses a larger batch than the one shapes are timed at, so that one is timed
+    # too, and what the budget buys is its speed's.
+    config = write_user_config(tmp_path, copy_task, max_minutes=30)
     run_dir = tmp_path / "run"
     first = translator("train", "--config", config, "--run-dir", run_dir, "--plan")
     assert first.returncode == 0, first.stderr[-3000:]
     assert "plan: timing yours (2+2 x 64" in first.stderr
     lines = first.stdout.splitlines()
     assert lines[0].startswith("corpus: 3,000 pairs,") and "(counted)" in lines[0]
+    batch = int(
+        next(line for line in lines if line.startswith("data.pipeline.batch_tokens = "))
+        .split(" = ")[1]
+        .split(":")[0]
+    )
+    assert batch != 2048  # the test's premise: another batch than the timed one
+    timings = [line for line in first.stderr.splitlines() if "plan: timing yours" in line]
+    assert [line.split(" at ")[-1] for line in timings] == [
+        "2048 batch tokens",
+        f"{batch} batch tokens",
+    ]
     speed_line = next(line for line in lines if line.startswith("speed: yours "))
-    assert "(measured;" in speed_line
+    assert f"at {batch:,} batch tokens (measured;" in speed_line
     # The measurement (what a later plan must reuse), not what it buys of this budget.
     measurement = speed_line.split(": would buy")[0]
     cached = json.loads((run_dir / "speed.json").read_text())["speeds"]
-    (measured,) = cached.values()
-    assert measured["tokens_per_second"] > 0 and measured["startup_seconds"] > 0
-    assert any(line.startswith("buys: ") and "updates" in line for line in lines)
+    assert sorted(key.split("@")[1] for key in cached) == sorted(["2048", str(batch)])
+    for measured in cached.values():
+        assert measured["tokens_per_second"] > 0 and measured["startup_seconds"] > 0
+    buys = next(line for line in lines if line.startswith("buys: "))
+    assert "updates" in buys
     assert not (run_dir / "plan.json").exists()  # --plan trains nothing and saves no plan
 
     second = translator("train", "--config", config, "--run-dir", run_dir, "--plan")
@@ -91,7 +107,7 @@ def test_plan_times_the_shape_on_the_real_pipeline_once_and_reuses_the_measureme
     assert measurement in second.stdout  # the same measurement
     assert "measuring speeds took" not in second.stdout
 
-    # Another run directory on the same machine: the machine's cache has the speed.
+    # Another run directory on the same machine: the machine's cache has both speeds.
     other = translator("train", "--config", config, "--run-dir", tmp_path / "other", "--plan")
     assert other.returncode == 0, other.stderr[-3000:]
     assert "plan: timing" not in other.stderr and measurement in other.stdout
