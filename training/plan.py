@@ -64,8 +64,8 @@ TOKENS_PER_PARAMETER = 1.0
 # Batch tokens at the reference purchase, that purchase (about what 5 minutes of a 2-core
 # CPU buy), and how the batch grows with the tokens bought (as the cube root): fit on the
 # minutes table's 5- to 60-minute trials and the 2-minute cells of bench/planner.py. Held
-# out, the time-fair 5-minute cells agree on 3k and 29k pairs; on 10k pairs (21 epochs)
-# half the batch scored higher (bench/RESULTS.md).
+# out, the time-fair 5-minute cells agree but for 10k EN->DE pairs, where half the batch
+# scored higher (bench/RESULTS.md).
 REFERENCE_BATCH_TOKENS = 2048
 REFERENCE_TOKENS_BOUGHT = 2.8e6
 BATCH_EXPONENT = 1 / 3
