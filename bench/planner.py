@@ -190,14 +190,13 @@ def cell_plan(cell: Cell, data: Path, speeds: dict, args):
     files = [corpus / f"train.{side}" for side in cell.direction.split("-")]
     stats = scan_corpus(*files, load_vocabulary(corpus / "vocab"), PipelineConfig())
     counts = CorpusCounts(stats.pairs, count_characters(*files), stats.target_tokens)
-    budget, table = Budget(seconds=cell.minutes * 60), timed_speeds(speeds)
-    plan = make_plan(counts, budget, table)
-    batch = plan.value("data.pipeline.batch_tokens")
-    key = speed_key(plan.shape.name, batch)
-    if key in speeds["speeds"]:
-        plan = make_plan(
-            counts, budget, table, batch_speeds={batch: Speed(**speeds["speeds"][key])}
-        )
+    batch_speeds = {
+        (key.split("@")[0], int(key.split("@")[1])): Speed(**speed)
+        for key, speed in speeds["speeds"].items()
+    }
+    plan = make_plan(
+        counts, Budget(seconds=cell.minutes * 60), timed_speeds(speeds), batch_speeds=batch_speeds
+    )
     return corpus, plan
 
 

@@ -537,7 +537,7 @@ def make_plan(
     given: Given | None = None,
     memory_batch_tokens: Mapping[str, int] | None = None,
     measuring_seconds: float = 0.0,
-    batch_speeds: Mapping[int, Speed] | None = None,
+    batch_speeds: Mapping[tuple[str, int], Speed] | None = None,
 ) -> Plan:
     """Applies the rules, keeping what the user fixed.
 
@@ -555,8 +555,9 @@ def make_plan(
         memory_batch_tokens: The most batch tokens the machine's memory holds, per shape
             name (missing: `MAX_BATCH_TOKENS`).
         measuring_seconds: Time spent measuring, to report.
-        batch_speeds: The chosen shape's speeds timed at other batch sizes, by batch
-            tokens (the plan's `speeds` then holds the chosen batch's).
+        batch_speeds: Speeds timed at other batch sizes, by (shape name, batch tokens);
+            the chosen shape's at the chosen batch is used (and the plan's `speeds` then
+            holds it), any other is ignored.
 
     Returns:
         The `Plan`.
@@ -567,8 +568,8 @@ def make_plan(
     memory = (memory_batch_tokens or {}).get(shape.name, MAX_BATCH_TOKENS)
     batch_choice = _batch_choice(budget, speed, given, memory)
     batch = batch_choice.value
-    if budget.seconds is not None and batch in (batch_speeds or {}):
-        speed = batch_speeds[batch]
+    if budget.seconds is not None and (shape.name, batch) in (batch_speeds or {}):
+        speed = batch_speeds[shape.name, batch]
         speeds = {**speeds, shape.name: speed}
     tokens = tokens_bought(speed, budget, batch)
     updates = int(budget.updates or tokens / speed.at_batch(batch))

@@ -534,7 +534,7 @@ def plan_run(
         given=given,
         memory_batch_tokens=memory,
         measuring_seconds=spent,
-        batch_speeds={chosen: speed},
+        batch_speeds={(plan.shape.name, chosen): speed},
     )
 
 

@@ -180,7 +180,9 @@ def test_what_a_budget_buys_comes_from_the_chosen_batchs_own_speed():
     timed = plan(minutes=2)
     assert timed.value("data.pipeline.batch_tokens") == 1024
     slower = Speed(6000.0, 850.0, 1024, True, 25.0)
-    at_batch = make_plan(MULTI30K, Budget(seconds=120), CPU, batch_speeds={1024: slower})
+    at_batch = make_plan(
+        MULTI30K, Budget(seconds=120), CPU, batch_speeds={("narrow", 1024): slower}
+    )
     assert at_batch.shape == timed.shape  # the choices made on the timed speeds stand
     assert at_batch.value("data.pipeline.batch_tokens") == 1024
     assert at_batch.tokens == pytest.approx(6000.0 * (120 - 25))
@@ -189,5 +191,5 @@ def test_what_a_budget_buys_comes_from_the_chosen_batchs_own_speed():
     assert at_batch.tokens < timed.tokens and at_batch.speeds["narrow"] == slower
     assert any("at 1,024 batch tokens (measured" in line for line in at_batch.describe())
     # A speed of a batch the rule did not choose changes nothing.
-    other = make_plan(MULTI30K, Budget(seconds=120), CPU, batch_speeds={4096: slower})
+    other = make_plan(MULTI30K, Budget(seconds=120), CPU, batch_speeds={("narrow", 4096): slower})
     assert other == timed
