@@ -6,7 +6,11 @@ one call of the exported signature on the same SENTENCES. Both strip trailing ne
 cut sources to MAX_SOURCE_LENGTH tokens, set empty sentences aside, sort the rest by
 length (stably) and pad to a multiple of 8, so the model sees the same int32 batch: texts
 and float32 scores must be identical, not merely close. (Other batch compositions change
-scores in the last bits; the server tests account for that.)
+scores in the last bits; the server tests account for that.) The export traces its layer
+norms portably, as Keras' ops (`portable_layer_norms`: TF Serving may run it on a GPU),
+where `Translator` on a CPU fuses them, a float32 rounding apart
+(tests/layers/test_layer_norm.py); here `Translator` traces portably too, so both run
+one graph.
 """
 
 import hashlib
@@ -26,6 +30,13 @@ from tests.support.serving import (
     TAGS,
 )
 from translator.cli import main as cli_main
+from translator.layers.layer_norm import portable_layer_norms
+
+
+@pytest.fixture(autouse=True)
+def _portable_layer_norms():
+    with portable_layer_norms():  # searches traced in a test: the export's graph
+        yield
 
 
 @pytest.fixture(scope="module")

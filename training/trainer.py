@@ -92,7 +92,7 @@ class TranslationTrainer(keras.Model):
         )  # [batch, tgt_len, d_model]
         if not self.jit_compile:  # (an XLA step needs static shapes: it scores them all)
             states, labels = real_positions(states, labels)  # [rows, d_model], [rows]
-        logits = model.logits(states)  # [rows, vocab] (or [batch, tgt_len, vocab])
+        logits = model.logits(states, training)  # [rows, vocab] (or [batch, tgt_len, vocab])
         loss_sum, tokens = masked_cross_entropy(
             labels, logits, self.label_smoothing, compiled=not self.jit_compile
         )

@@ -48,6 +48,7 @@ import tensorflow as tf
 from translator.engines.base import check_max_source_length
 from translator.errors import TranslatorError
 from translator.io import atomic_directory
+from translator.layers.layer_norm import portable_layer_norms
 from translator.search import SearchConfig, search
 from translator.signatures import (
     INPUTS_KEY,
@@ -341,8 +342,9 @@ def export_model(
         # Serving never differentiates: skipping the gradient functions saves most of the
         # saving time.
         options = tf.saved_model.SaveOptions(experimental_custom_gradients=False)
-        signatures = module.signatures()
-        tf.saved_model.save(module, str(staging), signatures=signatures, options=options)
+        with portable_layer_norms():  # TF Serving may run it on a GPU
+            signatures = module.signatures()
+            tf.saved_model.save(module, str(staging), signatures=signatures, options=options)
         metadata = _metadata(trained, module, version)
         (staging / "assets.extra").mkdir(exist_ok=True)
         (staging / "assets.extra" / METADATA_FILE).write_text(

@@ -18,6 +18,7 @@ from translator.errors import ConfigError
 from translator.layers import (
     DecoderBlock,
     EncoderBlock,
+    LayerNorm,
     LearnedPositionEmbedding,
     SinusoidalPositionEncoding,
     TokenEmbedding,
@@ -147,9 +148,7 @@ class Transformer(keras.Model):
     def _final_norm(self, name: str):
         if not self.config.norm_first:
             return None
-        return keras.layers.LayerNormalization(
-            epsilon=self.config.layer_norm_epsilon, dtype=self.dtype_policy, name=name
-        )
+        return LayerNorm(epsilon=self.config.layer_norm_epsilon, dtype=self.dtype_policy, name=name)
 
     @property
     def target_embedding(self) -> TokenEmbedding:
@@ -212,7 +211,7 @@ class Transformer(keras.Model):
         x = self._embed(self.source_embedding, self.source_positions, source_ids, 0, training)
         for block in self.encoder_blocks:
             x = block(x, attention_mask=mask, training=training)
-        return x if self.encoder_norm is None else self.encoder_norm(x)
+        return x if self.encoder_norm is None else self.encoder_norm(x, training=training)
 
     def decode(self, target_ids, encoder_output, source_ids, training=None):
         """Runs the decoder over a whole target prefix (teacher forcing).
@@ -226,7 +225,8 @@ class Transformer(keras.Model):
         Returns:
             float32 logits `[batch, target_length, target_vocab_size]`.
         """
-        return self.logits(self.decoder_states(target_ids, encoder_output, source_ids, training))
+        states = self.decoder_states(target_ids, encoder_output, source_ids, training)
+        return self.logits(states, training)
 
     def decoder_states(self, target_ids, encoder_output, source_ids, training=None):
         """The last decoder block's output for every target position (before `logits`).
@@ -259,17 +259,18 @@ class Transformer(keras.Model):
             x = positions(x, start_index=start_index)
         return self.embedding_dropout(x, training=training)
 
-    def logits(self, hidden):
+    def logits(self, hidden, training=None):
         """Vocabulary logits of decoder states.
 
         Args:
             hidden: `[..., d_model]` from `decoder_states`.
+            training: True when training (the final norm then runs Keras' ops).
 
         Returns:
             float32 `[..., target_vocab_size]`.
         """
         if self.decoder_norm is not None:
-            hidden = self.decoder_norm(hidden)
+            hidden = self.decoder_norm(hidden, training=training)
         if self.output_projection is None:
             return self.target_embedding.project(hidden)  # [batch, length, vocab]
         return ops.cast(self.output_projection(hidden), "float32")

@@ -7,12 +7,13 @@ weights it reads, as a SavedModel in `<model dir>/search-cache/<key>/`, and late
 restore it with `tf.saved_model.load`: no Keras model, no tracing.
 
 The key covers everything the graph depends on: the search settings, the precision,
-the weights file (size and modification time) and the TensorFlow and translator
-versions, so a retrained model or an upgrade misses and writes a new entry. Only the
-`SEARCH_CACHE_ENTRIES` most recently used entries stay: each holds a copy of the
-weights. A prefixed search (`--prefix-file`), rarely asked for, is not cached: it
-builds the model when first used. Nor is an XLA search (it compiles per batch shape at
-run time anyway).
+the weights file (size and modification time), the TensorFlow and translator versions,
+the graph's revision and whether this host fuses layer norms (not with a GPU), so a
+retrained model, an upgrade or a move to a GPU host misses and writes a new entry. Only
+the `SEARCH_CACHE_ENTRIES` most recently used entries stay: each holds a copy of the
+weights. A prefixed search (`--prefix-file`), rarely asked for, is not cached: it builds
+the model when first used. Nor is an XLA search (it compiles per batch shape at run time
+anyway).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import tensorflow as tf
 from translator import __version__
 from translator.engines.base import SEARCH_CACHE_ENTRIES
 from translator.io import atomic_directory
+from translator.layers.layer_norm import fuses_here
 from translator.search.common import SearchResult
 from translator.search.graph_options import lean_graph_options
 
@@ -47,6 +49,10 @@ CACHE_DIR = "search-cache"
 # An entry's files: the SavedModel of `translate`, and what `describe` reports.
 SAVED = "saved_model"
 FACTS = "search.json"
+# The traced graph's revision, in the key with the versions: raised when a change to the
+# code alters the ops a search runs (2: the fused layer norm), so that a checkout's new
+# graph replaces entries an older one wrote under the same version number.
+GRAPH_REVISION = 2
 
 
 def entry_path(files: ModelFiles, search: SearchConfig, precision: str) -> Path:
@@ -58,6 +64,8 @@ def entry_path(files: ModelFiles, search: SearchConfig, precision: str) -> Path:
         "weights": [stat.st_size, stat.st_mtime_ns],
         "tensorflow": tf.__version__,
         "translator": __version__,
+        "graph": GRAPH_REVISION,
+        "fused_layer_norm": fuses_here(),
     }
     key = hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:16]
     return files.directory / CACHE_DIR / key

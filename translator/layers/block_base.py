@@ -10,6 +10,7 @@ import keras
 from translator.layers.attention import MultiHeadAttention
 from translator.layers.dropout import FastDropout
 from translator.layers.feed_forward import FeedForward
+from translator.layers.layer_norm import LayerNorm
 
 
 class BlockBase(keras.layers.Layer):
@@ -65,9 +66,7 @@ class BlockBase(keras.layers.Layer):
         return attention
 
     def _build_norm(self, name, inputs_shape):
-        norm = keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
-        )
+        norm = LayerNorm(epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name)
         norm.build(inputs_shape)
         return norm
 
@@ -103,10 +102,11 @@ class BlockBase(keras.layers.Layer):
             `(output [batch, length, d_model], extra)`.
         """
         if self.norm_first:
-            output, extra = sublayer(norm(inputs))
+            output, extra = sublayer(norm(inputs, training=training))
             return inputs + self.residual_dropout(output, training=training), extra
         output, extra = sublayer(inputs)
-        return norm(inputs + self.residual_dropout(output, training=training)), extra
+        residual = inputs + self.residual_dropout(output, training=training)
+        return norm(residual, training=training), extra
 
     def _feed_forward_sublayer(self, inputs, training):
         output, _ = self._residual(
