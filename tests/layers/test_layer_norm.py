@@ -1,5 +1,4 @@
 import collections
-import os
 
 import keras
 import numpy as np
@@ -7,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from tests.support.layers import run_layer_test
-from translator.layers import LayerNorm
+from translator.layers import LayerNorm, layer_norm
 from translator.layers.layer_norm import fuses_here, portable_layer_norms
 
 
@@ -86,9 +85,12 @@ def test_training_uses_keras_ops_and_gradients():
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.skipif(
-    os.environ.get("TF_ENABLE_ONEDNN_OPTS") == "0", reason="oneDNN's rewrites are off"
+ONEDNN = pytest.mark.skipif(
+    not fuses_here(), reason="oneDNN's rewrites are off here (AVX2 only, or turned off)"
 )
+
+
+@ONEDNN
 def test_an_inference_graph_runs_one_fused_kernel_per_norm():
     # The reason the layer exists: Grappler's remapper turns each norm into _MklLayerNorm.
     # Counted from the ops a TensorFlow 1 session ran, the one API that lists them.
@@ -121,12 +123,24 @@ def _traced_op_types(fn, shape):
 def test_portable_scope_traces_keras_ops():
     # Exports trace under it: TF Serving may place them on a GPU, whose batch norm
     # refuses an epsilon under 1e-5.
+    fused_here = fuses_here()
     norm = LayerNorm(epsilon=1e-6)
     norm.build((None, None, 8))
-    fused = _traced_op_types(lambda x: norm(x, training=False), (None, None, 8))
+    here = _traced_op_types(lambda x: norm(x, training=False), (None, None, 8))
     with portable_layer_norms():
         assert not fuses_here()
         portable = _traced_op_types(lambda x: norm(x, training=False), (None, None, 8))
-    assert fuses_here()
-    assert "FusedBatchNormV3" in fused and "Mean" not in fused
+    assert fuses_here() == fused_here  # the scope ends with its block
     assert "FusedBatchNormV3" not in portable and "Mean" in portable
+    assert ("FusedBatchNormV3" in here) == fused_here and ("Mean" in here) != fused_here
+
+
+def test_no_fusion_without_onednn(monkeypatch):
+    # An AVX2-only CPU: oneDNN's rewrites are off, the batch norm would stay unfused and
+    # slower than Keras' ops, so the layer keeps Keras' ops.
+    monkeypatch.setattr(layer_norm, "_onednn_enabled", lambda: False)
+    assert not fuses_here()
+    norm = LayerNorm(epsilon=1e-6)
+    norm.build((None, None, 8))
+    ops_run = _traced_op_types(lambda x: norm(x, training=False), (None, None, 8))
+    assert "FusedBatchNormV3" not in ops_run and "Mean" in ops_run

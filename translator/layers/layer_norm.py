@@ -20,7 +20,7 @@ class LayerNorm(keras.layers.LayerNormalization):
     Keras computes a layer norm as a dozen small ops (mean, variance, rsqrt, the scale and
     shift, casts), and a decoding step runs one per sublayer on `[rows, 1, d_model]`, so
     their launches add up (bench/RESULTS.md, "Decoding: where our beam search's time
-    goes"). TensorFlow's graph optimizer, with oneDNN on (its default on x86 CPUs),
+    goes"). TensorFlow's graph optimizer, with oneDNN's rewrites on (`fuses_here`),
     rewrites one spelling of a layer norm into a single `_MklLayerNorm` kernel: the rows
     reshaped into the channels of a training-mode `FusedBatchNormV3` with unit scale and
     zero offset, then `* gamma + beta`. Outside training this layer writes exactly that,
@@ -35,8 +35,9 @@ class LayerNorm(keras.layers.LayerNormalization):
     Keras' ops forward and backward. So does a graph that may run on a GPU, whose
     batch-norm kernels refuse an epsilon under 1e-5 (ours is 1e-6): one traced on a
     host with a GPU, or under `portable_layer_norms` (SavedModel exports, which TF
-    Serving may place anywhere). Weights, names and config are Keras' (old checkpoints
-    load); only `axis=-1` with both `gamma` and `beta` takes the fused form.
+    Serving may place anywhere); and any graph traced with oneDNN's rewrites off.
+    Weights, names and config are Keras' (old checkpoints load); only `axis=-1` with
+    both `gamma` and `beta` takes the fused form.
 
     Call arguments:
         inputs: `[..., d]`.
@@ -85,10 +86,21 @@ class LayerNorm(keras.layers.LayerNormalization):
 def fuses_here() -> bool:
     """Whether layer norms traced now, in this scope, take the fused form.
 
-    Not under `portable_layer_norms`, nor where TensorFlow sees a GPU. Checked when a
-    function is traced, not per step.
+    Only where oneDNN's rewrites are on (TensorFlow's default on x86 CPUs with AVX512
+    VNNI, BF16 or AMX; `TF_ENABLE_ONEDNN_OPTS` overrides): elsewhere the batch norm stays
+    unfused, slower than Keras' ops. Not under `portable_layer_norms`, nor where
+    TensorFlow sees a GPU. Checked when a function is traced, not per step.
     """
-    return not _PORTABLE.get() and not tf.config.list_logical_devices("GPU")
+    return _onednn_enabled() and not _PORTABLE.get() and not tf.config.list_logical_devices("GPU")
+
+
+def _onednn_enabled() -> bool:
+    """Whether TensorFlow runs with oneDNN's graph rewrites (a private API: False without)."""
+    try:
+        from tensorflow.python.util import _pywrap_util_port
+    except ImportError:  # pragma: no cover (another TensorFlow: Keras' ops)
+        return False
+    return bool(_pywrap_util_port.IsMklEnabled())
 
 
 @contextlib.contextmanager
