@@ -498,9 +498,10 @@ def plan_run(
         signature = machine_signature(
             config, vocabulary, strategy, precision, counts.epoch_tokens / max(counts.pairs, 1)
         )
-        speeds, spent, budget, cache = _timed_speeds(
+        speeds, spent, cache = _timed_speeds(
             candidates, counts, config, vocabulary, strategy, batch, signature, cache_dir
         )
+        budget = _net_budget(config, spent)
     else:
         # An update budget, or every planned value set (the speed would decide nothing):
         # nothing is timed; an update buys `TARGET_FILL` of its batch tokens.
@@ -526,10 +527,9 @@ def plan_run(
     if speed is None:
         return plan
     spent += extra
-    net = Budget(seconds=max(config.train.max_minutes * 60 - spent, 1.0))
     return make_plan(
         counts,
-        net,
+        _net_budget(config, spent),
         speeds,
         given=given,
         memory_batch_tokens=memory,
@@ -577,11 +577,12 @@ def _timed_speeds(
     batch: int,
     signature: dict,
     cache_dir: Path,
-) -> tuple[dict[str, Speed], float, Budget, SpeedCache]:
+) -> tuple[dict[str, Speed], float, SpeedCache]:
     """`time_shapes` under the run's time budget.
 
     Returns:
-        The speeds, the seconds spent timing, the net budget, and the speeds' cache.
+        The speeds, the seconds spent timing (the same on every worker), and the speeds'
+        cache.
     """
     from training.strategy import spans_workers, worker_means
 
@@ -595,7 +596,12 @@ def _timed_speeds(
         candidates, counts, seconds, batch, config, vocabulary, strategy, cache
     )
     (spent,) = worker_means(strategy, spent)  # the same net budget on every worker
-    return speeds, spent, Budget(seconds=max(seconds - spent, 1.0)), cache
+    return speeds, spent, cache
+
+
+def _net_budget(config: RunConfig, spent: float) -> Budget:
+    """The run's time budget less the `spent` seconds of timing (at least one second)."""
+    return Budget(seconds=max(config.train.max_minutes * 60 - spent, 1.0))
 
 
 def planned_config(
