@@ -192,15 +192,18 @@ def test_top_k_equals_tf_top_k(width, k):
         assert len(set(row.tolist())) == k  # k distinct positions, ties included
 
 
+@pytest.mark.parametrize("max_from_top", [True, False])
 @pytest.mark.parametrize("min_length", [0, 3])
-def test_next_token_candidates_equal_the_masked_log_softmax(min_length):
+def test_next_token_candidates_equal_the_masked_log_softmax(min_length, max_from_top):
     """The k best allowed ids even when PAD, BOS and EOS have the largest logits."""
     rng, k, step = np.random.default_rng(min_length), 4, 1
     logits = (rng.standard_normal((5, 1200)) * 4).astype("float32")
     logits[:, [PAD_ID, BOS_ID, EOS_ID]] = 50.0  # above every other id
     logits[3, 700:] = 60.0  # many ties among allowed ids
     max_lengths = np.array([9, 9, 2, 9, 9], "int32")  # row 2 is at its limit (step + 1)
-    got, got_ids = next_token_candidates(tf.constant(logits), step, max_lengths, k, min_length)
+    got, got_ids = next_token_candidates(
+        tf.constant(logits), step, max_lengths, k, min_length, max_from_top=max_from_top
+    )
     got, got_ids = np.asarray(got), np.asarray(got_ids)
     log_probs = (
         logits
@@ -224,5 +227,26 @@ def test_log_sum_exp_equals_reduce_logsumexp():
     rng = np.random.default_rng(1)
     for scale in (0.01, 1.0, 100.0, 1e4):
         values = (rng.standard_normal((7, 3000)) * scale).astype("float32")
+        values[0, 100:110] = values[0].max() + 1.0  # a tied maximum
         want = tf.reduce_logsumexp(values, axis=-1, keepdims=True)
         np.testing.assert_allclose(log_sum_exp(tf.constant(values)), want, rtol=1e-6, atol=1e-5)
+        # With each row's largest value and its position given, bit for bit the same.
+        at = np.argmax(values, axis=1)[:, None].astype("int32")  # [rows, 1]
+        largest = np.take_along_axis(values, at, axis=1)
+        np.testing.assert_array_equal(
+            log_sum_exp(tf.constant(values), (tf.constant(largest), tf.constant(at))),
+            log_sum_exp(tf.constant(values)),
+        )
+
+
+@pytest.mark.parametrize("k", [1, 4])
+def test_next_token_candidates_normalizers_agree_bit_for_bit(k):
+    """The top-k's max (the default) and the separate reductions (XLA's) give equal scores."""
+    rng = np.random.default_rng(k)
+    logits = (rng.standard_normal((64, 8000)) * 5).astype("float32")
+    logits[5, 3000:3004] = logits[5].max() + 2.0  # a tie at the top
+    max_lengths = np.full([64], 20, "int32")
+    shared = next_token_candidates(tf.constant(logits), 2, max_lengths, k)
+    separate = next_token_candidates(tf.constant(logits), 2, max_lengths, k, max_from_top=False)
+    for a, b in zip(shared, separate, strict=True):
+        np.testing.assert_array_equal(a, b)

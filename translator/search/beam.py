@@ -113,13 +113,23 @@ class Beam:
         special_ids: The special ids.
         prefix_ids: int32 `[batch, width]`, target prefixes to force (`SearchInputs`), or
             None. While a prefix is forced its one alive hypothesis is the prefix so far.
+        max_from_top: `next_token_candidates`' choice of normalizer: True but in an
+            XLA-compiled search (one that does not compact).
     """
 
     fixed = ("step", "finished_ids", "finished_scores", "finished_lengths")
 
-    def __init__(self, config: SearchConfig, max_lengths, special_ids: SpecialIds, prefix_ids=None):
+    def __init__(
+        self,
+        config: SearchConfig,
+        max_lengths,
+        special_ids: SpecialIds,
+        prefix_ids=None,
+        max_from_top: bool = True,
+    ):
         self.config = config
         self.prefix_ids = prefix_ids
+        self.max_from_top = max_from_top
         self.beam = config.beam_size
         self.max_lengths = max_lengths  # [batch]
         self.best_possible_penalty = self.penalty(max_lengths)  # [batch]
@@ -183,6 +193,7 @@ class Beam:
             self.config.min_length,
             self.special_ids,
             None if forced is None else tf.repeat(forced, beam),
+            self.max_from_top,
         )  # [rows, k]
         k = log_probs.shape[-1]
         candidates = state.alive_log_probs[:, :, None] + tf.reshape(
@@ -290,5 +301,6 @@ def beam_search(
     Returns:
         A `SearchResult` with `config.n_best` hypotheses per sentence.
     """
-    strategy = Beam(config, inputs.max_lengths, special_ids, inputs.prefix_ids)
+    # XLA compiles the search that does not compact; its fused softmax wants its own max.
+    strategy = Beam(config, inputs.max_lengths, special_ids, inputs.prefix_ids, compact)
     return decode(strategy, inputs, compact)

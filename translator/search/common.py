@@ -109,6 +109,7 @@ def next_token_candidates(
     min_length: int = 0,
     ids: SpecialIds = DEFAULT_IDS,
     forced=None,
+    max_from_top: bool = True,
 ):
     """The `k` most probable allowed next tokens of each row and their log-probabilities.
 
@@ -121,7 +122,9 @@ def next_token_candidates(
     `beam_size` best of each row), so the full `[rows, vocab]` log-softmax is never
     materialized: the softmax normalizer is subtracted from the `k` selected logits.
     Nor is a masked copy of the logits: the never-allowed ids are at most 3, so the
-    `k + 3` best raw logits hold the `k` best allowed ones.
+    `k + 3` best raw logits hold the `k` best allowed ones. Their first is the row's
+    largest logit, at the softmax's largest value, so the normalizer needs no max
+    reductions of its own (`log_sum_exp` with `top`).
 
     Args:
         logits: float `[rows, vocab]` from `decode_step`.
@@ -132,6 +135,10 @@ def next_token_candidates(
         ids: The special ids.
         forced: int32 `[rows]`, the token each row must take (`forced_tokens`), -1 where
             free; or None.
+        max_from_top: Take the normalizer's maximum from the top-k (two passes over
+            `[rows, vocab]` fewer); False: `log_sum_exp`'s own max reductions, which
+            XLA fuses with the softmax and measured faster in an XLA-compiled search
+            (figures: bench/RESULTS.md, design measurements). The same values either way.
 
     Returns:
         `(log_probs, ids)`: float32 `[rows, k']`, descending, -inf for a slot with no
@@ -141,10 +148,11 @@ def next_token_candidates(
     logits = tf.cast(logits, tf.float32)  # [rows, vocab]
     vocab = logits.shape[-1]
     k = k if vocab is None else min(k, vocab)
-    normalizer = log_sum_exp(logits)  # [rows, 1]
     never_count = 3 if min_length > 0 else 2  # PAD, BOS, and EOS before min_length
     wider = never_count + k if vocab is None else min(never_count + k, vocab)
     best_logits, best_ids = top_k(logits, wider)  # [rows, wider]
+    top = (best_logits[:, :1], best_ids[:, :1]) if max_from_top else None  # [rows, 1] x2
+    normalizer = log_sum_exp(logits, top)  # [rows, 1]
     never = tf.logical_or(tf.equal(best_ids, ids.pad), tf.equal(best_ids, ids.bos))
     if min_length > 0:
         too_short = tf.logical_and(tf.equal(best_ids, ids.eos), step < min_length)
@@ -211,18 +219,30 @@ def forced_tokens(prefix_ids, sentence, step):
     return tf.where(inside, token, -1)
 
 
-def log_sum_exp(logits):
+def log_sum_exp(logits, top=None):
     """`log(sum(exp(logits)))` over the last axis of float32 `[rows, n]`: `[rows, 1]`.
 
     As `max - log(max(softmax))`: the softmax's largest value is `exp(max - lse)`, at
     least 1/n, so its log is exact to float32 rounding. One fused softmax kernel and two
     max reductions measured faster on CPU than `tf.reduce_logsumexp`'s max, subtract,
-    exp and sum passes. (Taking the max from the top-k candidates instead saves a pass
-    without XLA but measured much slower in the XLA-compiled search.) Figures:
+    exp and sum passes. With `top`, each row's largest logit and its id (a top-k's
+    first), both max reductions go: the softmax's largest value is read at that id
+    (exp(0) = 1 over the sum there), the same value. Without XLA that measured faster;
+    in an XLA-compiled search much slower, so it keeps the reductions. Figures:
     bench/RESULTS.md, design measurements.
+
+    Args:
+        logits: float32 `[rows, n]`.
+        top: `(largest, at)`, float32 and int32 `[rows, 1]`: each row's largest value
+            and a position of it; or None.
     """
-    largest = tf.reduce_max(logits, axis=-1, keepdims=True)  # [rows, 1]
-    return largest - tf.math.log(tf.reduce_max(tf.nn.softmax(logits), axis=-1, keepdims=True))
+    if top is None:
+        largest = tf.reduce_max(logits, axis=-1, keepdims=True)  # [rows, 1]
+        largest_p = tf.reduce_max(tf.nn.softmax(logits), axis=-1, keepdims=True)
+    else:
+        largest, at = top  # [rows, 1] x2
+        largest_p = tf.gather(tf.nn.softmax(logits), at, batch_dims=1)  # [rows, 1]
+    return largest - tf.math.log(largest_p)
 
 
 # Chunk width of `top_k`'s first pass, and the narrowest last axis it is used for.

@@ -52,15 +52,25 @@ class Greedy:
         special_ids: The special ids.
         prefix_ids: int32 `[batch, width]`, target prefixes to force (`SearchInputs`), or
             None.
+        max_from_top: `next_token_candidates`' choice of normalizer: True but in an
+            XLA-compiled search (one that does not compact).
     """
 
     fixed = ("step", "ids", "log_probs")
 
-    def __init__(self, config: SearchConfig, max_lengths, special_ids: SpecialIds, prefix_ids=None):
+    def __init__(
+        self,
+        config: SearchConfig,
+        max_lengths,
+        special_ids: SpecialIds,
+        prefix_ids=None,
+        max_from_top: bool = True,
+    ):
         self.config = config
         self.max_lengths = max_lengths
         self.special_ids = special_ids
         self.prefix_ids = prefix_ids
+        self.max_from_top = max_from_top
 
     def initial_state(self, inputs: SearchInputs) -> GreedyState:
         batch = tf.shape(inputs.max_lengths)[0]
@@ -87,6 +97,7 @@ class Greedy:
             self.config.min_length,
             self.special_ids,
             forced_tokens(self.prefix_ids, state.sentence, state.step),
+            self.max_from_top,
         )  # [active, 1] x2
         return tokens[:, 0], log_probs[:, 0]
 
@@ -151,5 +162,6 @@ def greedy_search(
     Returns:
         A `SearchResult` with `n_best = 1`.
     """
-    strategy = Greedy(config, inputs.max_lengths, special_ids, inputs.prefix_ids)
+    # XLA compiles the search that does not compact; its fused softmax wants its own max.
+    strategy = Greedy(config, inputs.max_lengths, special_ids, inputs.prefix_ids, compact)
     return decode(strategy, inputs, compact)
