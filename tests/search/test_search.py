@@ -250,3 +250,25 @@ def test_next_token_candidates_normalizers_agree_bit_for_bit(k):
     separate = next_token_candidates(tf.constant(logits), 2, max_lengths, k, max_from_top=False)
     for a, b in zip(shared, separate, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_next_token_candidates_cast_the_logits_once():
+    """After Grappler, the bfloat16 logits are cast to float32 once, not once per reader.
+
+    Its cast reordering would give the top-k's pad and reshape a cast of their own beside
+    the softmax's: a second pass over `[rows, vocab]` every decoding step.
+    """
+    graph = tf.Graph()
+    with graph.as_default():
+        logits = tf.compat.v1.placeholder(tf.bfloat16, [None, 1024])
+        rows = tf.shape(logits)[0]
+        found = next_token_candidates(tf.cast(logits, tf.float32), 1, tf.fill([rows], 9), 4)
+        with tf.compat.v1.Session(graph=graph) as session:
+            options = tf.compat.v1.RunOptions(output_partition_graphs=True)
+            metadata = tf.compat.v1.RunMetadata()
+            feed = {logits: np.zeros([8, 1024], "float32")}
+            session.run(found, feed, options=options, run_metadata=metadata)
+    nodes = [node for part in metadata.partition_graphs for node in part.node]
+    bfloat16 = tf.bfloat16.as_datatype_enum
+    casts = [n.name for n in nodes if n.op == "Cast" and n.attr["SrcT"].type == bfloat16]
+    assert len(casts) == 1, casts

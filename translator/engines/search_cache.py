@@ -51,9 +51,9 @@ SAVED = "saved_model"
 FACTS = "search.json"
 # The traced graph's revision, in the key with the versions: raised when a change to the
 # code alters the ops a search runs (2: the fused layer norm; 3: the normalizer's max
-# taken from the top-k), so that a checkout's new graph replaces entries an older one
-# wrote under the same version number.
-GRAPH_REVISION = 3
+# taken from the top-k; 4: the logits cast once), so that a checkout's new graph
+# replaces entries an older one wrote under the same version number.
+GRAPH_REVISION = 4
 
 
 def entry_path(files: ModelFiles, search: SearchConfig, precision: str) -> Path:
