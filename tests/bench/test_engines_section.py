@@ -27,6 +27,7 @@ def test_the_engines_section_holds_the_first_translation_figures(monkeypatch):
     assert "over CTranslate2: 1.30x** the wall time\n  (goal <= 1.3x: meets)" in text
     assert f"| {engines.SERVE} | 8.00 | 2.00x |" in text
     assert "{first_rounds}" not in text and "3 rounds of the four in turn" in text
+    assert "took turns for\n3 rounds of such processes" in text
     assert "**ours, beam 4 (exact stop) over CTranslate2 float32 beam 4: 0.50x**" in text
     assert not re.search(r"[{}]", text), "a field was left unfilled"
     first["ours, search cached"] = 5.3
