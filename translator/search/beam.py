@@ -57,7 +57,7 @@ from translator.search.common import (
     write_at,
 )
 from translator.search.config import SearchConfig
-from translator.search.driver import Cache, SearchInputs, decode, gather_rows
+from translator.search.driver import Cache, SearchInputs, StrategyBase, decode, gather_rows
 
 
 class BeamState(NamedTuple):
@@ -104,36 +104,18 @@ class Candidates(NamedTuple):
     ends: tf.Tensor
 
 
-class Beam:
+class Beam(StrategyBase):
     """The beam strategy of `translator.search.driver.decode` (module docstring).
 
-    Args:
-        config: beam_size, n_best, length_penalty, min_length, exact_stop.
-        max_lengths: int32 `[batch]`, each sentence's length limit.
-        special_ids: The special ids.
-        prefix_ids: int32 `[batch, width]`, target prefixes to force (`SearchInputs`), or
-            None. While a prefix is forced its one alive hypothesis is the prefix so far.
-        max_from_top: `next_token_candidates`' choice of normalizer: True but in an
-            XLA-compiled search (one that does not compact).
+    Built as `StrategyBase` (config: beam_size, n_best, length_penalty, min_length,
+    exact_stop). While a prefix is forced, its one alive hypothesis is the prefix so far.
     """
 
     fixed = ("step", "finished_ids", "finished_scores", "finished_lengths")
 
-    def __init__(
-        self,
-        config: SearchConfig,
-        max_lengths,
-        special_ids: SpecialIds,
-        prefix_ids=None,
-        max_from_top: bool = True,
-    ):
-        self.config = config
-        self.prefix_ids = prefix_ids
-        self.max_from_top = max_from_top
-        self.beam = config.beam_size
-        self.max_lengths = max_lengths  # [batch]
-        self.best_possible_penalty = self.penalty(max_lengths)  # [batch]
-        self.special_ids = special_ids
+    @property
+    def beam(self) -> int:
+        return self.config.beam_size
 
     def penalty(self, lengths):
         """lp(|Y|) of the config's length penalty (float32, the shape of `lengths`)."""
@@ -141,6 +123,8 @@ class Beam:
 
     def initial_state(self, inputs: SearchInputs) -> BeamState:
         beam, n_best = self.beam, self.config.n_best
+        # Each sentence's largest penalty, for the early stop's bound: once, before the loop.
+        self.best_possible_penalty = self.penalty(self.max_lengths)  # [batch]
         batch, length = tf.shape(inputs.max_lengths)[0], inputs.cache_length
         cache = inputs.cache.for_beams(beam)  # the beams share the cross-attention part
         # Only beam 0 starts alive, so the first step does not yield `beam` copies of

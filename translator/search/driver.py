@@ -17,7 +17,8 @@ from typing import Any, NamedTuple, Protocol
 
 import tensorflow as tf
 
-from translator.search.common import SearchResult, shrinking_invariants
+from translator.search.common import SearchResult, SpecialIds, shrinking_invariants
+from translator.search.config import SearchConfig
 
 # The decoder's cache: a nest of tensors whose axis 0 is the row (`Transformer.init_cache`
 # makes it); the search only gathers and reorders its rows.
@@ -73,6 +74,34 @@ class Strategy(Protocol):
 
     def finalize(self, state: NamedTuple) -> SearchResult:
         """The result of the final state."""
+
+
+class StrategyBase:
+    """What greedy and beam search are built from.
+
+    Args:
+        config: The `SearchConfig`.
+        max_lengths: int32 `[batch]`, each sentence's length limit.
+        special_ids: The special ids.
+        prefix_ids: int32 `[batch, width]`, target prefixes to force (`SearchInputs`), or
+            None.
+        max_from_top: `common.next_token_candidates`' choice of normalizer: True but in
+            an XLA-compiled search (one that does not compact).
+    """
+
+    def __init__(
+        self,
+        config: SearchConfig,
+        max_lengths,
+        special_ids: SpecialIds,
+        prefix_ids=None,
+        max_from_top: bool = True,
+    ):
+        self.config = config
+        self.max_lengths = max_lengths  # [batch]
+        self.special_ids = special_ids
+        self.prefix_ids = prefix_ids
+        self.max_from_top = max_from_top
 
 
 def decode(strategy: Strategy, inputs: SearchInputs, compact: bool = True) -> SearchResult:

@@ -16,7 +16,7 @@ from translator.search.common import (
     trim,
 )
 from translator.search.config import SearchConfig
-from translator.search.driver import Cache, SearchInputs, decode, gather_rows
+from translator.search.driver import Cache, SearchInputs, StrategyBase, decode, gather_rows
 
 
 class GreedyState(NamedTuple):
@@ -43,34 +43,13 @@ class GreedyState(NamedTuple):
     cache: Cache
 
 
-class Greedy:
+class Greedy(StrategyBase):
     """The greedy strategy of `translator.search.driver.decode`.
 
-    Args:
-        config: The `SearchConfig`; `beam_size` and `n_best` are ignored (n_best = 1).
-        max_lengths: int32 `[batch]`, each sentence's length limit.
-        special_ids: The special ids.
-        prefix_ids: int32 `[batch, width]`, target prefixes to force (`SearchInputs`), or
-            None.
-        max_from_top: `next_token_candidates`' choice of normalizer: True but in an
-            XLA-compiled search (one that does not compact).
+    Built as `StrategyBase`; the config's `beam_size` and `n_best` are ignored (n_best = 1).
     """
 
     fixed = ("step", "ids", "log_probs")
-
-    def __init__(
-        self,
-        config: SearchConfig,
-        max_lengths,
-        special_ids: SpecialIds,
-        prefix_ids=None,
-        max_from_top: bool = True,
-    ):
-        self.config = config
-        self.max_lengths = max_lengths
-        self.special_ids = special_ids
-        self.prefix_ids = prefix_ids
-        self.max_from_top = max_from_top
 
     def initial_state(self, inputs: SearchInputs) -> GreedyState:
         batch = tf.shape(inputs.max_lengths)[0]
