@@ -150,10 +150,11 @@ def next_token_candidates(
     k = k if vocab is None else min(k, vocab)
     never_count = 3 if min_length > 0 else 2  # PAD, BOS, and EOS before min_length
     wider = never_count + k if vocab is None else min(never_count + k, vocab)
-    # The logits come from a cast to float32. Grappler moves a widening cast below the
-    # "value-preserving" ops reading it (the top-k's pad and reshape), which would cast
-    # the logits a second time beside the softmax's copy; `EnsureShape` is not such an op
-    # to it, so one cast serves both (figures: bench/RESULTS.md, design measurements).
+    # Under mixed precision the logits come from a cast to float32. Grappler moves a
+    # widening cast below the "value-preserving" ops reading it (the top-k's pad and
+    # reshape), which would cast the logits a second time beside the softmax's copy;
+    # `EnsureShape` is not such an op to it, so one cast serves both (figures:
+    # bench/RESULTS.md, design measurements).
     sealed = tf.ensure_shape(logits, logits.shape)  # [rows, vocab]
     best_logits, best_ids = top_k(sealed, wider)  # [rows, wider]
     top = (best_logits[:, :1], best_ids[:, :1]) if max_from_top else None  # [rows, 1] x2
