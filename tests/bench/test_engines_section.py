@@ -33,3 +33,19 @@ def test_the_engines_section_holds_the_first_translation_figures(monkeypatch):
     first["ours, search cached"] = 5.3
     text = engines.section_markdown(args, 1000, "MODEL", "float32", "T", ours, theirs, 0.1, first)
     assert "(goal <= 1.3x: misses)" in text
+
+
+def test_a_row_measured_in_several_processes_keeps_its_best_pass(monkeypatch):
+    passes = iter([2.0, 1.5, 1.8])  # seconds of the best pass in each child process
+    calls = []
+
+    def run_child(module, *arguments):
+        calls.append((module, arguments))
+        return {"seconds": next(passes), "tokens": 100, "texts": ["t"]}
+
+    monkeypatch.setattr(harness, "run_child", run_child)
+    row = engines.Row(engines.TOP, "tensorflow", engines.CT2_RULES)
+    for _ in range(3):
+        engines.measure_in_child(row, 1, ["--model=M"])
+    assert row.seconds == 1.5 and row.tokens == 100 and row.rate == 100 / 1.5
+    assert calls == [("engines", ("--row=1", "--model=M"))] * 3
