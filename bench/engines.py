@@ -21,6 +21,7 @@ import sacrebleu
 
 from bench import harness
 from translator.artifacts import load_model_dir, resolve_model_dir
+from translator.constants import DEFAULT_PARALLEL_BATCHES
 from translator.engines import InferenceOptions, load_translator
 from translator.io import read_lines
 from translator.search import SearchConfig
@@ -34,6 +35,7 @@ CT2_RULES = dict(beam_size=4, exact_stop=False, length_penalty_form="power")
 GREEDY = dict(beam_size=1)
 TOP = "ours, beam 4 (top-beam stop, length ** 0.6)"  # our search under CTranslate2's rules
 THEIRS = "CTranslate2 float32, beam 4"
+ONE_AT_A_TIME = "one batch at a time"  # the rows run with --parallel-batches 1
 # The two rows of the ratio take turns for this many rounds of processes (--short, full),
 # each keeping its best pass: the machine's speed drifts over minutes, and one process
 # each measured either engine 15% apart from run to run.
@@ -56,6 +58,7 @@ class Row:
     search: dict
     xla: bool = False
     precision: str = "model"  # ours: as `translate --precision`
+    parallel: int = DEFAULT_PARALLEL_BATCHES  # batches at once (`--parallel-batches`)
     compared_with: str = ""
     seconds: float = float("inf")  # of the best pass
     tokens: int = 0
@@ -73,13 +76,18 @@ def rows(short: bool) -> list[Row]:
             Row("ours, beam 4 (exact stop), XLA", "tensorflow", BEAM, xla=True),
             Row(f"{TOP}, XLA", "tensorflow", CT2_RULES, xla=True),
             Row(f"{TOP}, float32", "tensorflow", CT2_RULES, precision="float32"),
+            Row(f"{TOP}, {ONE_AT_A_TIME}", "tensorflow", CT2_RULES, parallel=1),
         ]
     searches = {"beam 4": (CT2_RULES, TOP), "greedy": (GREEDY, "ours, greedy")}
-    return ours + [
+    theirs = [
         Row(f"CTranslate2 {q}, {label}", q, search, compared_with=nearest)
         for q in ("float32", "int8")
         for label, (search, nearest) in searches.items()
     ]
+    if not short:
+        name = f"{THEIRS}, {ONE_AT_A_TIME}"
+        theirs.append(Row(name, "float32", CT2_RULES, compared_with=TOP, parallel=1))
+    return ours + theirs
 
 
 def measure_row(args) -> int:
@@ -90,7 +98,13 @@ def measure_row(args) -> int:
     ours = row.engine == "tensorflow"
     engine, path = ("tensorflow", args.model) if ours else ("ctranslate2", args.exports)
     path = Path(path) if ours else Path(path) / row.engine
-    options = InferenceOptions(BATCH_TOKENS, xla=row.xla, engine=engine, precision=row.precision)
+    options = InferenceOptions(
+        BATCH_TOKENS,
+        parallel_batches=row.parallel,
+        xla=row.xla,
+        engine=engine,
+        precision=row.precision,
+    )
     translator = load_translator(path, SearchConfig(**row.search), options).translator
     # The warm-up pass traces, compiles with XLA and fills CTranslate2's caches.
     seconds, result = harness.best_of(lambda: translator.search(sources), args.repeats)
@@ -159,6 +173,7 @@ def section_markdown(args, sentences, model, precision, table, ours, theirs, int
     first_verdict = "meets" if first_ratio <= FIRST_GOAL else "misses"
     first_rounds = FIRST_ROUNDS[0 if args.short else 1]
     pair_rounds = PAIR_ROUNDS[0 if args.short else 1]
+    parallel, one_at_a_time = DEFAULT_PARALLEL_BATCHES, ONE_AT_A_TIME
     first_table = "\n".join(
         render("first-row", name=name, seconds=value, ratio=value / first["CTranslate2 float32"])
         for name, value in first.items()

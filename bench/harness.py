@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from translator.engines.base import usable_cores
+
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 RESULTS_PATH = BENCH / "RESULTS.md"
@@ -170,7 +172,7 @@ def machine_summary() -> str:
     cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
     models = re.findall(r"^model name\s*: (.*)$", cpuinfo, re.MULTILINE)
     cpu = models[0].strip() if models else platform.processor() or "unknown CPU"
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = usable_cores()
     return (
         f"{cores} cores (nproc), {cpu}, {platform.system()} "
         f"{platform.machine()}, Python {platform.python_version()}, TensorFlow {tf.__version__}"

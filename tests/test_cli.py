@@ -67,6 +67,12 @@ def test_search_options_reach_the_search_config():
         changed = search_config(parser.parse_args(args))
         assert not changed.exact_stop and changed.length_penalty == 1.0
 
+    from translator.commands.options import inference_options
+
+    batching = ["translate", "--model", "m", "--parallel-batches", "3", "--batch-tokens", "99"]
+    options = inference_options(parser.parse_args(batching))
+    assert (options.parallel_batches, options.batch_tokens) == (3, 99)
+
     export_args = ["export", "--model", "m", "--out", "e", "--beam-size", "5"]
     default, sampling = export.export_search_config(parser.parse_args(export_args))
     assert default.exact_stop and default.beam_size == default.n_best == 5 and sampling is None

@@ -1,10 +1,12 @@
 """`translator translate`: batched output equals each line translated alone, in input order."""
 
 import gzip
+import itertools
 import math
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -84,6 +86,8 @@ def test_errors_are_clean_and_exit_2(model_dir, tmp_path, capsys):
     output = tmp_path / "missing_dir" / "out.txt"
     assert main([*args, "-o", str(output)]) == 2
     assert "cannot write" in capsys.readouterr().err
+    assert main([*args, "--parallel-batches", "0"]) == 2
+    assert "--parallel-batches must be >= 1, got 0" in capsys.readouterr().err
 
 
 def test_translator_skips_whitespace_only_lines_without_decoding(model_dir, alone):
@@ -98,6 +102,62 @@ def test_translator_skips_whitespace_only_lines_without_decoding(model_dir, alon
     assert translations.texts == ["", alone[sentence], "", "", ""]
     stats = translations.stats
     assert (stats.lines, stats.empty, stats.batches) == (5, 4, 1)
+
+
+def test_batches_decoded_at_once_translate_as_one_after_another(model_dir, lines):
+    """`parallel_batches`: batches run at the same time, and every hypothesis (text,
+    score, ids), count and progress report is what one batch after another gives, with
+    and without target prefixes; a batch's error reaches the caller."""
+    from translator.artifacts import load_model_dir
+    from translator.inference import Translator
+    from translator.search import SearchConfig
+
+    loaded = load_model_dir(model_dir)
+    config = SearchConfig(beam_size=3, n_best=2)
+    prefixes = [line.split()[0] if len(line.split()) > 2 else "" for line in lines]
+
+    def translator(parallel: int):
+        return Translator.from_model(
+            loaded.model, loaded.vocabulary, config, batch_tokens=48, parallel_batches=parallel
+        )
+
+    def run(translator, **kwargs):
+        reported = []
+        translations = translator.search(lines, progress=reported.append, **kwargs)
+        return translations, reported
+
+    one_after_another = translator(1)
+    at_once = translator(3)
+    decoder, lock, calls = at_once.decoder, threading.Lock(), itertools.count()
+    together = threading.Barrier(2, timeout=120)
+
+    def overlapping(*args):
+        with lock:
+            index = next(calls)
+        if index < 2:  # the first two batches wait for each other: both must be running
+            together.wait()
+        return decoder(*args)
+
+    at_once.decoder = overlapping
+    for kwargs in ({}, {"prefixes": prefixes}):
+        expected, expected_progress = run(one_after_another, **kwargs)
+        assert expected.stats.batches >= 4
+        got, progress = run(at_once, **kwargs)
+        assert got.hypotheses == expected.hypotheses
+        assert got.stats == expected.stats
+        assert progress == expected_progress and sum(progress) == len(lines)
+        calls, together = itertools.count(), threading.Barrier(2, timeout=120)
+
+    def failing(*args):
+        with lock:
+            index = next(calls)
+        if index == 2:
+            raise ValueError("batch 2 failed")
+        return decoder(*args)
+
+    at_once.decoder = failing
+    with pytest.raises(ValueError, match="batch 2 failed"):
+        at_once.search(lines)
 
 
 @pytest.mark.slow

@@ -342,12 +342,31 @@ def test_both_engines_load_through_one_seam_and_meet_its_protocols(trained):
     assert same >= 18  # the same search on both engines: equal but for rare near-ties
 
 
+@needs_ctranslate2
+def test_replicas_take_the_batches_sent_at_once_and_translate_alike(trained):
+    """`parallel_batches` loads as many CTranslate2 replicas (sharing the cores), and
+    batches searched on them at once translate as one batch after another does."""
+    from translator.engines import InferenceOptions, load_translator
+
+    path, sources = trained["exports"]["float32"], trained["sources"]
+    results = []
+    for parallel in (1, 2):
+        options = InferenceOptions(batch_tokens=64, parallel_batches=parallel)
+        translator = load_translator(path, TOP_BEAM, options).translator
+        assert translator.decoder.model.engine.num_translators == parallel
+        results.append(translator.search(sources))
+    assert results[0].stats.batches >= 10
+    assert results[1].hypotheses == results[0].hypotheses
+    assert results[1].stats == results[0].stats
+
+
 def test_inference_options_name_the_bad_option():
     from translator.engines import InferenceOptions
     from translator.errors import ConfigError
 
     for fields, option in (
         ({"batch_tokens": 0}, "--batch-tokens"),
+        ({"parallel_batches": 0}, "--parallel-batches"),
         ({"max_source_length": 1}, "--max-source-length"),
         ({"engine": "onnx"}, "--engine"),
         ({"precision": "int4"}, "--precision"),

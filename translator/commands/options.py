@@ -227,6 +227,16 @@ def add_batching_options(parser: argparse.ArgumentParser) -> None:
         "batches and put back in input order (default: %(default)s)",
     )
     batching.add_argument(
+        "--parallel-batches",
+        type=int,
+        default=_RUN.parallel_batches,
+        metavar="N",
+        help="batches decoded at once: a batch ends in steps over its few longest "
+        "sentences, which leave cores idle, and another batch fills them; the translations "
+        "are the same for any N (with --engine ctranslate2, its replicas, the cores shared "
+        "among them) (default: %(default)s)",
+    )
+    batching.add_argument(
         "--engine",
         choices=ENGINES,
         default=_RUN.engine,
@@ -270,6 +280,7 @@ def inference_options(args: argparse.Namespace) -> InferenceOptions:
     """
     return InferenceOptions(
         batch_tokens=args.batch_tokens,
+        parallel_batches=args.parallel_batches,
         max_source_length=args.max_source_length,
         xla=args.xla,
         engine=args.engine,

@@ -11,11 +11,12 @@ only what these protocols name. This module imports no TensorFlow.
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from translator.config import PRECISIONS
-from translator.constants import DEFAULT_BATCH_TOKENS
+from translator.constants import DEFAULT_BATCH_TOKENS, DEFAULT_PARALLEL_BATCHES
 from translator.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -45,6 +46,9 @@ class InferenceOptions:
 
     # Source tokens per batch, padding included.
     batch_tokens: int = DEFAULT_BATCH_TOKENS
+    # Batches decoded at once (`translator.constants.DEFAULT_PARALLEL_BATCHES`); the
+    # translations are the same for any value.
+    parallel_batches: int = DEFAULT_PARALLEL_BATCHES
     # Longer sources are cut to this many tokens, EOS included; None: the model's limit
     # (`translator.text.default_max_source_length`).
     max_source_length: int | None = None
@@ -64,11 +68,20 @@ class InferenceOptions:
     def __post_init__(self) -> None:
         if self.batch_tokens < 1:
             raise ConfigError(f"--batch-tokens must be >= 1, got {self.batch_tokens}")
+        if self.parallel_batches < 1:
+            raise ConfigError(f"--parallel-batches must be >= 1, got {self.parallel_batches}")
         check_max_source_length(self.max_source_length)
         if self.engine not in ENGINES:
             raise ConfigError(f"--engine must be one of {ENGINES}, got {self.engine!r}")
         if self.precision not in PRECISIONS:
             raise ConfigError(f"--precision must be one of {PRECISIONS}, got {self.precision!r}")
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, as `nproc` counts)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1  # pragma: no cover (no affinity API, e.g. macOS)
 
 
 def check_max_source_length(value: int | None) -> None:

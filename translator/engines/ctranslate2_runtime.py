@@ -32,6 +32,7 @@ import numpy as np
 from translator.artifacts import VOCAB_DIR
 from translator.config import TransformerConfig
 from translator.constants import BOS_ID, EOS_ID, PAD_ID
+from translator.engines.base import usable_cores
 from translator.engines.ctranslate2_files import (
     INFO_FILE,
     MODEL_BIN,
@@ -100,12 +101,16 @@ class CTranslate2Model:
         return self.directory / MODEL_BIN
 
 
-def load_ctranslate2(path: str | Path, threads: int = 0) -> CTranslate2Model:
+def load_ctranslate2(path: str | Path, threads: int = 0, replicas: int = 1) -> CTranslate2Model:
     """Loads an export directory on the CPU.
 
     Args:
         path: A directory written by `export_ctranslate2`.
-        threads: Threads of one translation (CTranslate2's intra_threads; 0 = all cores).
+        threads: Threads of one translation (CTranslate2's intra_threads); 0: CTranslate2's
+            default for one replica, else the cores shared out among the replicas.
+        replicas: Batches it translates at once, as many as a `Translator` sends
+            (`parallel_batches`): CTranslate2's inter_threads, whose workers share the
+            weights.
 
     Raises:
         ModelDirError, CTranslate2NotInstalledError.
@@ -115,7 +120,11 @@ def load_ctranslate2(path: str | Path, threads: int = 0) -> CTranslate2Model:
     directory = check_ctranslate2_dir(path)
     ctranslate2 = import_ctranslate2()
     info = json.loads((directory / INFO_FILE).read_text())
-    engine = ctranslate2.Translator(str(directory), device="cpu", intra_threads=threads)
+    if not threads and replicas > 1:
+        threads = max(1, usable_cores() // replicas)
+    engine = ctranslate2.Translator(
+        str(directory), device="cpu", inter_threads=replicas, intra_threads=threads
+    )
     vocabulary = load_vocabulary(directory / VOCAB_DIR)
     return CTranslate2Model(engine, vocabulary, info, directory)
 

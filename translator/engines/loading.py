@@ -112,6 +112,7 @@ def _tensorflow_translator(model, search, options):
         batch_tokens=options.batch_tokens,
         max_source_length=options.max_source_length,
         tag=options.tag,
+        parallel_batches=options.parallel_batches,
     )
     return files, translator, []
 
@@ -133,13 +134,14 @@ def _ctranslate2_translator(model, search, options):
             "--precision sets our TensorFlow search's; a CTranslate2 export has the weights "
             "it was written with (translator export --quantization)"
         )
-    loaded = load_ctranslate2(model)
+    loaded = load_ctranslate2(model, replicas=options.parallel_batches)
     translator = Translator(
         CTranslate2Decoder(loaded, search),
         loaded.vocabulary,
         batch_tokens=options.batch_tokens,
         max_source_length=options.max_source_length,
         tag=options.tag,
+        parallel_batches=options.parallel_batches,
     )
     changes = rule_changes(search)
     notes = [f"ctranslate2 runs {' and '.join(changes)}"] if changes else []
