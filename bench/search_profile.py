@@ -22,7 +22,6 @@ from bench import harness
 from bench.profiling import op_class, share_tables
 from translator.artifacts import load_model_dir
 from translator.constants import DEFAULT_BATCH_TOKENS
-from translator.engines.search_cache import saveable_search
 from translator.io import read_lines
 from translator.search import Decoder, SearchConfig
 from translator.text import batch_ranges, default_max_source_length, prepare
@@ -59,6 +58,15 @@ CLASSES = (
 TOP_TYPES = 15  # op types listed apart
 # "[device memory] node = OpType(inputs)"; oneDNN's rewrites prefix the type (_MklNative...).
 LABEL = re.compile(r"^(?:\[[^\]]*\] )?\S+ = (?:_MklNative|_Mkl)?(\S+?)\(")
+
+
+def saveable_search(decoder: Decoder) -> tf.Module:
+    """A module holding `decoder.translate`, traced, and the weights it reads, to save."""
+    decoder.translate.get_concrete_function()
+    module = tf.Module()
+    module.weights = [getattr(weight, "value", weight) for weight in decoder.model.weights]
+    module.translate = decoder.translate
+    return module
 
 
 def main(argv: list[str] | None = None) -> int:

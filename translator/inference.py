@@ -126,10 +126,12 @@ class Translator:
         self._prepare = tf.function(
             lambda texts: prepare(texts, vocabulary.source, self.max_source_length, tag_id),
             input_signature=[lines],
+            autograph=False,
         )
         self._prefixes = tf.function(
             lambda texts, rows: target_prefixes(texts, vocabulary.target, rows),
             input_signature=[lines, tf.TensorSpec([None], tf.int32)],
+            autograph=False,
         )
         self._finish = tf.function(
             lambda ids, scores, rows, batch: finish(ids, scores, rows, batch, vocabulary.target),
@@ -139,6 +141,7 @@ class Translator:
                 tf.TensorSpec([None], tf.int32),
                 tf.TensorSpec([], tf.int32),
             ],
+            autograph=False,
         )
 
     @classmethod

@@ -21,7 +21,7 @@ from tests.support.runs import script_env
 from tests.support.serving import PREFIXES, SEARCH, SENTENCES
 from translator.engines import InferenceOptions, load_translator
 from translator.engines.base import SEARCH_CACHE_ENTRIES
-from translator.engines.search_cache import CACHE_DIR
+from translator.engines.search_cache import CACHE_DIR, GRAPH
 
 UNCACHED = InferenceOptions(cache_search=False)
 
@@ -67,6 +67,8 @@ def test_a_fresh_process_restores_the_search_and_translates_alike(model_dir):
     assert report["described"]["search_cache"].startswith(str(model_dir / CACHE_DIR))
     assert report["builds"] == [0, 1]
     assert report["texts"] == texts
+    # To float32 rounding: with its weights frozen into constants, Grappler folds a few
+    # weight-only ops of the graph (bench/RESULTS.md, "Time to the first translation").
     for restored, built in zip(report["scores"], scores, strict=True):
         np.testing.assert_allclose(restored, built, rtol=1e-5)
     assert report["prefixed"] == prefixed
@@ -96,10 +98,17 @@ def test_an_unreadable_entry_is_rebuilt_and_said(model_dir, caplog):
     expected = nbest(load_translator(model_dir, SEARCH, UNCACHED).translator)[0]
     load_translator(model_dir, SEARCH)
     (entry,) = (model_dir / CACHE_DIR).iterdir()
-    shutil.rmtree(entry / "saved_model" / "variables")
+    graph = entry / GRAPH
+    size = graph.stat().st_size
+    graph.write_bytes(graph.read_bytes()[: size // 2])  # a write cut short
     with caplog.at_level(logging.WARNING):
         loaded = load_translator(model_dir, SEARCH)
     assert "unreadable search cache, rebuilding it" in caplog.text
     assert str(entry) in caplog.text
     assert nbest(loaded.translator)[0] == expected
-    assert (entry / "saved_model" / "variables").is_dir()  # written again
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):  # written again, whole: the next load reads it
+        restored = load_translator(model_dir, SEARCH).translator
+    assert caplog.text == ""
+    assert restored.decoder.describe()["search_cache"] == str(entry)
+    assert nbest(restored)[0] == expected

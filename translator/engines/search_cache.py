@@ -1,16 +1,22 @@
 """Our traced search, kept beside the model so a later process neither builds nor traces it.
 
 Most of the time to a first translation went to building the Keras model and tracing
-the search's `tf.function` (bench/RESULTS.md, "Time to the first translation"). So the
-first load of a model with some search settings saves the traced search, with the
-weights it reads, as a SavedModel in `<model dir>/search-cache/<key>/`, and later loads
-restore it with `tf.saved_model.load`: no Keras model, no tracing.
+the search's `tf.function`, then to restoring a SavedModel's graph as Python objects and
+running Grappler over it at the first call (bench/RESULTS.md, "Time to the first
+translation"). So the first load of a model with some search settings writes the traced
+search as one graph, `<model dir>/search-cache/<key>/search.pb`: its weights frozen into
+constants and, on a host without a GPU, Grappler's pass (the one `lean_graph_options`
+asks for, on ops placed on the CPU as the runtime places them) already done. A later
+load registers that `FunctionDef` with TensorFlow's runtime and calls it by name, under
+`optimized_graph_options` (no second Grappler pass): no Keras model, no tracing, no
+Python graph. It translates as the search built and traced does (the same rewrites;
+tests/engines/test_search_cache.py).
 
 The key covers everything the graph depends on: the search settings, the precision,
 the weights file (size and modification time), the TensorFlow and translator versions,
-the graph's revision and whether this host fuses layer norms (not with a GPU), so a
-retrained model, an upgrade or a move to a GPU host misses and writes a new entry. Only
-the `SEARCH_CACHE_ENTRIES` most recently used entries stay: each holds a copy of the
+the graph's revision, whether this host fuses layer norms and whether it has a GPU, so a
+retrained model, an upgrade or a move to another host kind misses and writes a new entry.
+Only the `SEARCH_CACHE_ENTRIES` most recently used entries stay: each holds a copy of the
 weights. A prefixed search (`--prefix-file`), rarely asked for, is not cached: it builds
 the model when first used. Nor is an XLA search (it compiles per batch shape at run time
 anyway).
@@ -29,13 +35,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import tensorflow as tf
+from google.protobuf.message import DecodeError
+from tensorflow.core.framework import function_pb2
+from tensorflow.python.eager import context
 
 from translator import __version__
 from translator.engines.base import SEARCH_CACHE_ENTRIES
 from translator.io import atomic_directory
 from translator.layers.layer_norm import fuses_here
 from translator.search.common import SearchResult
-from translator.search.graph_options import lean_graph_options
+from translator.search.graph_options import (
+    lean_config,
+    lean_graph_options,
+    optimized_graph_options,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from translator.artifacts import ModelFiles
@@ -46,14 +59,23 @@ logger = logging.getLogger(__name__)
 
 # Where a model directory keeps its cached searches.
 CACHE_DIR = "search-cache"
-# An entry's files: the SavedModel of `translate`, and what `describe` reports.
-SAVED = "saved_model"
+# An entry's files: the search's graph (a serialized `FunctionDef`), and what `describe`
+# reports.
+GRAPH = "search.pb"
 FACTS = "search.json"
 # The traced graph's revision, in the key with the versions: raised when a change to the
 # code alters the ops a search runs (2: the fused layer norm; 3: the normalizer's max
-# taken from the top-k; 4: the logits cast once), so that a checkout's new graph
-# replaces entries an older one wrote under the same version number.
-GRAPH_REVISION = 4
+# taken from the top-k; 4: the logits cast once; 5: one frozen graph, Grappler's pass
+# done, instead of a SavedModel), so that a checkout's new graph replaces entries an
+# older one wrote under the same version number.
+GRAPH_REVISION = 5
+# Where the runtime places a search's ops on a host without a GPU. Grappler's CPU
+# rewrites (oneDNN's fused layer norm, matmul + bias) apply only to ops placed there.
+CPU_DEVICE = "/job:localhost/replica:0/task:0/device:CPU:0"
+# The signature of a cached graph: source ids in; ids, scores, lengths out.
+INPUTS, OUTPUTS = 1, len(SearchResult._fields)
+# The graph's mark that Grappler's pass is done (removed before the runtime sees it).
+_OPTIMIZED = "_translator_grappler_done"
 
 
 def entry_path(files: ModelFiles, search: SearchConfig, precision: str) -> Path:
@@ -67,6 +89,7 @@ def entry_path(files: ModelFiles, search: SearchConfig, precision: str) -> Path:
         "translator": __version__,
         "graph": GRAPH_REVISION,
         "fused_layer_norm": fuses_here(),
+        "gpu": _has_gpu(),
     }
     key = hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:16]
     return files.directory / CACHE_DIR / key
@@ -80,6 +103,10 @@ class CachedSearch:
         config: The search settings it was saved with.
         model_config: The searched model's architecture.
         build: Builds the model's `Decoder`, for a prefixed search (not cached).
+
+    Raises:
+        ValueError: The graph file is not a search's.
+        tf.errors.OpError: TensorFlow's runtime refused it.
     """
 
     engine = "tensorflow"
@@ -96,7 +123,7 @@ class CachedSearch:
         self._model_config = model_config
         self._build = build
         self._described = json.loads((entry / FACTS).read_text())
-        self._restored = tf.saved_model.load(str(entry / SAVED))
+        self._function, self._optimized = _register((entry / GRAPH).read_bytes())
         self._decoder: Decoder | None = None
         # Most recently used (see `_evict`); in a read-only model directory, only the
         # eviction order suffers.
@@ -115,14 +142,37 @@ class CachedSearch:
         """Searches a batch; see `translator.engines.BatchDecoder`."""
         source_ids = tf.convert_to_tensor(source_ids, tf.int32)  # [batch, width]
         if prefix_ids is None:
-            with lean_graph_options():  # as `Decoder` calls its search
-                return SearchResult(*self._restored.translate(source_ids))
+            options = optimized_graph_options if self._optimized else lean_graph_options
+            with options():  # every call alike: the options key the instantiation
+                outputs = context.context().call_function(self._function, [source_ids], OUTPUTS)
+            return SearchResult(*outputs)
         if self._decoder is None:
             self._decoder = self._build()
         return self._decoder(source_ids, prefix_ids)
 
     def describe(self) -> dict[str, Any]:
         return {**self._described, "search_cache": str(self.entry)}
+
+
+def _register(serialized: bytes) -> tuple[bytes, bool]:
+    """Adds a cached graph to this process' functions: (its name, Grappler's pass done).
+
+    Named by its content, so entries never clash and loading one twice adds it once.
+    """
+    try:
+        function = function_pb2.FunctionDef.FromString(serialized)
+    except DecodeError as error:
+        raise ValueError(f"not a search's graph: {error}") from error
+    signature = function.signature
+    if (len(signature.input_arg), len(signature.output_arg)) != (INPUTS, OUTPUTS):
+        raise ValueError(f"not a search's graph: {signature.name}")
+    optimized = function.attr[_OPTIMIZED].b
+    del function.attr[_OPTIMIZED]
+    signature.name = "translator_search_" + hashlib.sha256(serialized).hexdigest()[:16]
+    ctx = context.context()
+    if not ctx.has_function(signature.name):
+        ctx.add_function_def(function)
+    return signature.name.encode(), optimized
 
 
 def load_cached(
@@ -145,18 +195,15 @@ def load_cached(
 
 
 def save_search(decoder: Decoder, entry: Path) -> None:
-    """Saves `decoder.translate` and the weights it reads as the cache entry `entry`.
+    """Saves `decoder.translate`, as `optimized_search` makes it, as the cache entry `entry`.
 
     A failure (a read-only model directory, a full disk) is reported and skipped: the
     search still runs, it only starts slower next time.
     """
-    module = saveable_search(decoder)
     try:
+        function = optimized_search(decoder)
         with atomic_directory(entry) as staging:
-            # Without the checkpoint ops the SavedModel would carry for its own restoring
-            # (`tf.saved_model.load` restores in Python): it saves and loads faster.
-            options = tf.saved_model.SaveOptions(experimental_skip_saver=True)
-            tf.saved_model.save(module, str(staging / SAVED), options=options)
+            (staging / GRAPH).write_bytes(function.SerializeToString())
             (staging / FACTS).write_text(json.dumps(decoder.describe()) + "\n")
     except (OSError, ValueError, tf.errors.OpError) as error:
         logger.warning("%s: cannot write the search cache, going on without it (%s)", entry, error)
@@ -164,15 +211,51 @@ def save_search(decoder: Decoder, entry: Path) -> None:
     _evict(entry.parent, keep=SEARCH_CACHE_ENTRIES)
 
 
-def saveable_search(decoder: Decoder) -> tf.Module:
-    """A module holding `decoder.translate`, traced, and the weights it reads, to save."""
-    decoder.translate.get_concrete_function()  # traced once: the save and the run share it
-    module = tf.Module()
-    # Tracking the weights saves them (the Keras model itself, with its layers' own
-    # functions, would take longer to save and to load).
-    module.weights = [getattr(weight, "value", weight) for weight in decoder.model.weights]
-    module.translate = decoder.translate
-    return module
+def optimized_search(decoder: Decoder) -> function_pb2.FunctionDef:
+    """`decoder.translate` as one function: weights frozen, Grappler's pass done (no GPU).
+
+    The weights become constants (`convert_variables_to_constants_v2`, which also lowers
+    the loop to the graph ops the runtime would run). Without a GPU, every op is placed on
+    the CPU, as the runtime places a search there, and Grappler runs the pass a call
+    would run under `lean_graph_options`; the function is marked so that a restored
+    search is called under `optimized_graph_options`. With a GPU, placement and the pass
+    are left to the runtime.
+
+    Returns:
+        A `FunctionDef`: int32 `[batch, width]` source ids in, `SearchResult`'s tensors out.
+    """
+    from tensorflow.python.framework.convert_to_constants import (
+        convert_variables_to_constants_v2,
+    )
+    from tensorflow.python.grappler import tf_optimizer
+
+    frozen = convert_variables_to_constants_v2(decoder.translate.get_concrete_function())
+    (source,), outputs = [t.name for t in frozen.inputs], [t.name for t in frozen.outputs]
+    graph_def = frozen.graph.as_graph_def()
+    optimize = not _has_gpu()
+    if optimize:
+        for node in graph_def.node:
+            node.device = CPU_DEVICE
+        with tf.Graph().as_default() as graph:
+            tf.graph_util.import_graph_def(graph_def, name="")
+            for name in outputs:  # what Grappler must keep: the fetches
+                graph.add_to_collection("train_op", graph.get_tensor_by_name(name))
+            meta_graph = tf.compat.v1.train.export_meta_graph(graph=graph)
+        graph_def = tf_optimizer.OptimizeGraph(lean_config(), meta_graph)
+
+    def imported(source_ids):
+        return tf.graph_util.import_graph_def(
+            graph_def, input_map={source: source_ids}, return_elements=outputs, name=""
+        )
+
+    spec = tf.TensorSpec([None, None], tf.int32, name="source_ids")
+    function = tf.compat.v1.wrap_function(imported, [spec]).function_def
+    function.attr[_OPTIMIZED].b = optimize
+    return function
+
+
+def _has_gpu() -> bool:
+    return bool(tf.config.list_logical_devices("GPU"))
 
 
 def _evict(cache: Path, keep: int) -> None:

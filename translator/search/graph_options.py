@@ -15,6 +15,8 @@ The setting rides on TensorFlow's per-thread function call options (a private AP
 of one search must use the same options, or it is optimized and instantiated again.
 `Decoder`, the search cache and the server therefore call their searches only through
 it. Where the private API is missing (another TensorFlow), calls run with the defaults.
+A graph that already went through that pass (the search cache's) is called under
+`optimized_graph_options`, which skips Grappler.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import tensorflow as tf
 
@@ -47,20 +49,55 @@ def _lean_config(serialized: bytes) -> tf.compat.v1.ConfigProto:
     return config
 
 
+@functools.lru_cache(maxsize=8)
+def _no_grappler_config(serialized: bytes) -> tf.compat.v1.ConfigProto:
+    """The call options' `ConfigProto` with Grappler off (cached as `_lean_config`)."""
+    config = tf.compat.v1.ConfigProto()
+    config.ParseFromString(serialized)
+    config.graph_options.rewrite_options.disable_meta_optimizer = True
+    return config
+
+
+def lean_config() -> tf.compat.v1.ConfigProto:
+    """This thread's `ConfigProto` under `lean_graph_options`: what Grappler runs with."""
+    if _context is None:  # pragma: no cover
+        return tf.compat.v1.ConfigProto()
+    return _lean_config(_context.context().function_call_options.config_proto_serialized)
+
+
 @contextlib.contextmanager
 def lean_graph_options() -> Iterator[None]:
     """Calls of `tf.function`s in this scope, on this thread, use the lean Grappler setting.
 
     Thread-local, so a server's threads do not see each other's setting. Nesting is fine.
     """
+    with _call_config(_lean_config):
+        yield
+
+
+@contextlib.contextmanager
+def optimized_graph_options() -> Iterator[None]:
+    """Calls in this scope, on this thread, skip Grappler: for a graph it already rewrote.
+
+    The search cache stores its graph after Grappler's pass under `lean_config`
+    (`translator.engines.search_cache`), so running the pass again at the first call
+    would only cost time.
+    """
+    with _call_config(_no_grappler_config):
+        yield
+
+
+@contextlib.contextmanager
+def _call_config(rewrite: Callable[[bytes], tf.compat.v1.ConfigProto]) -> Iterator[None]:
+    """This thread's function call options with `rewrite` of their `ConfigProto`."""
     if _context is None:  # pragma: no cover
         yield
         return
     ctx = _context.context()
     saved = ctx.function_call_options
-    lean = copy.copy(saved)
-    lean.config_proto_serialized = _lean_config(saved.config_proto_serialized)
-    ctx.function_call_options = lean
+    changed = copy.copy(saved)
+    changed.config_proto_serialized = rewrite(saved.config_proto_serialized)
+    ctx.function_call_options = changed
     try:
         yield
     finally:
