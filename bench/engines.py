@@ -35,7 +35,9 @@ CT2_RULES = dict(beam_size=4, exact_stop=False, length_penalty_form="power")
 GREEDY = dict(beam_size=1)
 TOP = "ours, beam 4 (top-beam stop, length ** 0.6)"  # our search under CTranslate2's rules
 THEIRS = "CTranslate2 float32, beam 4"
-ONE_AT_A_TIME = "one batch at a time"  # the rows run with --parallel-batches 1
+ONE_AT_A_TIME = "one batch at a time"  # our row run with --parallel-batches 1
+REPLICAS = 2  # CTranslate2's row with this many replicas fed at once (--parallel-batches)
+THEIRS_REPLICAS = f"{THEIRS}, {REPLICAS} replicas"
 # The two rows of the ratio take turns for this many rounds of processes (--short, full),
 # each keeping its best pass: the machine's speed drifts over minutes, and one process
 # each measured either engine 15% apart from run to run.
@@ -58,7 +60,7 @@ class Row:
     search: dict
     xla: bool = False
     precision: str = "model"  # ours: as `translate --precision`
-    parallel: int = DEFAULT_PARALLEL_BATCHES  # batches at once (`--parallel-batches`)
+    parallel: int | None = None  # batches at once (`--parallel-batches`; the engine's default)
     compared_with: str = ""
     seconds: float = float("inf")  # of the best pass
     tokens: int = 0
@@ -85,8 +87,8 @@ def rows(short: bool) -> list[Row]:
         for label, (search, nearest) in searches.items()
     ]
     if not short:
-        name = f"{THEIRS}, {ONE_AT_A_TIME}"
-        theirs.append(Row(name, "float32", CT2_RULES, compared_with=TOP, parallel=1))
+        name = THEIRS_REPLICAS
+        theirs.append(Row(name, "float32", CT2_RULES, compared_with=TOP, parallel=REPLICAS))
     return ours + theirs
 
 
@@ -173,12 +175,17 @@ def section_markdown(args, sentences, model, precision, table, ours, theirs, int
     first_verdict = "meets" if first_ratio <= FIRST_GOAL else "misses"
     first_rounds = FIRST_ROUNDS[0 if args.short else 1]
     pair_rounds = PAIR_ROUNDS[0 if args.short else 1]
-    parallel, one_at_a_time = DEFAULT_PARALLEL_BATCHES, ONE_AT_A_TIME
+    parallel, one_at_a_time, replicas = DEFAULT_PARALLEL_BATCHES, ONE_AT_A_TIME, REPLICAS
     first_table = "\n".join(
         render("first-row", name=name, seconds=value, ratio=value / first["CTranslate2 float32"])
         for name, value in first.items()
     )
     return render("section", **harness.footer(), **locals())
+
+
+def their_best(table: list[Row]) -> Row:
+    """CTranslate2 float32 beam 4 at its faster setting: one replica, or several fed at once."""
+    return max((row for row in table if row.name in (THEIRS, THEIRS_REPLICAS)), key=Row.rate.fget)
 
 
 def first_ratio_of(first: dict) -> float:
@@ -213,9 +220,10 @@ def main(argv: list[str] | None = None) -> int:
         for index, row in enumerate(table):
             print(f"measuring {row.name} (its own process)", flush=True)
             measure_in_child(row, index, options)
-        pair = [index for index, row in enumerate(table) if row.name in (TOP, THEIRS)]
+        pair = [i for i, row in enumerate(table) if row.name in (TOP, THEIRS, THEIRS_REPLICAS)]
         for round_ in range(2, PAIR_ROUNDS[0 if args.short else 1] + 1):
-            print(f"round {round_} of {TOP} and {THEIRS} (a process each)", flush=True)
+            names = " and ".join(table[index].name for index in pair)
+            print(f"round {round_} of {names} (a process each)", flush=True)
             for index in pair:
                 measure_in_child(table[index], index, options)
         print("measuring the time to the first translation (a process per run)", flush=True)
@@ -231,8 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     text_table = "\n".join(text_table)
     print(render("table-head") + "\n" + text_table)
     ours = by_name[TOP]  # the same stopping rule and length penalty as CTranslate2's
-    theirs = by_name[THEIRS]
-    int8_loss = theirs.bleu - by_name["CTranslate2 int8, beam 4"].bleu
+    theirs = their_best(table)
+    int8_loss = by_name[THEIRS].bleu - by_name["CTranslate2 int8, beam 4"].bleu
     name = f"decoding {ours.name} over CTranslate2 float32 beam 4"
     harness.report_target(name, ours.rate / theirs.rate, RATIO_GOAL, "x")
     if not args.short:  # a random model's BLEU is ~0: its int8 loss says nothing

@@ -29,11 +29,11 @@ SPECIAL_IDS = (PAD_ID, UNK_ID, BOS_ID, EOS_ID)
 # (`translator.engines.InferenceOptions`, `--batch-tokens`).
 DEFAULT_BATCH_TOKENS = 4096
 
-# Batches a `Translator` decodes at once (`translator.engines.InferenceOptions`,
-# `--parallel-batches`). A batch's last steps decode its few longest sentences, too few
-# rows to keep the cores busy; a second batch in flight fills them. Chosen on Multi30k's
-# validation set on 2 cores: 2, 3 and 4 decoded alike, all well ahead of 1
-# (bench/RESULTS.md, engines); any value gives the same translations.
+# Batches a `Translator` decodes at once with our search (`--parallel-batches`,
+# `translator.engines.InferenceOptions`). A batch's last steps decode its few longest
+# sentences, too few rows to keep the cores busy; a second batch in flight fills them.
+# Chosen on Multi30k's validation set on 2 cores: 2, 3 and 4 decoded alike, all well
+# ahead of 1 (bench/RESULTS.md, engines); any value gives the same translations.
 DEFAULT_PARALLEL_BATCHES = 2
 
 

@@ -27,12 +27,27 @@ def test_the_engines_section_holds_the_first_translation_figures(monkeypatch):
     assert "over CTranslate2: 1.30x** the wall time\n  (goal <= 1.3x: meets)" in text
     assert f"| {engines.SERVE} | 8.00 | 2.00x |" in text
     assert "{first_rounds}" not in text and "3 rounds of the four in turn" in text
-    assert "took turns for\n3 rounds of such processes" in text
+    assert "took turns for 3 rounds of such processes" in text
     assert "**ours, beam 4 (exact stop) over CTranslate2 float32 beam 4: 0.50x**" in text
+    assert 'against the row "CTranslate2 float32, beam 4")' in text
     assert not re.search(r"[{}]", text), "a field was left unfilled"
     first["ours, search cached"] = 5.3
     text = engines.section_markdown(args, 1000, "MODEL", "float32", "T", ours, theirs, 0.1, first)
     assert "(goal <= 1.3x: misses)" in text
+
+
+def test_the_ratio_is_taken_against_ctranslate2s_faster_setting():
+    table = engines.rows(short=False)
+    by_name = {row.name: row for row in table}
+    assert by_name[engines.THEIRS_REPLICAS].parallel == engines.REPLICAS
+    for row in table:
+        row.tokens, row.seconds = 1000, 1.0
+    by_name[engines.THEIRS_REPLICAS].seconds = 0.9
+    assert engines.their_best(table) is by_name[engines.THEIRS_REPLICAS]
+    by_name[engines.THEIRS].seconds = 0.8
+    assert engines.their_best(table) is by_name[engines.THEIRS]
+    short = engines.rows(short=True)  # no replicas row: the default one
+    assert engines.their_best(short).name == engines.THEIRS
 
 
 def test_a_row_measured_in_several_processes_keeps_its_best_pass(monkeypatch):

@@ -346,7 +346,9 @@ def test_both_engines_load_through_one_seam_and_meet_its_protocols(trained):
 def test_replicas_take_the_batches_sent_at_once_and_translate_alike(trained):
     """`parallel_batches` loads as many CTranslate2 replicas (sharing the cores), and
     batches searched on them at once translate as one batch after another does."""
+    from translator.constants import DEFAULT_PARALLEL_BATCHES
     from translator.engines import InferenceOptions, load_translator
+    from translator.engines.base import CTRANSLATE2_REPLICAS
 
     path, sources = trained["exports"]["float32"], trained["sources"]
     results = []
@@ -354,7 +356,14 @@ def test_replicas_take_the_batches_sent_at_once_and_translate_alike(trained):
         options = InferenceOptions(batch_tokens=64, parallel_batches=parallel)
         translator = load_translator(path, TOP_BEAM, options).translator
         assert translator.decoder.model.engine.num_translators == parallel
+        assert translator.parallel_batches == parallel
         results.append(translator.search(sources))
+    # Unless asked: one replica on every core, and our search its own default.
+    default = load_translator(path, TOP_BEAM).translator
+    assert default.decoder.model.engine.num_translators == CTRANSLATE2_REPLICAS
+    assert default.parallel_batches == CTRANSLATE2_REPLICAS
+    ours = load_translator(trained["model"].directory, TOP_BEAM).translator
+    assert ours.parallel_batches == DEFAULT_PARALLEL_BATCHES
     assert results[0].stats.batches >= 10
     assert results[1].hypotheses == results[0].hypotheses
     assert results[1].stats == results[0].stats

@@ -11,8 +11,13 @@ import argparse
 from typing import TYPE_CHECKING
 
 from translator.config import PRECISIONS
-from translator.constants import language_tag
-from translator.engines.base import ENGINES, SEARCH_CACHE_ENTRIES, InferenceOptions
+from translator.constants import DEFAULT_PARALLEL_BATCHES, language_tag
+from translator.engines.base import (
+    CTRANSLATE2_REPLICAS,
+    ENGINES,
+    SEARCH_CACHE_ENTRIES,
+    InferenceOptions,
+)
 from translator.evaluation.scoring import DEFAULT_BOOTSTRAP_SAMPLES
 from translator.search.config import LENGTH_PENALTY_FORMS, SearchConfig
 
@@ -231,10 +236,11 @@ def add_batching_options(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=_RUN.parallel_batches,
         metavar="N",
-        help="batches decoded at once: a batch ends in steps over its few longest "
-        "sentences, which leave cores idle, and another batch fills them; the translations "
-        "are the same for any N (with --engine ctranslate2, its replicas, the cores shared "
-        "among them) (default: %(default)s)",
+        help="batches decoded at once, the translations the same for any N: a batch ends "
+        f"in steps over its few longest sentences, which leave cores idle, and another "
+        f"batch fills them (default: {DEFAULT_PARALLEL_BATCHES} with our search; with "
+        f"ctranslate2, {CTRANSLATE2_REPLICAS}: its N replicas share the cores, so a lone "
+        "batch gets a share)",
     )
     batching.add_argument(
         "--engine",

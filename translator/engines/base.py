@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from translator.config import PRECISIONS
-from translator.constants import DEFAULT_BATCH_TOKENS, DEFAULT_PARALLEL_BATCHES
+from translator.constants import DEFAULT_BATCH_TOKENS
 from translator.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -35,6 +35,10 @@ ENGINES = ("auto", "tensorflow", "ctranslate2")
 # CTranslate2's names). Here, not in the converter, so `translator export` reads them
 # without loading any CTranslate2 code.
 CTRANSLATE2_QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16")
+# Batches a CTranslate2 engine translates at once unless `--parallel-batches` says (its
+# replicas, `inter_threads`): they share the cores, so a lone batch would run on a share
+# of them, while a long input gained little from two (bench/RESULTS.md, engines).
+CTRANSLATE2_REPLICAS = 1
 # Cached searches a model directory keeps, most recently used (each holds a copy of the
 # weights; `translator.engines.search_cache`). Here for `--help`, which loads no TensorFlow.
 SEARCH_CACHE_ENTRIES = 2
@@ -46,9 +50,10 @@ class InferenceOptions:
 
     # Source tokens per batch, padding included.
     batch_tokens: int = DEFAULT_BATCH_TOKENS
-    # Batches decoded at once (`translator.constants.DEFAULT_PARALLEL_BATCHES`); the
-    # translations are the same for any value.
-    parallel_batches: int = DEFAULT_PARALLEL_BATCHES
+    # Batches decoded at once; the translations are the same for any value. None: the
+    # engine's default (ours `translator.constants.DEFAULT_PARALLEL_BATCHES`; CTranslate2
+    # `CTRANSLATE2_REPLICAS`).
+    parallel_batches: int | None = None
     # Longer sources are cut to this many tokens, EOS included; None: the model's limit
     # (`translator.text.default_max_source_length`).
     max_source_length: int | None = None
@@ -68,7 +73,7 @@ class InferenceOptions:
     def __post_init__(self) -> None:
         if self.batch_tokens < 1:
             raise ConfigError(f"--batch-tokens must be >= 1, got {self.batch_tokens}")
-        if self.parallel_batches < 1:
+        if self.parallel_batches is not None and self.parallel_batches < 1:
             raise ConfigError(f"--parallel-batches must be >= 1, got {self.parallel_batches}")
         check_max_source_length(self.max_source_length)
         if self.engine not in ENGINES:

@@ -32,7 +32,7 @@ import numpy as np
 from translator.artifacts import VOCAB_DIR
 from translator.config import TransformerConfig
 from translator.constants import BOS_ID, EOS_ID, PAD_ID
-from translator.engines.base import usable_cores
+from translator.engines.base import CTRANSLATE2_REPLICAS, usable_cores
 from translator.engines.ctranslate2_files import (
     INFO_FILE,
     MODEL_BIN,
@@ -101,7 +101,9 @@ class CTranslate2Model:
         return self.directory / MODEL_BIN
 
 
-def load_ctranslate2(path: str | Path, threads: int = 0, replicas: int = 1) -> CTranslate2Model:
+def load_ctranslate2(
+    path: str | Path, threads: int = 0, replicas: int = CTRANSLATE2_REPLICAS
+) -> CTranslate2Model:
     """Loads an export directory on the CPU.
 
     Args:

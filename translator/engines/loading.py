@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from translator.engines.base import InferenceOptions, LoadedModel
+from translator.engines.base import CTRANSLATE2_REPLICAS, InferenceOptions, LoadedModel
 
 if TYPE_CHECKING:  # pragma: no cover
     from translator.inference import Translator
@@ -88,6 +88,7 @@ def _tensorflow_translator(model, search, options):
     and, unless `options.cache_search` is off, saved to the cache for the next load.
     """
     from translator.artifacts import load_model, read_model_dir
+    from translator.constants import DEFAULT_PARALLEL_BATCHES
     from translator.engines import search_cache
     from translator.inference import Translator
     from translator.search import Decoder
@@ -112,7 +113,7 @@ def _tensorflow_translator(model, search, options):
         batch_tokens=options.batch_tokens,
         max_source_length=options.max_source_length,
         tag=options.tag,
-        parallel_batches=options.parallel_batches,
+        parallel_batches=options.parallel_batches or DEFAULT_PARALLEL_BATCHES,
     )
     return files, translator, []
 
@@ -134,14 +135,15 @@ def _ctranslate2_translator(model, search, options):
             "--precision sets our TensorFlow search's; a CTranslate2 export has the weights "
             "it was written with (translator export --quantization)"
         )
-    loaded = load_ctranslate2(model, replicas=options.parallel_batches)
+    replicas = options.parallel_batches or CTRANSLATE2_REPLICAS
+    loaded = load_ctranslate2(model, replicas=replicas)
     translator = Translator(
         CTranslate2Decoder(loaded, search),
         loaded.vocabulary,
         batch_tokens=options.batch_tokens,
         max_source_length=options.max_source_length,
         tag=options.tag,
-        parallel_batches=options.parallel_batches,
+        parallel_batches=replicas,
     )
     changes = rule_changes(search)
     notes = [f"ctranslate2 runs {' and '.join(changes)}"] if changes else []
