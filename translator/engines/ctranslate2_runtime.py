@@ -108,8 +108,9 @@ def load_ctranslate2(
 
     Args:
         path: A directory written by `export_ctranslate2`.
-        threads: Threads of one translation (CTranslate2's intra_threads); 0: CTranslate2's
-            default for one replica, else the cores shared out among the replicas.
+        threads: Threads of one replica (CTranslate2's intra_threads); 0: the cores this
+            process may use, shared out among the replicas (CTranslate2's own default is
+            4 threads, more than a 2-core machine has).
         replicas: Batches it translates at once, as many as a `Translator` sends
             (`parallel_batches`): CTranslate2's inter_threads, whose workers share the
             weights.
@@ -122,8 +123,7 @@ def load_ctranslate2(
     directory = check_ctranslate2_dir(path)
     ctranslate2 = import_ctranslate2()
     info = json.loads((directory / INFO_FILE).read_text())
-    if not threads and replicas > 1:
-        threads = max(1, usable_cores() // replicas)
+    threads = threads or max(1, usable_cores() // replicas)
     engine = ctranslate2.Translator(
         str(directory), device="cpu", inter_threads=replicas, intra_threads=threads
     )
