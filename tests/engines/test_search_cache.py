@@ -67,11 +67,37 @@ def test_a_fresh_process_restores_the_search_and_translates_alike(model_dir):
     assert report["described"]["search_cache"].startswith(str(model_dir / CACHE_DIR))
     assert report["builds"] == [0, 1]
     assert report["texts"] == texts
-    # To float32 rounding: with its weights frozen into constants, Grappler folds a few
-    # weight-only ops of the graph (bench/RESULTS.md, "Time to the first translation").
+    # To float32 rounding: frozen weights change what Grappler's pass can rewrite, at
+    # save or at a first call alike (bench/RESULTS.md, "The first translation").
     for restored, built in zip(report["scores"], scores, strict=True):
         np.testing.assert_allclose(restored, built, rtol=1e-5)
     assert report["prefixed"] == prefixed
+
+
+def test_an_entry_is_the_frozen_graph_after_grapplers_pass_on_the_cpu(model_dir):
+    """Without a GPU the entry is the graph after Grappler's pass, every op placed on the
+    CPU first (unplaced, the pass skips the CPU fusions: bench/RESULTS.md), weights
+    frozen; it is marked so, and the mark never reaches TensorFlow's runtime."""
+    from tensorflow.core.framework import function_pb2
+    from tensorflow.python.eager import context
+
+    from translator.engines.search_cache import _OPTIMIZED, CPU_DEVICE, _has_gpu, _register
+
+    load_translator(model_dir, SEARCH)
+    (entry,) = (model_dir / CACHE_DIR).iterdir()
+    serialized = (entry / GRAPH).read_bytes()
+    function = function_pb2.FunctionDef.FromString(serialized)
+    ops = {node.op for node in function.node_def}
+    assert "VarHandleOp" not in ops and "ReadVariableOp" not in ops  # weights frozen
+    assert "While" not in ops and "StatelessWhile" not in ops  # the loop lowered
+    assert function.attr[_OPTIMIZED].b == (not _has_gpu())
+    if not _has_gpu():
+        assert {node.device for node in function.node_def} == {CPU_DEVICE}
+    name, optimized = _register(serialized)
+    assert optimized == (not _has_gpu())
+    registered = context.context().get_function_def(name.decode())
+    assert registered.signature.name.startswith("translator_search_")
+    assert _OPTIMIZED not in registered.attr
 
 
 def test_the_key_follows_the_search_and_the_weights_and_old_entries_go(model_dir):

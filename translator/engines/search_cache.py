@@ -10,8 +10,8 @@ asks for, on ops placed on the CPU as the runtime places them) already done. A l
 load registers that `FunctionDef` with TensorFlow's runtime and calls it by name, under
 `optimized_graph_options` (no second Grappler pass): no Keras model, no tracing, no
 Python graph. It gives the translations of the search built and traced, with their
-scores equal to float rounding: with the weights constants, Grappler folds a few ops of
-them (tests/engines/test_search_cache.py).
+scores equal to float rounding: frozen weights change what Grappler's pass can rewrite
+(tests/engines/test_search_cache.py; bench/RESULTS.md).
 
 The key covers everything the graph depends on: the search settings, the precision,
 the weights file (size and modification time), the TensorFlow and translator versions,
