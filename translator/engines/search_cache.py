@@ -11,7 +11,8 @@ load registers that `FunctionDef` with TensorFlow's runtime and calls it by name
 `optimized_graph_options` (no second Grappler pass): no Keras model, no tracing, no
 Python graph. It gives the translations of the search built and traced, with their
 scores equal to float rounding: frozen weights change what Grappler's pass can rewrite
-(tests/engines/test_search_cache.py; bench/RESULTS.md).
+(an untrained model's zero biases and unit scales fold away; tests/engines/
+test_search_cache.py, bench/RESULTS.md).
 
 The key covers everything the graph depends on: the search settings, the precision,
 the weights file (size and modification time), the TensorFlow and translator versions,
