@@ -32,6 +32,7 @@ import json
 import logging
 import os
 import shutil
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -127,6 +128,7 @@ class CachedSearch:
         self._described = json.loads((entry / FACTS).read_text())
         self._function, self._optimized = _register((entry / GRAPH).read_bytes())
         self._decoder: Decoder | None = None
+        self._building = threading.Lock()  # batches may arrive on several threads at once
         # Most recently used (see `_evict`); in a read-only model directory, only the
         # eviction order suffers.
         with contextlib.suppress(OSError):
@@ -148,8 +150,9 @@ class CachedSearch:
             with options():  # every call alike: the options key the instantiation
                 outputs = context.context().call_function(self._function, [source_ids], OUTPUTS)
             return SearchResult(*outputs)
-        if self._decoder is None:
-            self._decoder = self._build()
+        with self._building:  # built once, by the first prefixed batch
+            if self._decoder is None:
+                self._decoder = self._build()
         return self._decoder(source_ids, prefix_ids)
 
     def describe(self) -> dict[str, Any]:
