@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 import tensorflow as tf
 from google.protobuf.message import DecodeError
 from tensorflow.core.framework import function_pb2
+from tensorflow.core.protobuf import meta_graph_pb2
 from tensorflow.python.eager import context
 
 from translator import __version__
@@ -241,11 +242,9 @@ def optimized_search(decoder: Decoder) -> function_pb2.FunctionDef:
     if optimize:
         for node in graph_def.node:
             node.device = CPU_DEVICE
-        with tf.Graph().as_default() as graph:
-            tf.graph_util.import_graph_def(graph_def, name="")
-            for name in outputs:  # what Grappler must keep: the fetches
-                graph.add_to_collection("train_op", graph.get_tensor_by_name(name))
-            meta_graph = tf.compat.v1.train.export_meta_graph(graph=graph)
+        meta_graph = meta_graph_pb2.MetaGraphDef(graph_def=graph_def)
+        # What Grappler must keep: the fetches, in the collection it reads them from.
+        meta_graph.collection_def["train_op"].node_list.value.extend(outputs)
         graph_def = tf_optimizer.OptimizeGraph(lean_config(), meta_graph)
 
     def imported(source_ids):
