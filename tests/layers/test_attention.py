@@ -4,6 +4,7 @@ import pytest
 
 from tests.support.layers import run_layer_test
 from translator.layers import GrowingCache, MultiHeadAttention
+from translator.layers.attention import _heads_first
 from translator.layers.masks import cache_mask, causal_mask
 
 RNG = np.random.default_rng(0)
@@ -207,3 +208,37 @@ def test_projections_start_different(seeded):
         assert not np.allclose(kernels[0], kernels[1])
         assert not np.allclose(kernels[0], kernels[2])
         assert not np.allclose(kernels[1], kernels[2])
+
+
+@pytest.mark.parametrize("cross", [False, True])
+def test_full_pass_projections_side_by_side_match_one_at_a_time(cross):
+    """A full pass projects with the kernels side by side, in one matmul. Reading keys
+    and values from a cache, the layer projects the query alone; the keys and values
+    come from the `HeadsProjection`s one at a time. Outputs and gradients agree."""
+    import tensorflow as tf
+
+    layer = MultiHeadAttention(num_heads=HEADS, head_dim=4, output_dim=12)
+    query, memory = _x(BATCH, LENGTH, D_MODEL), _x(BATCH, SOURCE, D_MODEL)
+    weight = tf.constant(_x(BATCH, LENGTH, 12))
+    layer(query, key_value=memory if cross else None)  # builds
+    source = memory if cross else query
+    mask = None if cross else causal_mask(LENGTH)
+
+    def run(side_by_side):
+        with tf.GradientTape() as tape:
+            if side_by_side:
+                output = layer(query, key_value=memory if cross else None, attention_mask=mask)
+            else:
+                keys = _heads_first(layer.key_dense(source))  # [batch, heads, length, hd]
+                values = _heads_first(layer.value_dense(source))
+                output, _ = layer(query, attention_mask=mask, cache=(keys, values))
+            loss = tf.reduce_sum(output * weight)
+        return output, tape.gradient(loss, layer.trainable_variables)
+
+    (fused, fused_grads), (plain, plain_grads) = run(True), run(False)
+    np.testing.assert_allclose(fused, plain, atol=1e-5)
+    assert len(fused_grads) == len(layer.trainable_variables) == 8  # 4 kernels, 4 biases
+    for variable, got, want in zip(
+        layer.trainable_variables, fused_grads, plain_grads, strict=True
+    ):
+        np.testing.assert_allclose(got, want, atol=1e-5, err_msg=variable.path)

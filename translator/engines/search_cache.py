@@ -70,9 +70,10 @@ FACTS = "search.json"
 # The traced graph's revision, in the key with the versions: raised when a change to the
 # code alters the ops a search runs (2: the fused layer norm; 3: the normalizer's max
 # taken from the top-k; 4: the logits cast once; 5: one frozen graph, Grappler's pass
-# done, instead of a SavedModel), so that a checkout's new graph replaces entries an
-# older one wrote under the same version number.
-GRAPH_REVISION = 5
+# done, instead of a SavedModel; 6: the encoder's and the cross-attention's projections
+# side by side), so that a checkout's new graph replaces entries an older one wrote
+# under the same version number.
+GRAPH_REVISION = 6
 # Where the runtime places a search's ops on a host without a GPU. Grappler's CPU
 # rewrites (oneDNN's fused layer norm, matmul + bias) apply only to ops placed there.
 CPU_DEVICE = "/job:localhost/replica:0/task:0/device:CPU:0"

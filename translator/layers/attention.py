@@ -189,9 +189,7 @@ class MultiHeadAttention(keras.layers.Layer):
         Returns:
             `(keys, values)`, each `[batch, heads, key_length, head_dim]`.
         """
-        key = _heads_first(self.key_dense(key_value))  # [batch, heads, key_length, head_dim]
-        value = _heads_first(self.value_dense(key_value))
-        return key, value
+        return _project_side_by_side(key_value, (self.key_dense, self.value_dense))
 
     def empty_cache(self, batch, max_length=None):
         """An all-zero self-attention cache for `max_length` positions.
@@ -219,17 +217,69 @@ class MultiHeadAttention(keras.layers.Layer):
         training=None,
         return_attention_scores=False,
     ):
+        if cache is None and self.rotary is None:  # a full pass (training, the encoder)
+            q, key, value = self._full_pass_projections(query, key_value)
+        else:
+            q, key, value, cache = self._cached_projections(query, key_value, cache, cache_index)
+        rows, query_length = leading_dims(query, 2)
+        output, weights = self._attend(q, key, value, attention_mask, training)
+        # [sources, heads, group * query, head_dim] -> [rows, query, heads, head_dim]
+        output = ops.reshape(
+            ops.transpose(output, (0, 2, 1, 3)),
+            (rows, query_length, self.num_heads, self.head_dim),
+        )
+        output = self.output_dense(output)  # [rows, query, output_dim]
+        result = (output,) if cache is None else (output, cache)
+        if return_attention_scores:
+            result = (*result, weights)
+        return result[0] if len(result) == 1 else result
+
+    def _full_pass_projections(self, query, key_value):
+        """Queries (scaled), keys and values of a full pass, heads-first.
+
+        The projections of one input run as one matmul of the kernels side by side
+        (query, key and value of self-attention; key and value of cross-attention): a
+        wider matmul runs nearer the machine's peak, and the input's gradient is one
+        matmul instead of three and their sum (figures: bench/RESULTS.md, "Training:
+        where a step's time goes"). The weights stay three layers, so checkpoints and
+        the CTranslate2 export read them as before.
+
+        Returns:
+            `(query, keys, values)`, each `[batch, heads, length, head_dim]`.
+        """
+        if key_value is None:
+            projections = (self.query_dense, self.key_dense, self.value_dense)
+            q, key, value = _project_side_by_side(query, projections)
+        else:
+            (q,) = _project_side_by_side(query, (self.query_dense,))
+            key, value = _project_side_by_side(key_value, (self.key_dense, self.value_dense))
+        return q * ops.cast(1.0 / math.sqrt(self.head_dim), q.dtype), key, value
+
+    def _cached_projections(self, query, key_value, cache, cache_index):
+        """Queries, keys, values and updated cache of a call with a cache or RoPE.
+
+        The decoding path (see the class). Self-attention projects its one input side
+        by side, as a full pass does: a decoding step then runs one small matmul for
+        the three, not three.
+
+        Returns:
+            `(query [sources, heads, group * query, head_dim] scaled, keys, values,
+            cache)`, keys and values `[sources, heads, key_length, head_dim]`.
+        """
         start = 0 if cache_index is None else cache_index
-        q = self.query_dense(query)  # [batch, query_length, heads, head_dim]
+        if cache is not None and cache_index is None:
+            q = self.query_dense(query)  # [batch, query_length, heads, head_dim]
+            key, value = cache  # precomputed cross-attention: [batch, heads, length, head_dim]
+        elif key_value is None:  # self-attention: [batch, new_length, heads, head_dim] each
+            projections = (self.query_dense, self.key_dense, self.value_dense)
+            q, key, value = _project_side_by_side(query, projections, heads_first=False)
+        else:
+            q = self.query_dense(query)
+            key, value = self.key_dense(key_value), self.value_dense(key_value)
         if self.rotary is not None:
             q = self.rotary(q, start_index=start)
 
-        if cache is not None and cache_index is None:
-            key, value = cache  # precomputed cross-attention: [batch, heads, length, head_dim]
-        else:
-            source = query if key_value is None else key_value
-            key = self.key_dense(source)  # [batch, new_length, heads, head_dim]
-            value = self.value_dense(source)
+        if cache is None or cache_index is not None:
             if self.rotary is not None:
                 key = self.rotary(key, start_index=start)
             if isinstance(cache, GrowingCache):  # [batch, heads, written, head_dim] each
@@ -241,30 +291,35 @@ class MultiHeadAttention(keras.layers.Layer):
                 value = _write_cache(cache[1], _heads_first(value), cache_index)
                 cache = (key, value)  # [batch, heads, max_length, head_dim] each
 
-        if cache is None:  # a full pass: keys/values as projected, [batch, length, heads, hd]
+        if cache is None:  # a full pass with RoPE: [batch, length, heads, head_dim]
             key, value = _heads_first(key), _heads_first(value)
-        output, weights = self._attend(q, key, value, attention_mask, training)
-        result = (output,) if cache is None else (output, cache)
-        if return_attention_scores:
-            result = (*result, weights)
-        return result[0] if len(result) == 1 else result
+        # A shared cross-attention cache has `group` query rows per cache row (see the
+        # class): they attend as one entry of `group * query_length` queries.
+        (sources,) = leading_dims(key, 1)
+        scale = ops.cast(1.0 / math.sqrt(self.head_dim), q.dtype)
+        q = ops.reshape(q * scale, (sources, -1, self.num_heads, self.head_dim))
+        return _heads_first(q), key, value, cache
 
     def _attend(self, query, key, value, attention_mask, training):
-        """Attention of `[rows, query, heads, hd]` queries over heads-first keys/values.
+        """Attention of scaled heads-first queries over heads-first keys/values.
 
         Plain batch matmuls on heads-first operands (the layout of the decoding cache,
         so one path serves both) and an additive mask on `[batch, 1, query, key]`
         instead of a select on the full scores. A profile on a loaded machine measured it
         slightly faster than einsum on heads-last keys; an alternating A/B on a quiet one
-        was within noise (figures: bench/RESULTS.md, design measurements). Keys/values
-        have `sources` rows, `rows / sources` query rows each (1 but for a shared
-        cross-attention cache, see the class).
+        was within noise (figures: bench/RESULTS.md, design measurements).
+
+        Args:
+            query: `[sources, heads, group * query, head_dim]`, times `1 / sqrt(head_dim)`.
+            key: `[sources, heads, key, head_dim]`.
+            value: `[sources, heads, key, head_dim]`.
+            attention_mask: See `call`.
+            training: Applies dropout when True.
+
+        Returns:
+            `(context [sources, heads, group * query, head_dim], weights
+            [sources, heads, group * query, key])`.
         """
-        rows, query_length = leading_dims(query, 2)
-        (sources,) = leading_dims(key, 1)
-        scale = ops.cast(1.0 / math.sqrt(self.head_dim), query.dtype)
-        query = ops.reshape(query * scale, (sources, -1, self.num_heads, self.head_dim))
-        query = _heads_first(query)  # [sources, heads, group * query, head_dim]
         scores = ops.matmul(query, ops.swapaxes(key, -1, -2))  # [sources, heads, gq, key]
         scores = ops.cast(scores, "float32")  # softmax in float32 under mixed precision
         if attention_mask is not None:
@@ -273,9 +328,7 @@ class MultiHeadAttention(keras.layers.Layer):
         weights = ops.softmax(scores, axis=-1)
         dropped = self.weights_dropout(weights, training=training)
         context = ops.matmul(ops.cast(dropped, value.dtype), value)  # [src, heads, gq, hd]
-        context = ops.transpose(context, (0, 2, 1, 3))  # [sources, gq, heads, head_dim]
-        context = ops.reshape(context, (rows, query_length, self.num_heads, self.head_dim))
-        return self.output_dense(context), weights  # [rows, query, output_dim]
+        return context, weights
 
     def compute_output_shape(self, query_shape, key_value_shape=None):
         return (*query_shape[:-1], self.output_dim or query_shape[-1])
@@ -294,6 +347,39 @@ class MultiHeadAttention(keras.layers.Layer):
             }
         )
         return config
+
+
+def _project_side_by_side(inputs, projections, heads_first=True):
+    """Several `HeadsProjection`s of one input as one matmul.
+
+    Args:
+        inputs: `[batch, length, d_in]`.
+        projections: `HeadsProjection`s into heads (`btd,dnh->btnh`), all of one dtype
+            policy and of the same heads and head size.
+        heads_first: Each output `[batch, heads, length, head_dim]`, else as the
+            projections give it, `[batch, length, heads, head_dim]`.
+
+    Returns:
+        A tuple, one output per projection.
+    """
+    first = projections[0]
+    fan_in, heads, head_dim = first.kernel.shape
+    dtype = first.compute_dtype
+
+    def side_by_side(weights, shape):
+        parts = [ops.reshape(weight, shape) for weight in weights]
+        return ops.cast(parts[0] if len(parts) == 1 else ops.concatenate(parts, -1), dtype)
+
+    batch, length = leading_dims(inputs, 2)
+    kernel = side_by_side([p.kernel for p in projections], (fan_in, heads * head_dim))
+    outputs = ops.matmul(ops.reshape(inputs, (-1, fan_in)), kernel)  # [rows, n * h * hd]
+    if first.bias is not None:
+        outputs = outputs + side_by_side([p.bias for p in projections], (heads * head_dim,))
+    outputs = ops.reshape(outputs, (batch, length, len(projections), heads, head_dim))
+    if not heads_first:
+        return tuple(ops.unstack(outputs, axis=2))
+    # [n, batch, heads, length, head_dim]: one transpose for all of them.
+    return tuple(ops.unstack(ops.transpose(outputs, (2, 0, 3, 1, 4)), axis=0))
 
 
 def _heads_first(x):
