@@ -80,6 +80,47 @@ def test_target_padding_leaves_real_positions_unchanged(model):
     np.testing.assert_allclose(np.asarray(model((source, padded)))[:, :5], base, atol=1e-5)
 
 
+def test_a_full_pass_on_packed_rows_matches_the_padded_grid(model):
+    """The encoder and decoder run on the real tokens alone (packed rows): the same
+    states as on the padded grid at those tokens, and the same gradients."""
+    source = ids(3, 7, pad_from=[7, 3, 5])
+    target = ids(3, 6, pad_from=[2, 6, 4])
+    source_layout, target_layout = model.packed_layout(source), model.packed_layout(target)
+    if model.config.position_encoding == "rotary":  # RoPE: the padded grid only
+        assert source_layout is None
+        return
+    weight = tf.constant(RNG.standard_normal((2 + 6 + 4, 32)), "float32")  # real targets
+
+    def states(packed):
+        with tf.GradientTape() as tape:
+            if packed:
+                memory = model.encode(source, layout=source_layout)
+                assert tuple(memory.shape) == (7 + 3 + 5, 32)  # real source tokens only
+                out = model.decoder_states(
+                    target, memory, source, layout=target_layout, encoder_layout=source_layout
+                )
+            else:
+                out = model.decoder_states(target, model.encode(source), source)
+                out = tf.gather_nd(out, tf.where(target != 0))  # the real target tokens
+            loss = tf.reduce_sum(out * weight)
+        return out, tape.gradient(loss, model.trainable_variables)
+
+    (packed, packed_grads), (padded, padded_grads) = states(True), states(False)
+    assert tuple(packed.shape) == (2 + 6 + 4, 32)
+    np.testing.assert_allclose(packed, padded, atol=1e-5)
+    for variable, a, b in zip(model.trainable_variables, packed_grads, padded_grads, strict=True):
+        if b is None:  # (the output projection: not on this path)
+            assert a is None
+            continue
+        np.testing.assert_allclose(
+            tf.convert_to_tensor(a),
+            tf.convert_to_tensor(b),
+            rtol=1e-4,  # (sums over other orders of the same terms)
+            atol=1e-5,
+            err_msg=variable.path,
+        )
+
+
 @pytest.mark.parametrize("max_length", [9, None], ids=["static", "growing"])
 def test_decode_step_with_cache_matches_full_pass(model, max_length):
     source, target = ids(3, 7, pad_from=[7, 3, 5]), ids(3, 6)

@@ -14,7 +14,7 @@ import tensorflow as tf
 from keras import ops
 
 from training.strategy import spans_workers
-from translator.losses import masked_cross_entropy, real_positions
+from translator.losses import masked_cross_entropy, pad_rows, real_positions
 from translator.model import Transformer
 
 
@@ -85,12 +85,23 @@ class TranslationTrainer(keras.Model):
         model = self.transformer
         if not model.built:  # (its methods are called directly, not through `__call__`)
             model.build()
-        source_ids = features["source_ids"]
-        encoder_output = model.encode(source_ids, training=training)
+        source_ids, target_ids = features["source_ids"], features["decoder_input_ids"]
+        # The real tokens alone, as packed rows, but in an XLA step (static shapes).
+        packs = not self.jit_compile
+        source_layout = model.packed_layout(source_ids) if packs else None
+        target_layout = model.packed_layout(target_ids) if packs else None
+        encoder_output = model.encode(source_ids, training=training, layout=source_layout)
         states = model.decoder_states(
-            features["decoder_input_ids"], encoder_output, source_ids, training=training
-        )  # [batch, tgt_len, d_model]
-        if not self.jit_compile:  # (an XLA step needs static shapes: it scores them all)
+            target_ids,
+            encoder_output,
+            source_ids,
+            training=training,
+            layout=target_layout,
+            encoder_layout=source_layout,
+        )  # [tokens, d_model] packed, else [batch, tgt_len, d_model]
+        if target_layout is not None:  # the labels of the same tokens (shifted, same places)
+            states, labels = pad_rows(states, target_layout.pack(labels))  # [rows, ...]
+        elif packs:  # (an XLA step needs static shapes: it scores them all)
             states, labels = real_positions(states, labels)  # [rows, d_model], [rows]
         logits = model.logits(states, training)  # [rows, vocab] (or [batch, tgt_len, vocab])
         loss_sum, tokens = masked_cross_entropy(

@@ -50,7 +50,7 @@ def _cross_entropy_terms(labels, logits, label_smoothing):
 # few passes over the `[tokens, vocab]` logits, the largest tensor of a training step:
 # measured, the loss and its gradient take much less time than unfused (figures:
 # bench/RESULTS.md, design measurements). Compiled once per logits shape, which is why
-# `real_positions` pads its rows to a multiple.
+# `pad_rows` pads the scored rows to a multiple.
 _fused_cross_entropy = tf.function(_cross_entropy_terms, jit_compile=True, reduce_retracing=True)
 
 
@@ -58,22 +58,35 @@ def real_positions(states, labels, multiple: int = 256):
     """The states and labels of the real (non-padding) target positions, as rows.
 
     Scoring only these skips the padding's share of the output projection and the loss
-    (see `PipelineConfig.bucket_width`). The rows are padded with label 0 (ignored by
-    the loss) to a multiple of `multiple`, so the fused loss sees a few shapes, not one
-    per batch.
+    (see `PipelineConfig.bucket_width`).
 
     Args:
         states: `[batch, length, d_model]` decoder states.
         labels: int `[batch, length]`, 0 = padding.
-        multiple: Row count granularity.
+        multiple: Row count granularity (see `pad_rows`).
 
     Returns:
         `(states, labels)`: `[rows, d_model]` and int `[rows]`, rows a multiple of
         `multiple`.
     """
     index = tf.where(tf.not_equal(labels, 0))  # [real, 2]
-    states = tf.gather_nd(states, index)  # [real, d_model]
-    labels = tf.gather_nd(labels, index)  # [real]
+    return pad_rows(tf.gather_nd(states, index), tf.gather_nd(labels, index), multiple)
+
+
+def pad_rows(states, labels, multiple: int = 256):
+    """Rows of states and their labels, padded to a multiple of `multiple` rows.
+
+    The padding rows have label 0 (ignored by the loss), so that the fused loss sees a
+    few shapes, not one per batch.
+
+    Args:
+        states: `[tokens, d_model]`.
+        labels: int `[tokens]`.
+        multiple: Row count granularity.
+
+    Returns:
+        `(states, labels)`: `[rows, d_model]` and int `[rows]`.
+    """
     real = tf.shape(labels)[0]
     extra = (multiple - real % multiple) % multiple
     states = tf.pad(states, [[0, extra], [0, 0]])  # [rows, d_model]

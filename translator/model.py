@@ -26,6 +26,7 @@ from translator.layers import (
 from translator.layers.attention import GrowingCache
 from translator.layers.dropout import FastDropout
 from translator.layers.masks import cache_mask, causal_mask, padding_mask
+from translator.layers.packing import PackedLayout
 
 if TYPE_CHECKING:  # pragma: no cover
     import tensorflow as tf
@@ -197,20 +198,25 @@ class Transformer(keras.Model):
         encoder_output = self.encode(source_ids, training=training)
         return self.decode(target_ids, encoder_output, source_ids, training=training)
 
-    def encode(self, source_ids, training=None):
+    def encode(self, source_ids, training=None, layout=None):
         """Runs the encoder.
 
         Args:
             source_ids: int `[batch, source_length]`, 0 = padding.
             training: Applies dropout when True.
+            layout: `self.packed_layout(source_ids)` to run on the real tokens only,
+                as packed rows (see `packed_layout`); None for the padded grid.
 
         Returns:
-            `[batch, source_length, d_model]` (values at padding positions are unused).
+            `[batch, source_length, d_model]` (values at padding positions are unused),
+            or `[tokens, d_model]` with a `layout`.
         """
         mask = padding_mask(source_ids)  # [batch, 1, source_length]
         x = self._embed(self.source_embedding, self.source_positions, source_ids, 0, training)
+        if layout is not None:
+            x = layout.pack(x)  # [tokens, d_model]
         for block in self.encoder_blocks:
-            x = block(x, attention_mask=mask, training=training)
+            x = block(x, attention_mask=mask, training=training, layout=layout)
         return x if self.encoder_norm is None else self.encoder_norm(x, training=training)
 
     def decode(self, target_ids, encoder_output, source_ids, training=None):
@@ -228,21 +234,36 @@ class Transformer(keras.Model):
         states = self.decoder_states(target_ids, encoder_output, source_ids, training)
         return self.logits(states, training)
 
-    def decoder_states(self, target_ids, encoder_output, source_ids, training=None):
+    def decoder_states(
+        self,
+        target_ids,
+        encoder_output,
+        source_ids,
+        training=None,
+        layout=None,
+        encoder_layout=None,
+    ):
         """The last decoder block's output for every target position (before `logits`).
 
-        Training scores only the real positions: it gathers them from these states and
-        projects those alone onto the vocabulary (see `training.trainer`).
+        Training scores only the real positions: it runs the model on packed rows
+        (`packed_layout`) and projects those alone onto the vocabulary (see
+        `training.trainer`).
 
-        Args: as `decode`.
+        Args: as `decode`, and
+            layout: `self.packed_layout(target_ids)` to run on the real target tokens
+                only, as packed rows; None for the padded grid.
+            encoder_layout: The source's layout, with `encoder_output` packed rows.
 
         Returns:
-            `[batch, target_length, d_model]` in the compute dtype.
+            `[batch, target_length, d_model]` in the compute dtype, or `[tokens,
+            d_model]` with a `layout`.
         """
         length = ops.shape(target_ids)[1]
         self_mask = ops.logical_and(causal_mask(length), padding_mask(target_ids))  # [b, t, t]
         cross_mask = padding_mask(source_ids)  # [batch, 1, source_length]
         x = self._embed(self.target_embedding, self.target_positions, target_ids, 0, training)
+        if layout is not None:
+            x = layout.pack(x)  # [tokens, d_model]
         for block in self.decoder_blocks:
             x = block(
                 x,
@@ -250,8 +271,25 @@ class Transformer(keras.Model):
                 self_attention_mask=self_mask,
                 cross_attention_mask=cross_mask,
                 training=training,
+                layout=layout,
+                encoder_layout=encoder_layout,
             )
         return x
+
+    def packed_layout(self, ids) -> PackedLayout | None:
+        """Where the real tokens of `ids` sit, for a full pass on them alone.
+
+        None where this model runs on the padded grid (RoPE reads positions inside
+        attention). A full pass on packed rows runs every position-wise op (the projections, the
+        feed-forward network, layer norms, dropout) on the real tokens only, and the
+        attention on the padded grid, with the same results: no position reads a
+        padding position's value. A batch is 13-16% padding at the default buckets
+        (figures: bench/RESULTS.md, "Training: where a step's time goes").
+
+        Args:
+            ids: int `[batch, length]`, 0 = padding.
+        """
+        return None if self.config.position_encoding == "rotary" else PackedLayout.of(ids)
 
     def _embed(self, embedding, positions, ids, start_index, training):
         x = embedding(ids)  # [batch, length, d_model]

@@ -70,7 +70,7 @@ FACTS = "search.json"
 # The traced graph's revision, in the key with the versions: raised when a change to the
 # code alters the ops a search runs (2: the fused layer norm; 3: the normalizer's max
 # taken from the top-k; 4: the logits cast once; 5: one frozen graph, Grappler's pass
-# done, instead of a SavedModel; 6: the encoder's and the cross-attention's projections
+# done, instead of a SavedModel; 6: the projections of one input run as one matmul,
 # side by side), so that a checkout's new graph replaces entries an older one wrote
 # under the same version number.
 GRAPH_REVISION = 6

@@ -114,6 +114,11 @@ class MultiHeadAttention(keras.layers.Layer):
         training: Applies dropout when True.
         return_attention_scores: Also return the weights `[batch, heads, query, key]`
             (`[sources, heads, group * query, key]` with a shared cross-attention cache).
+        layout: With `query` as packed rows `[tokens, query_dim]` (a full pass without
+            RoPE): their `PackedLayout`. The projections run on the rows, the
+            attention on the padded grid; the output is rows `[tokens, output_dim]`.
+        key_value_layout: The `PackedLayout` of a packed `key_value`; defaults to
+            `layout`.
 
     Returns:
         `output` `[batch, query_length, output_dim]`; `(output, cache)` when a cache is
@@ -216,25 +221,31 @@ class MultiHeadAttention(keras.layers.Layer):
         cache_index=None,
         training=None,
         return_attention_scores=False,
+        layout=None,
+        key_value_layout=None,
     ):
+        if layout is not None and (cache is not None or self.rotary is not None):
+            raise ValueError("packed rows (`layout`) are for a full pass without RoPE")
         if cache is None and self.rotary is None:  # a full pass (training, the encoder)
-            q, key, value = self._full_pass_projections(query, key_value)
+            q, key, value = self._full_pass_projections(
+                query, key_value, layout, key_value_layout or layout
+            )
         else:
             q, key, value, cache = self._cached_projections(query, key_value, cache, cache_index)
-        rows, query_length = leading_dims(query, 2)
         output, weights = self._attend(q, key, value, attention_mask, training)
-        # [sources, heads, group * query, head_dim] -> [rows, query, heads, head_dim]
-        output = ops.reshape(
-            ops.transpose(output, (0, 2, 1, 3)),
-            (rows, query_length, self.num_heads, self.head_dim),
-        )
-        output = self.output_dense(output)  # [rows, query, output_dim]
+        output = ops.transpose(output, (0, 2, 1, 3))  # [sources, group * query, heads, hd]
+        if layout is not None:  # [tokens, heads, head_dim], as one "sentence" of tokens
+            output = self.output_dense(layout.pack(output)[None])[0]  # [tokens, output_dim]
+        else:
+            rows, query_length = leading_dims(query, 2)
+            output = ops.reshape(output, (rows, query_length, self.num_heads, self.head_dim))
+            output = self.output_dense(output)  # [rows, query, output_dim]
         result = (output,) if cache is None else (output, cache)
         if return_attention_scores:
             result = (*result, weights)
         return result[0] if len(result) == 1 else result
 
-    def _full_pass_projections(self, query, key_value):
+    def _full_pass_projections(self, query, key_value, layout, key_value_layout):
         """Queries (scaled), keys and values of a full pass, heads-first.
 
         The projections of one input run as one matmul of the kernels side by side
@@ -242,17 +253,20 @@ class MultiHeadAttention(keras.layers.Layer):
         wider matmul runs nearer the machine's peak, and the input's gradient is one
         matmul instead of three and their sum (figures: bench/RESULTS.md, "Training:
         where a step's time goes"). The weights stay three layers, so checkpoints and
-        the CTranslate2 export read them as before.
+        the CTranslate2 export read them as before. Packed rows are projected as rows
+        and unpacked into their padded grid for the attention scores.
 
         Returns:
             `(query, keys, values)`, each `[batch, heads, length, head_dim]`.
         """
         if key_value is None:
             projections = (self.query_dense, self.key_dense, self.value_dense)
-            q, key, value = _project_side_by_side(query, projections)
+            q, key, value = _project_side_by_side(query, projections, layout)
         else:
-            (q,) = _project_side_by_side(query, (self.query_dense,))
-            key, value = _project_side_by_side(key_value, (self.key_dense, self.value_dense))
+            (q,) = _project_side_by_side(query, (self.query_dense,), layout)
+            key, value = _project_side_by_side(
+                key_value, (self.key_dense, self.value_dense), key_value_layout
+            )
         return q * ops.cast(1.0 / math.sqrt(self.head_dim), q.dtype), key, value
 
     def _cached_projections(self, query, key_value, cache, cache_index):
@@ -349,13 +363,15 @@ class MultiHeadAttention(keras.layers.Layer):
         return config
 
 
-def _project_side_by_side(inputs, projections, heads_first=True):
+def _project_side_by_side(inputs, projections, layout=None, heads_first=True):
     """Several `HeadsProjection`s of one input as one matmul.
 
     Args:
-        inputs: `[batch, length, d_in]`.
+        inputs: `[batch, length, d_in]`, or `[tokens, d_in]` packed rows with `layout`.
         projections: `HeadsProjection`s into heads (`btd,dnh->btnh`), all of one dtype
             policy and of the same heads and head size.
+        layout: The `PackedLayout` of packed `inputs`: the outputs are unpacked into
+            its padded grid, zeros at the padding.
         heads_first: Each output `[batch, heads, length, head_dim]`, else as the
             projections give it, `[batch, length, heads, head_dim]`.
 
@@ -370,11 +386,13 @@ def _project_side_by_side(inputs, projections, heads_first=True):
         parts = [ops.reshape(weight, shape) for weight in weights]
         return ops.cast(parts[0] if len(parts) == 1 else ops.concatenate(parts, -1), dtype)
 
-    batch, length = leading_dims(inputs, 2)
     kernel = side_by_side([p.kernel for p in projections], (fan_in, heads * head_dim))
     outputs = ops.matmul(ops.reshape(inputs, (-1, fan_in)), kernel)  # [rows, n * h * hd]
     if first.bias is not None:
         outputs = outputs + side_by_side([p.bias for p in projections], (heads * head_dim,))
+    if layout is not None:
+        outputs = layout.unpack(outputs)  # [batch, length, n * h * hd]
+    batch, length = leading_dims(inputs if layout is None else outputs, 2)
     outputs = ops.reshape(outputs, (batch, length, len(projections), heads, head_dim))
     if not heads_first:
         return tuple(ops.unstack(outputs, axis=2))

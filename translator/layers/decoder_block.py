@@ -29,9 +29,13 @@ class DecoderBlock(BlockBase):
             `cross_attention_mask` `[sources, 1, source_length]`.
         cache_index: int scalar, position of the first input token in the cache.
         training: Applies dropout when True.
+        layout: With `inputs` as packed rows `[tokens, d_model]` (a full pass): their
+            `PackedLayout` (see `MultiHeadAttention`); the output is rows too.
+        encoder_layout: The `PackedLayout` of a packed `encoder_output`.
 
     Returns:
-        `[batch, target_length, d_model]`, or `(output, self_attention_cache)` updated
+        `[batch, target_length, d_model]` (`[tokens, d_model]` packed), or
+        `(output, self_attention_cache)` updated
         at `cache_index` when a self-attention cache is given.
     """
 
@@ -53,6 +57,8 @@ class DecoderBlock(BlockBase):
         cross_attention_cache=None,
         cache_index=None,
         training=None,
+        layout=None,
+        encoder_layout=None,
     ):
         def self_attention(h):
             result = self.self_attention(
@@ -61,6 +67,7 @@ class DecoderBlock(BlockBase):
                 cache=self_attention_cache,
                 cache_index=cache_index,
                 training=training,
+                layout=layout,
             )
             return result if self_attention_cache is not None else (result, None)
 
@@ -71,6 +78,8 @@ class DecoderBlock(BlockBase):
                 attention_mask=cross_attention_mask,
                 cache=cross_attention_cache,
                 training=training,
+                layout=layout,
+                key_value_layout=encoder_layout,
             )
             return (result[0] if cross_attention_cache is not None else result), None
 
