@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from translator.layers.dropout import FastDropout
 from translator.layers.initializers import clone_initializer
 from translator.layers.rotary_embedding import RotaryEmbedding
 from translator.layers.shapes import leading_dims
-
-if TYPE_CHECKING:  # pragma: no cover
-    import tensorflow as tf
 
 # Added to masked scores before the softmax, which always runs in float32. Finite (not
 # -inf) so that a row with every key masked (an all-padding sentence) gives uniform
@@ -252,22 +250,25 @@ class MultiHeadAttention(keras.layers.Layer):
         (query, key and value of self-attention; key and value of cross-attention): a
         wider matmul runs nearer the machine's peak, and the input's gradient is one
         matmul instead of three and their sum (figures: bench/RESULTS.md, "Training:
-        where a step's time goes"). The weights stay three layers, so checkpoints and
-        the CTranslate2 export read them as before. Packed rows are projected as rows
+        where a step's time goes"). The query's `1 / sqrt(head_dim)` is folded into its
+        kernel and bias: a multiply after the matmul, Grappler rewrote differently
+        under a search's one-pass setting than under the defaults (and scaling every
+        query costs a pass). The weights stay three layers, so checkpoints and the
+        CTranslate2 export read them as before. Packed rows are projected as rows
         and unpacked into their padded grid for the attention scores.
 
         Returns:
             `(query, keys, values)`, each `[batch, heads, length, head_dim]`.
         """
+        scale = 1.0 / math.sqrt(self.head_dim)
         if key_value is None:
             projections = (self.query_dense, self.key_dense, self.value_dense)
-            q, key, value = _project_side_by_side(query, projections, layout)
-        else:
-            (q,) = _project_side_by_side(query, (self.query_dense,), layout)
-            key, value = _project_side_by_side(
-                key_value, (self.key_dense, self.value_dense), key_value_layout
-            )
-        return q * ops.cast(1.0 / math.sqrt(self.head_dim), q.dtype), key, value
+            return _project_side_by_side(query, projections, layout, query_scale=scale)
+        (q,) = _project_side_by_side(query, (self.query_dense,), layout, query_scale=scale)
+        key, value = _project_side_by_side(
+            key_value, (self.key_dense, self.value_dense), key_value_layout
+        )
+        return q, key, value
 
     def _cached_projections(self, query, key_value, cache, cache_index):
         """Queries, keys, values and updated cache of a call with a cache or RoPE.
@@ -363,7 +364,7 @@ class MultiHeadAttention(keras.layers.Layer):
         return config
 
 
-def _project_side_by_side(inputs, projections, layout=None, heads_first=True):
+def _project_side_by_side(inputs, projections, layout=None, heads_first=True, query_scale=1.0):
     """Several `HeadsProjection`s of one input as one matmul.
 
     Args:
@@ -374,6 +375,7 @@ def _project_side_by_side(inputs, projections, layout=None, heads_first=True):
             its padded grid, zeros at the padding.
         heads_first: Each output `[batch, heads, length, head_dim]`, else as the
             projections give it, `[batch, length, heads, head_dim]`.
+        query_scale: A factor folded into the first projection's kernel and bias.
 
     Returns:
         A tuple, one output per projection.
@@ -384,12 +386,16 @@ def _project_side_by_side(inputs, projections, layout=None, heads_first=True):
 
     def side_by_side(weights, shape):
         parts = [ops.reshape(weight, shape) for weight in weights]
+        if query_scale != 1.0:
+            parts[0] = parts[0] * query_scale
         return ops.cast(parts[0] if len(parts) == 1 else ops.concatenate(parts, -1), dtype)
 
     kernel = side_by_side([p.kernel for p in projections], (fan_in, heads * head_dim))
     outputs = ops.matmul(ops.reshape(inputs, (-1, fan_in)), kernel)  # [rows, n * h * hd]
     if first.bias is not None:
-        outputs = outputs + side_by_side([p.bias for p in projections], (heads * head_dim,))
+        outputs = tf.nn.bias_add(
+            outputs, side_by_side([p.bias for p in projections], (heads * head_dim,))
+        )
     if layout is not None:
         outputs = layout.unpack(outputs)  # [batch, length, n * h * hd]
     batch, length = leading_dims(inputs if layout is None else outputs, 2)
