@@ -108,6 +108,9 @@ def test_a_full_pass_on_packed_rows_matches_the_padded_grid(model):
     (packed, packed_grads), (padded, padded_grads) = states(True), states(False)
     assert tuple(packed.shape) == (2 + 6 + 4, 32)
     np.testing.assert_allclose(packed, padded, atol=1e-5)
+    # Packed target rows may read a padded encoder output.
+    mixed = model.decoder_states(target, model.encode(source), source, layout=target_layout)
+    np.testing.assert_allclose(mixed, padded, atol=1e-5)
     for variable, a, b in zip(model.trainable_variables, packed_grads, padded_grads, strict=True):
         if b is None:  # (the output projection: not on this path)
             assert a is None

@@ -115,8 +115,8 @@ class MultiHeadAttention(keras.layers.Layer):
         layout: With `query` as packed rows `[tokens, query_dim]` (a full pass without
             RoPE): their `PackedLayout`. The projections run on the rows, the
             attention on the padded grid; the output is rows `[tokens, output_dim]`.
-        key_value_layout: The `PackedLayout` of a packed `key_value`; defaults to
-            `layout`.
+        key_value_layout: The `PackedLayout` of a packed `key_value` (None: a padded
+            `key_value`, whatever the query's layout).
 
     Returns:
         `output` `[batch, query_length, output_dim]`; `(output, cache)` when a cache is
@@ -225,9 +225,7 @@ class MultiHeadAttention(keras.layers.Layer):
         if layout is not None and (cache is not None or self.rotary is not None):
             raise ValueError("packed rows (`layout`) are for a full pass without RoPE")
         if cache is None and self.rotary is None:  # a full pass (training, the encoder)
-            q, key, value = self._full_pass_projections(
-                query, key_value, layout, key_value_layout or layout
-            )
+            q, key, value = self._full_pass_projections(query, key_value, layout, key_value_layout)
         else:
             q, key, value, cache = self._cached_projections(query, key_value, cache, cache_index)
         output, weights = self._attend(q, key, value, attention_mask, training)
