@@ -212,9 +212,9 @@ class Transformer(keras.Model):
             or `[tokens, d_model]` with a `layout`.
         """
         mask = padding_mask(source_ids)  # [batch, 1, source_length]
-        x = self._embed(self.source_embedding, self.source_positions, source_ids, 0, training)
-        if layout is not None:
-            x = layout.pack(x)  # [tokens, d_model]
+        x = self._embed(
+            self.source_embedding, self.source_positions, source_ids, 0, training, layout
+        )
         for block in self.encoder_blocks:
             x = block(x, attention_mask=mask, training=training, layout=layout)
         return x if self.encoder_norm is None else self.encoder_norm(x, training=training)
@@ -261,9 +261,9 @@ class Transformer(keras.Model):
         length = ops.shape(target_ids)[1]
         self_mask = ops.logical_and(causal_mask(length), padding_mask(target_ids))  # [b, t, t]
         cross_mask = padding_mask(source_ids)  # [batch, 1, source_length]
-        x = self._embed(self.target_embedding, self.target_positions, target_ids, 0, training)
-        if layout is not None:
-            x = layout.pack(x)  # [tokens, d_model]
+        x = self._embed(
+            self.target_embedding, self.target_positions, target_ids, 0, training, layout
+        )
         for block in self.decoder_blocks:
             x = block(
                 x,
@@ -291,10 +291,12 @@ class Transformer(keras.Model):
         """
         return None if self.config.position_encoding == "rotary" else PackedLayout.of(ids)
 
-    def _embed(self, embedding, positions, ids, start_index, training):
+    def _embed(self, embedding, positions, ids, start_index, training, layout=None):
         x = embedding(ids)  # [batch, length, d_model]
         if positions is not None:
             x = positions(x, start_index=start_index)
+        if layout is not None:  # packed before the dropout, which then skips the padding
+            x = layout.pack(x)  # [tokens, d_model]
         return self.embedding_dropout(x, training=training)
 
     def logits(self, hidden, training=None):
