@@ -6,9 +6,12 @@ under `fit`, untraced warm-up steps first, then steps under TensorFlow's profile
 op the step's executor ran is summed into a class by its type and name scope; the input
 pipeline's ops run on tf.data's own threads, beside the step, and are listed apart. Op
 times leave out the executor's own overhead and, on two cores, two ops may overlap, so the
-shares say where kernels spend time, not how the wall time splits. The MFU is the model
-FLOPs/s of as many untraced steps, timed first, over this machine's matmul FLOP/s in the
-same precision, measured in the same run.
+shares say where kernels spend time, not how the wall time splits (`--inter-op-threads 1`
+runs one op at a time: each kernel timed alone, at some cost in speed). The MFU is the
+model FLOPs/s of as many untraced steps, timed first, over this machine's matmul FLOP/s in
+the same precision, measured in the same run. The matmul-only bound is the traced steps'
+target tokens over their matmuls' op time: the speed of a step whose every other op took
+no time, the most that fusing or removing them could give.
 """
 
 from __future__ import annotations
@@ -33,11 +36,12 @@ from translator.pipelines import build_vocabulary, load_vocabulary
 # (class, op types or None, name-scope pattern or None): the first match names an op's
 # class. AddN sums the gradients of a tensor used twice: the tied embedding's (its lookup and
 # the output projection) and every residual branch's.
+MATMUL = "matmul (projections, attention scores)"
 CLASSES = (
     ("optimizer update (Adam)", None, re.compile(r"(^|/)adam/|Apply|AssignAddVariable|AssignSub")),
     ("gradient clipping (global norm)", None, re.compile(r"clip_by_global_norm|global_norm")),
     (
-        "matmul (projections, attention scores)",
+        MATMUL,
         {"MatMul", "_FusedMatMul", "FusedMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum"},
         None,
     ),
@@ -82,12 +86,27 @@ def classify(space: xplane_pb2.XSpace) -> tuple[collections.Counter, collections
     return classes, types, pipeline
 
 
+def matmul_only_bound(classes: collections.Counter, tokens: float) -> float:
+    """Target tokens/s if every op but the matmuls took no time: `tokens` over the
+    matmul class's op time (`classes` in picoseconds, as `classify` sums them)."""
+    return tokens / (classes[MATMUL] / 1e12)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = harness.make_parser("training_profile", __doc__)
     parser.add_argument("--precision", default="float32", help="float32 or mixed_bfloat16")
     parser.add_argument("--steps", type=int, help="profiled steps (default 20; 2 short)")
     parser.add_argument("--set", action="append", default=[], help="a `translator train --set`")
+    parser.add_argument(
+        "--inter-op-threads",
+        type=int,
+        metavar="N",
+        help="ops TensorFlow runs at once (default: its own choice, 2 on two cores); 1 times "
+        "each kernel alone, not slowed by another op on the same cores",
+    )
     args = harness.parse(parser, argv, steps=(20, 2))
+    if args.inter_op_threads:  # before TensorFlow's runtime starts
+        tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
     warnings.filterwarnings("ignore")
     logging.getLogger("translator.pipelines").setLevel(logging.ERROR)
     data = harness.find_data(args.data)
@@ -124,6 +143,15 @@ def main(argv: list[str] | None = None) -> int:
         f"{model / peak:.0%}. {steps} steps traced: {tokens / wall:,.0f} tok/s under the "
         f"profiler, wall {wall:.1f} s, op time {total / 1e12:.1f} s, input pipeline "
         f"{pipeline / 1e12:.1f} s on its own threads"
+    )
+    bound = matmul_only_bound(classes, tokens)
+    overlapped = args.inter_op_threads != 1  # op times inflated by ops sharing the cores
+    print(
+        f"Matmuls: {bound * flops_per_token / 1e9:.0f} GFLOP/s over their op time "
+        f"({bound * flops_per_token / peak:.0%} of the square matmul's). With every other op "
+        f"free, the matmul-only bound: {bound:,.0f} tok/s, {bound * wall / tokens:.2f}x the "
+        "traced speed"
+        + (" (ops overlapped here: read the bound with --inter-op-threads 1)" if overlapped else "")
     )
     print("\n" + share_tables(classes, types, TOP_TYPES))
     return 0
