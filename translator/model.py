@@ -280,11 +280,12 @@ class Transformer(keras.Model):
         """Where the real tokens of `ids` sit, for a full pass on them alone.
 
         None where this model runs on the padded grid (RoPE reads positions inside
-        attention). A full pass on packed rows runs every position-wise op (the projections, the
-        feed-forward network, layer norms, dropout) on the real tokens only, and the
-        attention on the padded grid, with the same results: no position reads a
-        padding position's value. A batch is 13-16% padding at the default buckets
-        (figures: bench/RESULTS.md, "Training: where a step's time goes").
+        attention). A full pass on packed rows runs every position-wise op (the
+        projections, the feed-forward network, layer norms, dropout) on the real tokens
+        only, and the attention on the padded grid, with the same results: no position
+        reads a padding position's value. It skips the padding's share of those ops
+        (the share, and the speed it buys: bench/RESULTS.md, "Training: where a step's
+        time goes").
 
         Args:
             ids: int `[batch, length]`, 0 = padding.

@@ -35,8 +35,8 @@ class DecoderBlock(BlockBase):
 
     Returns:
         `[batch, target_length, d_model]` (`[tokens, d_model]` packed), or
-        `(output, self_attention_cache)` updated
-        at `cache_index` when a self-attention cache is given.
+        `(output, self_attention_cache)` updated at `cache_index` when a self-attention
+        cache is given.
     """
 
     def build(self, inputs_shape, encoder_output_shape=None):
