@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from bench import harness
 from training.config import load_config
-from training.run import make_optimizer
+from training.optimizer import make_optimizer
 from training.strategy import select_precision
 from training.trainer import TranslationTrainer
 from translator import Transformer

@@ -349,7 +349,7 @@ def measure_speed(
 
 def _trainer(config: RunConfig, vocabulary: Vocabulary, strategy):
     """A `TranslationTrainer` of the config's model, built as training builds it."""
-    from training.run import make_optimizer
+    from training.optimizer import make_optimizer
     from training.trainer import TranslationTrainer
     from translator.model import Transformer
 

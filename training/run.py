@@ -47,9 +47,9 @@ from training.finetune import (
     load_init_weights,
     with_init_architecture,
 )
+from training.optimizer import make_optimizer, make_schedule
 from training.plan import Plan
 from training.planning import load_plan, plan_run, planned_config, save_plan
-from training.schedule import BudgetedSchedule, InverseSquareRootSchedule
 from training.strategy import is_chief, make_strategy, select_precision
 from training.summaries import CURVES_FILE, write_curves
 from training.trainer import TranslationTrainer
@@ -133,44 +133,6 @@ class PlanRequest:
     keys: frozenset[str]
     # Where measured speeds are cached (None: the run directory).
     cache_dir: Path | None = None
-
-
-def make_schedule(config: RunConfig, d_model: int) -> BudgetedSchedule | InverseSquareRootSchedule:
-    """The learning-rate schedule that `config.optimizer.schedule` names."""
-    opt = config.optimizer
-    accumulation = max(opt.accumulation_steps, 1)
-    if opt.schedule == "inverse_sqrt":
-        return InverseSquareRootSchedule(
-            d_model,
-            opt.warmup_steps,
-            scale=opt.learning_rate_scale,
-            accumulation_steps=accumulation,
-        )
-    return BudgetedSchedule(
-        opt.peak_learning_rate,
-        total_updates=config.train.max_steps,  # refined by the Budget callback under a time budget
-        warmup_fraction=opt.warmup_fraction,
-        decay=opt.decay,
-        final_fraction=opt.final_learning_rate_fraction,
-        accumulation_steps=accumulation,
-    )
-
-
-def make_optimizer(
-    config: RunConfig,
-    d_model: int,
-    schedule: keras.optimizers.schedules.LearningRateSchedule | None = None,
-) -> keras.optimizers.Optimizer:
-    """Adam with the config's schedule (`make_schedule` unless given) and accumulation."""
-    opt = config.optimizer
-    accumulation = opt.accumulation_steps if opt.accumulation_steps > 1 else None
-    return keras.optimizers.Adam(
-        learning_rate=schedule or make_schedule(config, d_model),
-        beta_1=opt.beta_1,
-        beta_2=opt.beta_2,
-        epsilon=opt.epsilon,
-        gradient_accumulation_steps=accumulation,
-    )
 
 
 def check_inputs(config: RunConfig) -> None:

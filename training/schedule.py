@@ -11,8 +11,9 @@ from __future__ import annotations
 import math
 
 import keras
-import tensorflow as tf
 from keras import ops
+
+from translator.backends import kernels
 
 
 @keras.saving.register_keras_serializable(package="translator")
@@ -91,12 +92,8 @@ class BudgetedSchedule(keras.optimizers.schedules.LearningRateSchedule):
         self.final_fraction = final_fraction
         self.accumulation_steps = accumulation_steps
         # Read by the training step every update; assigned by the Budget callback.
-        self.total_updates = tf.Variable(
-            float(max(total_updates, 1)),
-            trainable=False,
-            dtype=tf.float32,
-            name="budget_total_updates",
-            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+        self.total_updates = kernels.schedule_variable(
+            float(max(total_updates, 1)), "budget_total_updates"
         )
 
     def __call__(self, step):
@@ -115,7 +112,7 @@ class BudgetedSchedule(keras.optimizers.schedules.LearningRateSchedule):
     def get_config(self):
         return {
             "peak_learning_rate": self.peak_learning_rate,
-            "total_updates": float(self.total_updates.numpy()),
+            "total_updates": float(ops.convert_to_numpy(self.total_updates)),
             "warmup_fraction": self.warmup_fraction,
             "decay": self.decay,
             "final_fraction": self.final_fraction,

@@ -14,13 +14,53 @@ import tensorflow as tf
 from keras import ops
 
 from training.strategy import spans_workers
-from translator.losses import masked_cross_entropy, pad_rows, real_positions
+from translator.losses import masked_cross_entropy
 from translator.model import Transformer
 
 
 def _sum_over_replicas(value):
     """Sums a per-replica value over all replicas (identity without a strategy)."""
     return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, value)
+
+
+def real_positions(states, labels, multiple: int = 256):
+    """The states and labels of the real (non-padding) target positions, as rows.
+
+    Scoring only these skips the padding's share of the output projection and the loss
+    (see `PipelineConfig.bucket_width`).
+
+    Args:
+        states: `[batch, length, d_model]` decoder states.
+        labels: int `[batch, length]`, 0 = padding.
+        multiple: Row count granularity (see `pad_rows`).
+
+    Returns:
+        `(states, labels)`: `[rows, d_model]` and int `[rows]`, rows a multiple of
+        `multiple`.
+    """
+    index = tf.where(tf.not_equal(labels, 0))  # [real, 2]
+    return pad_rows(tf.gather_nd(states, index), tf.gather_nd(labels, index), multiple)
+
+
+def pad_rows(states, labels, multiple: int = 256):
+    """Rows of states and their labels, padded to a multiple of `multiple` rows.
+
+    The padding rows have label 0 (ignored by the loss), so that the fused loss, compiled
+    once per logits shape, sees a few shapes, not one per batch.
+
+    Args:
+        states: `[tokens, d_model]`.
+        labels: int `[tokens]`.
+        multiple: Row count granularity.
+
+    Returns:
+        `(states, labels)`: `[rows, d_model]` and int `[rows]`.
+    """
+    real = tf.shape(labels)[0]
+    extra = (multiple - real % multiple) % multiple
+    states = tf.pad(states, [[0, extra], [0, 0]])  # [rows, d_model]
+    labels = tf.pad(labels, [[0, extra]])  # [rows]
+    return states, labels
 
 
 @keras.saving.register_keras_serializable(package="translator")

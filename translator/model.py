@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import keras
 from keras import ops
 
+from translator.backends import kernels
 from translator.config import PRECISIONS, TransformerConfig
 from translator.constants import PAD_ID
 from translator.errors import ConfigError
@@ -26,10 +27,11 @@ from translator.layers import (
 from translator.layers.attention import GrowingCache
 from translator.layers.dropout import FastDropout
 from translator.layers.masks import cache_mask, causal_mask, padding_mask
-from translator.layers.packing import PackedLayout
 
 if TYPE_CHECKING:  # pragma: no cover
     import tensorflow as tf
+
+    from translator.backends.packing import PackedLayout
 
 
 class DecodingCache(NamedTuple):
@@ -279,8 +281,9 @@ class Transformer(keras.Model):
     def packed_layout(self, ids) -> PackedLayout | None:
         """Where the real tokens of `ids` sit, for a full pass on them alone.
 
-        None where this model runs on the padded grid (RoPE reads positions inside
-        attention). A full pass on packed rows runs every position-wise op (the
+        None where this model runs on the padded grid: RoPE reads positions inside
+        attention, and a backend without dynamic shapes (`kernels.packed_layout`) keeps
+        the grid. A full pass on packed rows runs every position-wise op (the
         projections, the feed-forward network, layer norms, dropout) on the real tokens
         only, and the attention on the padded grid, with the same results: no position
         reads a padding position's value. It skips the padding's share of those ops
@@ -290,7 +293,7 @@ class Transformer(keras.Model):
         Args:
             ids: int `[batch, length]`, 0 = padding.
         """
-        return None if self.config.position_encoding == "rotary" else PackedLayout.of(ids)
+        return None if self.config.position_encoding == "rotary" else kernels.packed_layout(ids)
 
     def _embed(self, embedding, positions, ids, start_index, training, layout=None):
         x = embedding(ids)  # [batch, length, d_model]

@@ -6,7 +6,8 @@ import pytest
 import tensorflow as tf
 
 from tests.support.layers import run_layer_test
-from translator.layers import LayerNorm, layer_norm
+from translator.backends import tensorflow as tensorflow_kernels
+from translator.layers import LayerNorm
 from translator.layers.layer_norm import fuses_here, portable_layer_norms
 
 
@@ -138,7 +139,7 @@ def test_portable_scope_traces_keras_ops():
 def test_no_fusion_without_onednn(monkeypatch):
     # An AVX2-only CPU: oneDNN's rewrites are off, the batch norm would stay unfused and
     # slower than Keras' ops, so the layer keeps Keras' ops.
-    monkeypatch.setattr(layer_norm, "_onednn_enabled", lambda: False)
+    monkeypatch.setattr(tensorflow_kernels, "_onednn_enabled", lambda: False)
     assert not fuses_here()
     norm = LayerNorm(epsilon=1e-6)
     norm.build((None, None, 8))

@@ -168,7 +168,7 @@ def test_resumed_time_budget_keeps_the_curve_and_the_time_spent(tmp_path):
 
 def test_the_config_names_the_schedule():
     from tests.support.runs import tiny_run_config
-    from training.run import make_schedule
+    from training.optimizer import make_schedule
 
     task = {"train": ("a", "b"), "valid": ("c", "d"), "vocab": "v"}
     paper = make_schedule(

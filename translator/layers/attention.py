@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import keras
-import tensorflow as tf
 from keras import ops
 
+from translator.backends import kernels
 from translator.layers.dropout import FastDropout
 from translator.layers.initializers import clone_initializer
 from translator.layers.rotary_embedding import RotaryEmbedding
-from translator.layers.shapes import leading_dims
+
+if TYPE_CHECKING:  # pragma: no cover
+    import tensorflow as tf
 
 # Added to masked scores before the softmax, which always runs in float32. Finite (not
 # -inf) so that a row with every key masked (an all-padding sentence) gives uniform
@@ -59,7 +61,7 @@ class HeadsProjection(keras.layers.EinsumDense):
         outputs = ops.matmul(ops.reshape(inputs, (-1, fan_in)), kernel)  # [rows, fan_out]
         if self.bias is not None:
             outputs = outputs + ops.cast(ops.reshape(self.bias, (-1,)), self.compute_dtype)
-        return ops.reshape(outputs, (*leading_dims(inputs, 2), *out_dims))
+        return ops.reshape(outputs, (*kernels.leading_dims(inputs, 2), *out_dims))
 
 
 @keras.saving.register_keras_serializable(package="translator")
@@ -233,7 +235,7 @@ class MultiHeadAttention(keras.layers.Layer):
         if layout is not None:  # [tokens, heads, head_dim], as one "sentence" of tokens
             output = self.output_dense(layout.pack(output)[None])[0]  # [tokens, output_dim]
         else:
-            rows, query_length = leading_dims(query, 2)
+            rows, query_length = kernels.leading_dims(query, 2)
             output = ops.reshape(output, (rows, query_length, self.num_heads, self.head_dim))
             output = self.output_dense(output)  # [rows, query, output_dim]
         result = (output,) if cache is None else (output, cache)
@@ -308,7 +310,7 @@ class MultiHeadAttention(keras.layers.Layer):
             key, value = _heads_first(key), _heads_first(value)
         # A shared cross-attention cache has `group` query rows per cache row (see the
         # class): they attend as one entry of `group * query_length` queries.
-        (sources,) = leading_dims(key, 1)
+        (sources,) = kernels.leading_dims(key, 1)
         scale = ops.cast(1.0 / math.sqrt(self.head_dim), q.dtype)
         q = ops.reshape(q * scale, (sources, -1, self.num_heads, self.head_dim))
         return _heads_first(q), key, value, cache
@@ -391,12 +393,12 @@ def _project_side_by_side(inputs, projections, layout=None, heads_first=True, qu
     kernel = side_by_side([p.kernel for p in projections], (fan_in, heads * head_dim))
     outputs = ops.matmul(ops.reshape(inputs, (-1, fan_in)), kernel)  # [rows, n * h * hd]
     if first.bias is not None:
-        outputs = tf.nn.bias_add(
+        outputs = kernels.bias_add(
             outputs, side_by_side([p.bias for p in projections], (heads * head_dim,))
         )
     if layout is not None:
         outputs = layout.unpack(outputs)  # [batch, length, n * h * hd]
-    batch, length = leading_dims(inputs if layout is None else outputs, 2)
+    batch, length = kernels.leading_dims(inputs if layout is None else outputs, 2)
     outputs = ops.reshape(outputs, (batch, length, len(projections), heads, head_dim))
     if not heads_first:
         return tuple(ops.unstack(outputs, axis=2))
@@ -412,13 +414,10 @@ def _heads_first(x):
 def _write_cache(cache, update, index):
     """Returns `cache` with `update` written at positions `index ..`.
 
-    One decoding step's token is scattered into place (`TensorScatterUpdate`), whose
-    cost hardly grows with the cache length, unlike a select over the whole cache: it
-    measured faster, and made a decoder step faster without XLA (with XLA, the static
-    cache's user, both run alike; figures: bench/RESULTS.md, design measurements).
-    Not `slice_update`: on TensorFlow that lowers to an XLA-only op, and this graph
-    must also run in stock TF Serving. Several tokens at once (a prompt, not a decoding
-    step) are placed with a select on a position mask.
+    One decoding step's token goes in with the backend's write (`kernels.write_step`:
+    a scatter on TensorFlow, whose cost hardly grows with the cache length, and which
+    stock TF Serving runs; an in-place slice update under XLA). Several tokens at once
+    (a prompt, not a decoding step) are placed with a select on a position mask.
 
     Args:
         cache: `[batch, heads, max_length, head_dim]`.
@@ -428,13 +427,10 @@ def _write_cache(cache, update, index):
     Returns:
         `[batch, heads, max_length, head_dim]`.
     """
-    batch, heads, max_length, head_dim = ops.shape(cache)
-    if update.shape[2] == 1:  # one decoding step: a scatter of batch * heads vectors
-        rows = ops.repeat(ops.arange(batch), heads)  # [batch * heads]
-        head_ids = ops.tile(ops.arange(heads), [batch])  # [batch * heads]
-        at = ops.stack([rows, head_ids, ops.full_like(rows, index)], axis=1)  # [b * h, 3]
-        return ops.scatter_update(cache, at, ops.reshape(update, (-1, head_dim)))
+    if update.shape[2] == 1:  # one decoding step
+        return kernels.write_step(cache, update, index)
     # Several tokens (a prompt): each cache position takes its update row, if any.
+    max_length = ops.shape(cache)[2]
     positions = ops.arange(max_length)  # [max_length]
     new_length = ops.shape(update)[2]
     offsets = positions - index  # [max_length]

@@ -1,13 +1,10 @@
-"""Dropout from 16 random bits per element: the same regularizer, cheaper on CPU."""
+"""Dropout from 16 random bits per element on TensorFlow: the same regularizer, cheaper."""
 
 from __future__ import annotations
 
 import keras
-import tensorflow as tf
 
-# Keep decisions compare 16 random bits with the rate; 2**16 levels make the rate exact
-# to 1.5e-5 (0.1 becomes 6,553/65,536), and the scale below uses the rate as applied.
-_LEVELS = 2**16
+from translator.backends import kernels
 
 
 @keras.saving.register_keras_serializable(package="translator")
@@ -19,7 +16,8 @@ class FastDropout(keras.layers.Dropout):
     layer does the same work in much less time (figures: bench/RESULTS.md, design
     measurements; `bench.training` measures the whole step). Each element is kept with
     probability `1 - rate` (to 1/65,536) and scaled by the inverse of the applied keep
-    probability, so the expectation is unchanged, as in Keras.
+    probability, so the expectation is unchanged, as in Keras. The kernel is
+    `kernels.dropout`: Keras' own draws on other backends.
 
     Args:
         rate: Fraction of the inputs to drop, in [0, 1).
@@ -44,25 +42,7 @@ class FastDropout(keras.layers.Dropout):
     def call(self, inputs, training=False):
         if not training or self.rate == 0:
             return inputs
-        threshold = round(self.rate * _LEVELS)  # drop where bits < threshold
-        scale = _LEVELS / (_LEVELS - threshold)  # 1 / applied keep probability
-        seed = tf.cast(tf.math.floormod(self.seed_generator.next(), 2**31 - 1), tf.int32)
-        shape = tf.shape(inputs)
-        last = inputs.shape[-1] if inputs.shape.rank else None
-        if last is not None and last % 2 == 0:  # the usual [..., d_model]: no copy
-            words_shape = tf.concat([shape[:-1], [last // 2]], axis=0)
-            size = None
-        else:
-            size = tf.size(inputs)
-            words_shape = [(size + 1) // 2]
-        words = tf.random.stateless_uniform(
-            words_shape, seed=seed, minval=None, maxval=None, dtype=tf.uint32
-        )  # two 16-bit draws per word
-        bits = tf.reshape(tf.bitcast(words, tf.uint16), [-1])
-        if size is not None:
-            bits = bits[:size]
-        keep = tf.reshape(bits >= tf.constant(threshold, tf.uint16), shape)
-        return inputs * (tf.cast(keep, inputs.dtype) * tf.cast(scale, inputs.dtype))
+        return kernels.dropout(inputs, self.rate, self.seed_generator)
 
     def get_config(self):
         config = super().get_config()

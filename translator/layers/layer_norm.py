@@ -1,4 +1,4 @@
-"""Layer normalization that oneDNN runs as one kernel outside training."""
+"""Layer normalization that oneDNN runs as one kernel outside training (TensorFlow)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import contextvars
 from collections.abc import Iterator
 
 import keras
-import tensorflow as tf
+
+from translator.backends import kernels
 
 # Set while tracing a graph that may run on another host (`portable_layer_norms`).
 _PORTABLE = contextvars.ContextVar("portable_layer_norms", default=False)
@@ -28,7 +29,8 @@ class LayerNorm(keras.layers.LayerNormalization):
     Grappler and hide the pattern. The statistics are float32 either way. So it equals
     Keras' layer norm to float32 rounding in float32, and within bfloat16's rounding
     under mixed_bfloat16, whose matmuls read bfloat16 weights too
-    (tests/layers/test_layer_norm.py).
+    (tests/layers/test_layer_norm.py). The kernel is `kernels.fused_layer_norm`; other
+    backends than TensorFlow keep Keras' ops.
 
     Training keeps Keras' ops: its gradient reads the batch norm's saved statistics, so
     the rewrite does not apply there, and a fused batch norm measured no faster than
@@ -50,27 +52,9 @@ class LayerNorm(keras.layers.LayerNormalization):
     def call(self, inputs, training=None):
         if training or not self._fusable(len(inputs.shape)):
             return super().call(inputs)
-        inputs = tf.cast(inputs, self.compute_dtype)
-        shape = tf.shape(inputs)
-        rows = tf.reduce_prod(shape[:-1])
-        # [1, rows, d, 1] in NCHW: each row a channel, normalized over its d values.
-        grid = tf.reshape(inputs, tf.stack([1, rows, shape[-1], 1]))
-        ones = tf.fill(tf.reshape(rows, [1]), 1.0)
-        zeros = tf.fill(tf.reshape(rows, [1]), 0.0)
-        empty = tf.constant([], tf.float32)  # no running statistics: training mode
-        normalized = tf.raw_ops.FusedBatchNormV3(
-            x=grid,
-            scale=ones,
-            offset=zeros,
-            mean=empty,
-            variance=empty,
-            epsilon=self.epsilon,
-            data_format="NCHW",
-            is_training=True,
-        )[0]  # statistics in float32 whatever the dtype
-        gamma = tf.cast(self.gamma, self.compute_dtype)
-        beta = tf.cast(self.beta, self.compute_dtype)
-        return tf.reshape(normalized, shape) * gamma + beta
+        return kernels.fused_layer_norm(
+            inputs, self.gamma, self.beta, self.epsilon, self.compute_dtype
+        )
 
     def _fusable(self, rank: int) -> bool:
         axes = self.axis if isinstance(self.axis, list | tuple) else [self.axis]
@@ -86,21 +70,11 @@ class LayerNorm(keras.layers.LayerNormalization):
 def fuses_here() -> bool:
     """Whether layer norms traced now, in this scope, take the fused form.
 
-    Only where oneDNN's rewrites are on (TensorFlow's default on x86 CPUs with AVX512
-    VNNI, BF16 or AMX; `TF_ENABLE_ONEDNN_OPTS` overrides): elsewhere the batch norm stays
-    unfused, slower than Keras' ops. Not under `portable_layer_norms`, nor where
-    TensorFlow sees a GPU. Checked when a function is traced, not per step.
+    Where the backend's kernel fuses (`kernels.fuses_here`: TensorFlow with oneDNN's
+    rewrites, on a host with no GPU), and not under `portable_layer_norms`. Checked when
+    a function is traced, not per step.
     """
-    return _onednn_enabled() and not _PORTABLE.get() and not tf.config.list_logical_devices("GPU")
-
-
-def _onednn_enabled() -> bool:
-    """Whether TensorFlow runs with oneDNN's graph rewrites (a private API: False without)."""
-    try:
-        from tensorflow.python.util import _pywrap_util_port
-    except ImportError:  # pragma: no cover (another TensorFlow: Keras' ops)
-        return False
-    return bool(_pywrap_util_port.IsMklEnabled())
+    return not _PORTABLE.get() and kernels.fuses_here()
 
 
 @contextlib.contextmanager

@@ -2,9 +2,9 @@
 
 The model exposes `encode`, `init_cache` and `decode_step` (`translator.model`);
 `prepare` encodes a batch once and hands the strategies only the step function, the
-cache and the length limits (`SearchInputs`). One loop (`driver.decode`, a
-`tf.while_loop` with no Python loop per token and no custom ops, so it fits in a
-SavedModel) runs each strategy, OpenNMT-tf style; any of them can continue a given
+cache and the length limits (`SearchInputs`). One loop (`driver.decode`: a while loop
+with no Python loop per token and no custom ops, so it fits in a SavedModel, or an
+XLA program on JAX) runs each strategy, OpenNMT-tf style; any of them can continue a given
 target prefix (`SearchInputs.prefix_ids`):
 
 - `greedy_search`: the most probable token at each step.
@@ -12,7 +12,7 @@ target prefix (`SearchInputs.prefix_ids`):
 - `sample`: each next token drawn (top-k or nucleus, with a temperature), for
   back-translation.
 - `search`: picks one by `SearchConfig`; `Decoder` compiles it once, as a
-  `tf.Module` ready for `tf.saved_model.save`.
+  `tf.Module` ready for `tf.saved_model.save`; `JaxDecoder` as an XLA program on JAX.
 
 Scoring and length conventions are in `translator.search.common`.
 """
@@ -30,10 +30,12 @@ if TYPE_CHECKING:  # pragma: no cover
         output_length_limits,
     )
     from translator.search.config import SearchConfig
-    from translator.search.decoder import Decoder, prepare, search
+    from translator.search.decoder import prepare, search
     from translator.search.driver import SearchInputs
     from translator.search.greedy import GreedyState, greedy_search
+    from translator.search.jax_decoder import JaxDecoder
     from translator.search.sampling import sample
+    from translator.search.tf_decoder import Decoder
 
 # Imported on first use, so that reading `SearchConfig` (the command-line defaults, for
 # `--help`) does not start TensorFlow.
@@ -44,7 +46,8 @@ _LAZY = {
     "length_penalty": "common",
     "output_length_limits": "common",
     "SearchConfig": "config",
-    "Decoder": "decoder",
+    "Decoder": "tf_decoder",
+    "JaxDecoder": "jax_decoder",
     "prepare": "decoder",
     "search": "decoder",
     "SearchInputs": "driver",
@@ -58,6 +61,7 @@ __all__ = [
     "BeamState",
     "Decoder",
     "GreedyState",
+    "JaxDecoder",
     "SearchConfig",
     "SearchInputs",
     "SearchResult",

@@ -24,7 +24,7 @@ The algorithm, per sentence, at step t (every candidate then has t + 1 tokens):
    the steps the bound needs to prove the finished hypothesis best, but returns a
    shorter hypothesis where a longer one would have scored higher under the length
    penalty (the decoding benchmark measures both).
-4. The `tf.while_loop` ends when every sentence is done; at the latest at the longest
+4. The loop ends when every sentence is done; at the latest at the longest
    length limit, where only EOS is allowed.
 5. Compaction (`translator.search.driver.decode`): a done sentence leaves the loop. Its
    rows are dropped from the cache by the same gather that reorders it, so each step
@@ -41,10 +41,12 @@ for the active sentences (`BeamState.sentence` maps active position -> sentence)
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-import tensorflow as tf
+import keras
+from keras import ops
 
+from translator.backends import kernels
 from translator.search.common import (
     DEFAULT_IDS,
     NEG_INF,
@@ -59,9 +61,12 @@ from translator.search.common import (
 from translator.search.config import SearchConfig
 from translator.search.driver import Cache, SearchInputs, StrategyBase, decode, gather_rows
 
+if TYPE_CHECKING:  # pragma: no cover
+    import tensorflow as tf
+
 
 class BeamState(NamedTuple):
-    """The `tf.while_loop` variables of beam search.
+    """The loop variables of beam search.
 
     `active` is the number of sentences still searching (the whole batch without
     compaction).
@@ -125,34 +130,34 @@ class Beam(StrategyBase):
         beam, n_best = self.beam, self.config.n_best
         # Each sentence's largest penalty, for the early stop's bound: once, before the loop.
         self.best_possible_penalty = self.penalty(self.max_lengths)  # [batch]
-        batch, length = tf.shape(inputs.max_lengths)[0], inputs.cache_length
+        batch, length = ops.shape(inputs.max_lengths)[0], inputs.cache_length
         cache = inputs.cache.for_beams(beam)  # the beams share the cross-attention part
         # Only beam 0 starts alive, so the first step does not yield `beam` copies of
         # each candidate.
-        first_alive = tf.concat([[0.0], tf.fill([beam - 1], NEG_INF)], axis=0)  # [beam]
+        first_alive = ops.where(ops.arange(beam) == 0, 0.0, NEG_INF)  # [beam]
         return BeamState(
-            step=tf.constant(0, tf.int32),
-            sentence=tf.range(batch),
-            alive_ids=tf.zeros([batch, beam, length], tf.int32),
-            alive_log_probs=tf.tile(first_alive[None, :], [batch, 1]),
-            origins=tf.zeros([batch, beam], tf.int32),
-            finished_ids=tf.zeros([batch, n_best, length], tf.int32),
-            finished_scores=tf.fill([batch, n_best], NEG_INF),
-            finished_lengths=tf.zeros([batch, n_best], tf.int32),
-            done=tf.zeros([batch], tf.bool),
+            step=ops.convert_to_tensor(0, "int32"),
+            sentence=ops.arange(batch, dtype="int32"),
+            alive_ids=ops.zeros((batch, beam, length), "int32"),
+            alive_log_probs=ops.tile(ops.cast(first_alive, "float32")[None, :], (batch, 1)),
+            origins=ops.zeros((batch, beam), "int32"),
+            finished_ids=ops.zeros((batch, n_best, length), "int32"),
+            finished_scores=ops.full((batch, n_best), NEG_INF, "float32"),
+            finished_lengths=ops.zeros((batch, n_best), "int32"),
+            done=ops.zeros((batch,), "bool"),
             cache=cache,
         )
 
     def step_inputs(self, state: BeamState):
         t = state.step
-        previous = tf.gather(state.alive_ids, tf.maximum(t - 1, 0), axis=2)  # [active, beam]
-        return tf.reshape(tf.where(t > 0, previous, self.special_ids.bos), [-1])  # [rows]
+        previous = ops.take(state.alive_ids, ops.maximum(t - 1, 0), axis=2)  # [active, beam]
+        return ops.reshape(ops.where(t > 0, previous, self.special_ids.bos), (-1,))  # [rows]
 
     def update(self, state: BeamState, logits, cache) -> BeamState:
         found = self.top_candidates(state, logits)
         finished = self.merge_finished(state, found)
         done = self.early_stop(state, found, finished.finished_scores)
-        alive = tf.where(tf.logical_or(found.ends, done[:, None]), NEG_INF, found.log_probs)
+        alive = ops.where(ops.logical_or(found.ends, done[:, None]), NEG_INF, found.log_probs)
         return finished._replace(
             step=state.step + 1,
             alive_ids=found.sequences,
@@ -164,10 +169,10 @@ class Beam(StrategyBase):
 
     def top_candidates(self, state: BeamState, logits) -> Candidates:
         """Step 1: the `beam` best extensions of each sentence's alive hypotheses."""
-        t, beam, active = state.step, self.beam, tf.shape(state.sentence)[0]
+        t, beam, active = state.step, self.beam, ops.shape(state.sentence)[0]
         # The best `beam` extensions of a sentence are among the best `beam` of each of
         # its hypotheses: k = min(beam, vocab) candidates per row.
-        row_limits = tf.repeat(tf.gather(self.max_lengths, state.sentence), beam)  # [rows]
+        row_limits = ops.repeat(kernels.gather(self.max_lengths, state.sentence), beam)  # [rows]
         forced = forced_tokens(self.prefix_ids, state.sentence, t)  # [active] or None
         log_probs, ids = next_token_candidates(
             logits,
@@ -176,47 +181,52 @@ class Beam(StrategyBase):
             beam,
             self.config.min_length,
             self.special_ids,
-            None if forced is None else tf.repeat(forced, beam),
+            None if forced is None else ops.repeat(forced, beam),
             self.max_from_top,
         )  # [rows, k]
         k = log_probs.shape[-1]
-        candidates = state.alive_log_probs[:, :, None] + tf.reshape(
-            log_probs, [active, beam, k]
+        candidates = state.alive_log_probs[:, :, None] + ops.reshape(
+            log_probs, (active, beam, k)
         )  # [active, beam, k]
-        top_log_probs, top_indices = tf.math.top_k(
-            tf.reshape(candidates, [active, beam * k]), k=beam
+        top_log_probs, top_indices = ops.top_k(
+            ops.reshape(candidates, (active, beam * k)), k=beam
         )  # [active, beam]
         origins = top_indices // k  # [active, beam]
-        tokens = tf.gather(tf.reshape(ids, [active, beam * k]), top_indices, batch_dims=1)
-        sequences = write_at(tf.gather(state.alive_ids, origins, batch_dims=1), t, tokens)
+        tokens = kernels.gather_batch(ops.reshape(ids, (active, beam * k)), top_indices)
+        sequences = write_at(kernels.gather_batch(state.alive_ids, origins), t, tokens)
         # -inf candidates (fewer allowed extensions than beams) are neither alive nor finished.
-        ends = tf.logical_and(tf.equal(tokens, self.special_ids.eos), top_log_probs > NEG_INF)
+        ends = ops.logical_and(ops.equal(tokens, self.special_ids.eos), top_log_probs > NEG_INF)
         return Candidates(top_log_probs, origins, sequences, ends)
 
     def merge_finished(self, state: BeamState, found: Candidates) -> BeamState:
         """Step 2: candidates ending in EOS join the `n_best` finished hypotheses kept."""
         t, n_best, sentence = state.step, self.config.n_best, state.sentence
-        active = tf.shape(sentence)[0]
-        scores = tf.where(
+        active = ops.shape(sentence)[0]
+        scores = ops.where(
             found.ends, found.log_probs / self.penalty(t + 1), NEG_INF
         )  # [active, beam]
-        pooled_scores = tf.concat([tf.gather(state.finished_scores, sentence), scores], axis=1)
-        best, kept = tf.math.top_k(pooled_scores, k=n_best)  # [active, n_best]
-        pooled_ids = tf.concat(
-            [tf.gather(state.finished_ids, sentence), found.sequences], axis=1
+        pooled_scores = ops.concatenate(
+            [kernels.gather(state.finished_scores, sentence), scores], axis=1
+        )
+        best, kept = ops.top_k(pooled_scores, k=n_best)  # [active, n_best]
+        pooled_ids = ops.concatenate(
+            [kernels.gather(state.finished_ids, sentence), found.sequences], axis=1
         )  # [active, n_best + beam, cache_length]
-        pooled_lengths = tf.concat(
-            [tf.gather(state.finished_lengths, sentence), tf.fill([active, self.beam], t + 1)],
+        pooled_lengths = ops.concatenate(
+            [
+                kernels.gather(state.finished_lengths, sentence),
+                ops.full((active, self.beam), t + 1, "int32"),
+            ],
             axis=1,
         )  # [active, n_best + beam]
         at = sentence[:, None]  # [active, 1]: rows of the whole-batch sets
         return state._replace(
-            finished_ids=tf.tensor_scatter_nd_update(
-                state.finished_ids, at, tf.gather(pooled_ids, kept, batch_dims=1)
+            finished_ids=ops.scatter_update(
+                state.finished_ids, at, kernels.gather_batch(pooled_ids, kept)
             ),
-            finished_scores=tf.tensor_scatter_nd_update(state.finished_scores, at, best),
-            finished_lengths=tf.tensor_scatter_nd_update(
-                state.finished_lengths, at, tf.gather(pooled_lengths, kept, batch_dims=1)
+            finished_scores=ops.scatter_update(state.finished_scores, at, best),
+            finished_lengths=ops.scatter_update(
+                state.finished_lengths, at, kernels.gather_batch(pooled_lengths, kept)
             ),
         )
 
@@ -228,13 +238,13 @@ class Beam(StrategyBase):
         nothing alive the bound is -inf, so that sentence is done too.
         """
         n_best, sentence = self.config.n_best, state.sentence
-        worst_kept = tf.gather(finished_scores, sentence)[:, n_best - 1]  # [active]
-        alive = tf.where(found.ends, NEG_INF, found.log_probs)  # [active, beam]
-        bound = tf.reduce_max(alive, axis=1) / tf.gather(self.best_possible_penalty, sentence)
-        done = tf.logical_or(state.done, worst_kept >= bound)  # [active]
+        worst_kept = kernels.gather(finished_scores, sentence)[:, n_best - 1]  # [active]
+        alive = ops.where(found.ends, NEG_INF, found.log_probs)  # [active, beam]
+        bound = ops.max(alive, axis=1) / kernels.gather(self.best_possible_penalty, sentence)
+        done = ops.logical_or(state.done, worst_kept >= bound)  # [active]
         if not self.config.exact_stop:  # or: the top candidate ended, n_best are finished
-            top_ended = tf.logical_and(found.ends[:, 0], worst_kept > NEG_INF)
-            done = tf.logical_or(done, top_ended)
+            top_ended = ops.logical_and(found.ends[:, 0], worst_kept > NEG_INF)
+            done = ops.logical_or(done, top_ended)
         return done
 
     def select(self, state: BeamState, stay, compact: bool) -> BeamState:
@@ -243,35 +253,37 @@ class Beam(StrategyBase):
         The self-attention rows follow each candidate's origin beam; the rows of the
         sentences that leave are dropped by the same gather.
         """
-        beam, active = self.beam, tf.shape(state.sentence)[0]
-        rows = tf.reshape(tf.gather(state.origins, stay) + stay[:, None] * beam, [-1])
+        beam, active = self.beam, ops.shape(state.sentence)[0]
+        rows = ops.reshape(kernels.gather(state.origins, stay) + stay[:, None] * beam, (-1,))
         cache = state.cache
         cache = cache._replace(
-            self_attention=tf.nest.map_structure(lambda x: tf.gather(x, rows), cache.self_attention)
+            self_attention=keras.tree.map_structure(
+                lambda x: kernels.gather(x, rows), cache.self_attention
+            )
         )
         if compact:  # the per-sentence parts only change when a sentence leaves
             per_sentence = gather_rows((cache.cross_attention, cache.source_mask), stay, active)
             cache = cache._replace(cross_attention=per_sentence[0], source_mask=per_sentence[1])
         return state._replace(
-            sentence=tf.gather(state.sentence, stay),
-            alive_ids=tf.gather(state.alive_ids, stay),
-            alive_log_probs=tf.gather(state.alive_log_probs, stay),
-            origins=tf.gather(state.origins, stay),
-            done=tf.gather(state.done, stay),
+            sentence=kernels.gather(state.sentence, stay),
+            alive_ids=kernels.gather(state.alive_ids, stay),
+            alive_log_probs=kernels.gather(state.alive_log_probs, stay),
+            origins=kernels.gather(state.origins, stay),
+            done=kernels.gather(state.done, stay),
             cache=cache,
         )
 
     def finalize(self, state: BeamState) -> SearchResult:
         filled = state.finished_scores > NEG_INF  # [batch, n_best]
-        lengths = tf.where(filled, state.finished_lengths, 0)  # [batch, n_best]
-        ids = tf.where(filled[:, :, None], state.finished_ids, self.special_ids.pad)
+        lengths = ops.where(filled, state.finished_lengths, 0)  # [batch, n_best]
+        ids = ops.where(filled[:, :, None], state.finished_ids, self.special_ids.pad)
         return SearchResult(ids=trim(ids, lengths), scores=state.finished_scores, lengths=lengths)
 
 
 def beam_search(
     inputs: SearchInputs,
     config: SearchConfig,
-    compact: bool = True,
+    compact: bool = kernels.DYNAMIC_SHAPES,
     special_ids: SpecialIds = DEFAULT_IDS,
 ) -> SearchResult:
     """Translates a batch with beam search (see the module docstring for the algorithm).

@@ -17,13 +17,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-import tensorflow as tf
+import numpy as np
+from keras import ops
 
+from translator.backends import kernels
 from translator.constants import BOS_ID, EOS_ID, PAD_ID
 from translator.search.config import SearchConfig
 
 if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
+    import tensorflow as tf
 
 NEG_INF = float("-inf")
 
@@ -69,9 +71,9 @@ def length_penalty(lengths, alpha: float, form: str = "gnmt"):
     Returns:
         float32 tensor of the shape of `lengths`.
     """
-    lengths = tf.cast(lengths, tf.float32)
+    lengths = ops.cast(lengths, "float32")
     base = lengths if form == "power" else (5.0 + lengths) / 6.0
-    return tf.pow(base, alpha)
+    return ops.power(base, alpha)
 
 
 def output_length_limits(source_ids, config: SearchConfig, model_max_length: int | None = None):
@@ -85,20 +87,27 @@ def output_length_limits(source_ids, config: SearchConfig, model_max_length: int
     Returns:
         `(max_lengths, cache_length)`: int32 `[batch]`, the most tokens (EOS included)
         sentence i may produce, and an int32 scalar >= every limit, a function of the
-        padded source width only (so one value per input-shape bucket).
+        padded source width only (so one value per input-shape bucket): a Python int
+        where the width is static, as a static cache needs.
     """
     cap = config.max_output_length
     if model_max_length is not None:
         cap = min(cap, model_max_length)
 
     def limit(length):  # float32 source length(s) -> int32 limit(s) in [1, cap]
-        value = tf.floor(config.max_length_a * length + float(config.max_length_b))
-        return tf.cast(tf.clip_by_value(value, 1.0, float(cap)), tf.int32)
+        value = ops.floor(config.max_length_a * length + float(config.max_length_b))
+        return ops.cast(ops.clip(value, 1.0, float(cap)), "int32")
 
-    source_lengths = tf.reduce_sum(tf.cast(tf.not_equal(source_ids, PAD_ID), tf.float32), 1)
-    padded_width = tf.cast(tf.shape(source_ids)[1], tf.float32)
+    source_lengths = ops.sum(ops.cast(ops.not_equal(source_ids, PAD_ID), "float32"), 1)
     # The limit grows with the source length, so the padded width bounds every sentence.
-    return limit(source_lengths), limit(padded_width)  # [batch], scalar
+    width = source_ids.shape[1]
+    if width is None:
+        return limit(source_lengths), limit(ops.cast(ops.shape(source_ids)[1], "float32"))
+    # The same float32 arithmetic, on the host: a static cache length.
+    value = np.floor(
+        np.float32(config.max_length_a) * np.float32(width) + np.float32(config.max_length_b)
+    )
+    return limit(source_lengths), int(np.clip(value, 1.0, float(cap)))  # [batch], int
 
 
 def next_token_candidates(
@@ -145,39 +154,34 @@ def next_token_candidates(
         allowed token (at the length limit, or a vocabulary smaller than k + 2), and
         int32 `[rows, k']`, where k' = min(k, vocab).
     """
-    logits = tf.cast(logits, tf.float32)  # [rows, vocab]
+    logits = ops.cast(logits, "float32")  # [rows, vocab]
     vocab = logits.shape[-1]
     k = k if vocab is None else min(k, vocab)
     never_count = 3 if min_length > 0 else 2  # PAD, BOS, and EOS before min_length
     wider = never_count + k if vocab is None else min(never_count + k, vocab)
-    # Under mixed precision the logits come from a cast to float32. Grappler moves a
-    # widening cast below the "value-preserving" ops reading it (the top-k's pad and
-    # reshape), which would cast the logits a second time beside the softmax's copy;
-    # `EnsureShape` is not such an op to it, so one cast serves both (figures:
-    # bench/RESULTS.md, design measurements).
-    sealed = tf.ensure_shape(logits, logits.shape)  # [rows, vocab]
+    sealed = kernels.seal(logits)  # [rows, vocab] (one float32 cast on TensorFlow)
     best_logits, best_ids = top_k(sealed, wider)  # [rows, wider]
     top = (best_logits[:, :1], best_ids[:, :1]) if max_from_top else None  # [rows, 1] x2
     normalizer = log_sum_exp(logits, top)  # [rows, 1]
-    never = tf.logical_or(tf.equal(best_ids, ids.pad), tf.equal(best_ids, ids.bos))
+    never = ops.logical_or(ops.equal(best_ids, ids.pad), ops.equal(best_ids, ids.bos))
     if min_length > 0:
-        too_short = tf.logical_and(tf.equal(best_ids, ids.eos), step < min_length)
-        never = tf.logical_or(never, too_short)  # [rows, wider]
-    best_logits, kept = tf.math.top_k(tf.where(never, NEG_INF, best_logits), k)  # [rows, k]
-    best_ids = tf.gather(best_ids, kept, batch_dims=1)  # [rows, k]
+        too_short = ops.logical_and(ops.equal(best_ids, ids.eos), step < min_length)
+        never = ops.logical_or(never, too_short)  # [rows, wider]
+    best_logits, kept = ops.top_k(ops.where(never, NEG_INF, best_logits), k)  # [rows, k]
+    best_ids = kernels.gather_batch(best_ids, kept)  # [rows, k]
 
     # At the limit: EOS in the first slot, nothing in the others.
-    at_limit = tf.greater_equal(step + 1, max_lengths)[:, None]  # [rows, 1]
-    first_slot = tf.equal(tf.range(k), 0)[None, :]  # [1, k]
+    at_limit = ops.greater_equal(step + 1, max_lengths)[:, None]  # [rows, 1]
+    first_slot = ops.equal(ops.arange(k), 0)[None, :]  # [1, k]
     eos_logit = logits[:, ids.eos : ids.eos + 1]  # [rows, 1]
-    best_logits = tf.where(at_limit, tf.where(first_slot, eos_logit, NEG_INF), best_logits)
-    best_ids = tf.where(at_limit, ids.eos, best_ids)
+    best_logits = ops.where(at_limit, ops.where(first_slot, eos_logit, NEG_INF), best_logits)
+    best_ids = ops.where(at_limit, ids.eos, best_ids)
     if forced is not None:  # a prefix token: the only candidate, with its own log P
-        forcing = tf.greater_equal(forced, 0)[:, None]  # [rows, 1]
-        token = tf.maximum(forced, 0)[:, None]  # [rows, 1]
-        forced_logit = tf.gather(logits, token, batch_dims=1)  # [rows, 1]
-        best_logits = tf.where(forcing, tf.where(first_slot, forced_logit, NEG_INF), best_logits)
-        best_ids = tf.where(forcing, token, best_ids)
+        forcing = ops.greater_equal(forced, 0)[:, None]  # [rows, 1]
+        token = ops.maximum(forced, 0)[:, None]  # [rows, 1]
+        forced_logit = kernels.gather_batch(logits, token)  # [rows, 1]
+        best_logits = ops.where(forcing, ops.where(first_slot, forced_logit, NEG_INF), best_logits)
+        best_ids = ops.where(forcing, token, best_ids)
     return best_logits - normalizer, best_ids
 
 
@@ -190,18 +194,19 @@ def allowed_log_probs(
     renormalized; PAD, BOS, EOS before `min_length`, EOS alone at the limit, a forced
     prefix token alone), over the whole vocabulary, as sampling needs it.
     """
-    logits = tf.cast(logits, tf.float32)  # [rows, vocab]
+    logits = ops.cast(logits, "float32")  # [rows, vocab]
     log_probs = logits - log_sum_exp(logits)  # [rows, vocab]
-    vocab = tf.shape(logits)[-1]
-    token = tf.range(vocab)[None, :]  # [1, vocab]
-    allowed = tf.logical_and(tf.not_equal(token, ids.pad), tf.not_equal(token, ids.bos))
+    vocab = ops.shape(logits)[-1]
+    token = ops.arange(vocab)[None, :]  # [1, vocab]
+    allowed = ops.logical_and(ops.not_equal(token, ids.pad), ops.not_equal(token, ids.bos))
     if min_length > 0:
-        allowed = tf.logical_and(allowed, tf.logical_or(token != ids.eos, step >= min_length))
-    at_limit = tf.greater_equal(step + 1, max_lengths)[:, None]  # [rows, 1]
-    allowed = tf.where(at_limit, tf.equal(token, ids.eos), allowed)  # [rows, vocab]
+        allowed = ops.logical_and(allowed, ops.logical_or(token != ids.eos, step >= min_length))
+    at_limit = ops.greater_equal(step + 1, max_lengths)[:, None]  # [rows, 1]
+    allowed = ops.where(at_limit, ops.equal(token, ids.eos), allowed)  # [rows, vocab]
     if forced is not None:
-        allowed = tf.where(tf.greater_equal(forced, 0)[:, None], token == forced[:, None], allowed)
-    return tf.where(allowed, log_probs, NEG_INF)
+        forcing = ops.greater_equal(forced, 0)[:, None]  # [rows, 1]
+        allowed = ops.where(forcing, token == forced[:, None], allowed)
+    return ops.where(allowed, log_probs, NEG_INF)
 
 
 def forced_tokens(prefix_ids, sentence, step):
@@ -218,11 +223,11 @@ def forced_tokens(prefix_ids, sentence, step):
     """
     if prefix_ids is None:
         return None
-    width = tf.shape(prefix_ids)[1]  # >= 1 (`search.prepare` pads a column)
-    column = tf.gather(prefix_ids, tf.minimum(step, width - 1), axis=1)  # [batch]
-    token = tf.gather(column, sentence)  # [active]
-    inside = tf.logical_and(step < width, tf.not_equal(token, PAD_ID))
-    return tf.where(inside, token, -1)
+    width = ops.shape(prefix_ids)[1]  # >= 1 (`search.prepare` pads a column)
+    column = ops.take(prefix_ids, ops.minimum(step, width - 1), axis=1)  # [batch]
+    token = kernels.gather(column, sentence)  # [active]
+    inside = ops.logical_and(step < width, ops.not_equal(token, PAD_ID))
+    return ops.where(inside, token, -1)
 
 
 def log_sum_exp(logits, top=None):
@@ -243,12 +248,12 @@ def log_sum_exp(logits, top=None):
             and a position of it; or None.
     """
     if top is None:
-        largest = tf.reduce_max(logits, axis=-1, keepdims=True)  # [rows, 1]
-        largest_p = tf.reduce_max(tf.nn.softmax(logits), axis=-1, keepdims=True)
+        largest = ops.max(logits, axis=-1, keepdims=True)  # [rows, 1]
+        largest_p = ops.max(ops.softmax(logits), axis=-1, keepdims=True)
     else:
         largest, at = top  # [rows, 1] x2
-        largest_p = tf.gather(tf.nn.softmax(logits), at, batch_dims=1)  # [rows, 1]
-    return largest - tf.math.log(largest_p)
+        largest_p = kernels.gather_batch(ops.softmax(logits), at)  # [rows, 1]
+    return largest - ops.log(largest_p)
 
 
 # Chunk width of `top_k`'s first pass, and the narrowest last axis it is used for.
@@ -275,22 +280,21 @@ def top_k(values, k: int):
     """
     width = values.shape[-1]
     if k == 1:
-        ids = tf.argmax(values, axis=-1, output_type=tf.int32)[:, None]  # [rows, 1]
-        return tf.gather(values, ids, batch_dims=1), ids
+        ids = kernels.argmax(values)[:, None]  # [rows, 1]
+        return kernels.gather_batch(values, ids), ids
     chunks = None if width is None else -(-width // _TOP_K_CHUNK)
     if chunks is None or width < _TOP_K_MIN_WIDTH or k > chunks:
-        return tf.math.top_k(values, k)
-    rows = tf.shape(values)[0]
-    padded = tf.pad(
+        return ops.top_k(values, k)
+    padded = ops.pad(
         values, [[0, 0], [0, chunks * _TOP_K_CHUNK - width]], constant_values=NEG_INF
     )  # [rows, chunks * chunk]
-    grouped = tf.reshape(padded, [rows, chunks, _TOP_K_CHUNK])
-    _, best_chunks = tf.math.top_k(tf.reduce_max(grouped, axis=-1), k)  # [rows, k]
-    selected = tf.gather(grouped, best_chunks, batch_dims=1)  # [rows, k, chunk]
-    best, positions = tf.math.top_k(tf.reshape(selected, [rows, k * _TOP_K_CHUNK]), k)
-    chunk_of = tf.gather(best_chunks, positions // _TOP_K_CHUNK, batch_dims=1)  # [rows, k]
+    grouped = ops.reshape(padded, (-1, chunks, _TOP_K_CHUNK))
+    _, best_chunks = ops.top_k(ops.max(grouped, axis=-1), k)  # [rows, k]
+    selected = kernels.gather_batch(grouped, best_chunks)  # [rows, k, chunk]
+    best, positions = ops.top_k(ops.reshape(selected, (-1, k * _TOP_K_CHUNK)), k)
+    chunk_of = kernels.gather_batch(best_chunks, positions // _TOP_K_CHUNK)  # [rows, k]
     ids = chunk_of * _TOP_K_CHUNK + positions % _TOP_K_CHUNK
-    return best, tf.minimum(ids, width - 1)  # a padding slot only ties at -inf
+    return best, ops.minimum(ids, width - 1)  # a padding slot only ties at -inf
 
 
 def write_at(ids, step, values):
@@ -304,54 +308,26 @@ def write_at(ids, step, values):
     Returns:
         int32 `[..., length]`.
     """
-    positions = tf.range(tf.shape(ids)[-1])  # [length]
-    return tf.where(tf.equal(positions, step), values[..., None], ids)
-
-
-def shrinking_invariants(state: NamedTuple, fixed: tuple[str, ...]) -> NamedTuple:
-    """`tf.while_loop` shape invariants of a compacting search's state.
-
-    Args:
-        state: The initial loop state, a NamedTuple of tensor nests.
-        fixed: Its fields that keep their shapes (the step, the per-sentence results of
-            the whole batch); in every other field axis 0 indexes the active sentences
-            (or their rows) and may shrink.
-
-    Returns:
-        The same NamedTuple of `tf.TensorShape` nests.
-    """
-
-    def invariant(name, value):
-        if name in fixed:
-            return tf.nest.map_structure(lambda x: x.shape, value)
-        return shrinking(value)
-
-    return type(state)(*(invariant(name, value) for name, value in state._asdict().items()))
-
-
-def shrinking(value, growing_axis: int | None = None):
-    """Shapes with axis 0 unknown, and the `growing_axis` a NamedTuple declares.
-
-    (`translator.layers.GrowingCache` does: its length changes every step.)
-    """
-    if isinstance(value, tuple):
-        axis = getattr(type(value), "growing_axis", growing_axis)
-        parts = [shrinking(part, axis) for part in value]
-        return type(value)(*parts) if hasattr(value, "_fields") else type(value)(parts)
-    shape = [None, *value.shape[1:]]
-    if growing_axis is not None:
-        shape[growing_axis] = None
-    return tf.TensorShape(shape)
+    positions = ops.arange(ops.shape(ids)[-1])  # [length]
+    return ops.where(ops.equal(positions, step), values[..., None], ids)
 
 
 def trim(ids, lengths):
-    """Drops the all-padding columns after the longest hypothesis.
+    """Drops the all-padding columns after the longest hypothesis, where shapes may change.
 
     Args:
         ids: int32 `[batch, n, cache_length]`.
         lengths: int32 `[batch, n]`.
 
     Returns:
-        int32 `[batch, n, max(lengths)]`.
+        int32 `[batch, n, max(lengths)]` on TensorFlow; with static shapes (XLA on JAX)
+        the ids as they are, trimmed by the caller on the host (`trim_host`).
     """
-    return ids[:, :, : tf.maximum(tf.reduce_max(lengths), 0)]  # 0 for an empty batch
+    return kernels.trim(ids, lengths)
+
+
+def trim_host(result: SearchResult) -> SearchResult:
+    """A result with NumPy arrays, its all-padding columns dropped (as `trim` does)."""
+    ids, scores, lengths = (np.asarray(part) for part in result)
+    width = max(int(lengths.max(initial=0)), 0)
+    return SearchResult(ids[:, :, :width], scores, lengths)

@@ -13,12 +13,16 @@ model: only
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-import tensorflow as tf
+from keras import ops
 
-from translator.search.common import SearchResult, SpecialIds, shrinking_invariants
+from translator.backends import kernels
+from translator.search.common import SearchResult, SpecialIds
 from translator.search.config import SearchConfig
+
+if TYPE_CHECKING:  # pragma: no cover
+    import tensorflow as tf
 
 # The decoder's cache: a nest of tensors whose axis 0 is the row (`Transformer.init_cache`
 # makes it); the search only gathers and reorders its rows.
@@ -104,14 +108,17 @@ class StrategyBase:
         self.max_from_top = max_from_top
 
 
-def decode(strategy: Strategy, inputs: SearchInputs, compact: bool = True) -> SearchResult:
-    """Runs `strategy` as one `tf.while_loop` over positions.
+def decode(
+    strategy: Strategy, inputs: SearchInputs, compact: bool = kernels.DYNAMIC_SHAPES
+) -> SearchResult:
+    """Runs `strategy` as one while loop over positions (`kernels.search_loop`).
 
     The loop ends when every sentence is done, at the latest at `cache_length`. With
     `compact` a done sentence leaves the loop at the end of its step, so each step costs
     what the sentences still searching cost; the active batch then has a dynamic size,
-    which XLA cannot compile (`compact=False` keeps every row; done rows are ignored).
-    Both give the same result: rows never interact.
+    which XLA cannot compile (`compact=False` keeps every row; done rows are ignored;
+    the only choice where shapes are static, as on JAX). Both give the same result:
+    rows never interact.
 
     Args:
         strategy: Greedy or beam search.
@@ -123,49 +130,23 @@ def decode(strategy: Strategy, inputs: SearchInputs, compact: bool = True) -> Se
     """
     initial = strategy.initial_state(inputs)
 
-    def keep_going(state) -> tf.Tensor:
-        not_all_done = tf.logical_not(tf.reduce_all(state.done))
-        return tf.logical_and(state.step < inputs.cache_length, not_all_done)
+    def keep_going(state):
+        not_all_done = ops.logical_not(ops.all(state.done))
+        return ops.logical_and(state.step < inputs.cache_length, not_all_done)
 
     def body(state) -> tuple[NamedTuple]:
         logits, cache = inputs.step_fn(strategy.step_inputs(state), state.cache, state.step)
         state = strategy.update(state, logits, cache)
-        return (strategy.select(state, staying(state.done, compact), compact),)
+        return (strategy.select(state, kernels.remaining(state.done, compact), compact),)
 
-    invariants = (shrinking_invariants(initial, strategy.fixed),) if compact else None
-    (final,) = tf.while_loop(keep_going, body, (initial,), shape_invariants=invariants)
+    (final,) = kernels.search_loop(keep_going, body, (initial,), compact, strategy.fixed)
     return strategy.finalize(final)
 
 
-def staying(done, compact: bool):
-    """Positions of the sentences that stay in the loop after this step.
-
-    Args:
-        done: bool `[active]`, sentences that can no longer change.
-        compact: Whether done sentences leave (else every sentence stays, as XLA's
-            static shapes require).
-
-    Returns:
-        int32 `[stay]`, increasing.
-    """
-    if not compact:
-        return tf.range(tf.size(done))
-    return tf.cast(tf.reshape(tf.where(tf.logical_not(done)), [-1]), tf.int32)
-
-
 def gather_rows(nest: Cache, rows, count) -> Cache:
-    """`tf.gather(x, rows)` over a nest, skipped when `rows` keeps all `count` rows.
+    """The rows `rows` (int32 `[kept]`, increasing) of a nest, of `count` rows now.
 
-    A gather copies the whole tensor (the decoding cache is the largest state of a
-    search), so it runs only when a sentence left.
-
-    Args:
-        nest: Tensors indexed by row along axis 0.
-        rows: int32 `[kept]`, increasing.
-        count: int32 scalar, rows now.
+    Only a compacting search drops rows (`kernels.gather_rows_if_fewer`: the gather
+    copies the whole cache, so it runs only when a sentence left).
     """
-    return tf.cond(
-        tf.size(rows) < count,
-        lambda: tf.nest.map_structure(lambda x: tf.gather(x, rows), nest),
-        lambda: nest,
-    )
+    return kernels.gather_rows_if_fewer(nest, rows, count)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-import tensorflow as tf
+from keras import ops
 
+from translator.backends import kernels
 from translator.search.common import (
     DEFAULT_IDS,
     SearchResult,
@@ -18,9 +19,12 @@ from translator.search.common import (
 from translator.search.config import SearchConfig
 from translator.search.driver import Cache, SearchInputs, StrategyBase, decode, gather_rows
 
+if TYPE_CHECKING:  # pragma: no cover
+    import tensorflow as tf
+
 
 class GreedyState(NamedTuple):
-    """The `tf.while_loop` variables of greedy search.
+    """The loop variables of greedy search.
 
     `active` is the number of sentences still decoding (the whole batch without
     compaction).
@@ -52,14 +56,14 @@ class Greedy(StrategyBase):
     fixed = ("step", "ids", "log_probs")
 
     def initial_state(self, inputs: SearchInputs) -> GreedyState:
-        batch = tf.shape(inputs.max_lengths)[0]
+        batch = ops.shape(inputs.max_lengths)[0]
         return GreedyState(
-            step=tf.constant(0, tf.int32),
-            sentence=tf.range(batch),
-            last_ids=tf.fill([batch], self.special_ids.bos),
-            done=tf.zeros([batch], tf.bool),
-            ids=tf.zeros([batch, inputs.cache_length], tf.int32),
-            log_probs=tf.zeros([batch], tf.float32),
+            step=ops.convert_to_tensor(0, "int32"),
+            sentence=ops.arange(batch, dtype="int32"),
+            last_ids=ops.full((batch,), self.special_ids.bos, "int32"),
+            done=ops.zeros((batch,), "bool"),
+            ids=ops.zeros((batch, inputs.cache_length), "int32"),
+            log_probs=ops.zeros((batch,), "float32"),
             cache=inputs.cache,
         )
 
@@ -71,7 +75,7 @@ class Greedy(StrategyBase):
         log_probs, tokens = next_token_candidates(
             logits,
             state.step,
-            tf.gather(self.max_lengths, state.sentence),
+            kernels.gather(self.max_lengths, state.sentence),
             1,
             self.config.min_length,
             self.special_ids,
@@ -84,31 +88,33 @@ class Greedy(StrategyBase):
         sentence, ids = state.sentence, self.special_ids  # [active]
         chosen, chosen_log_prob = self.choose(state, logits)  # [active] x2
         # Done rows (only without compaction) emit PAD and add nothing.
-        token = tf.where(state.done, ids.pad, chosen)  # [active]
-        token_log_prob = tf.where(state.done, 0.0, chosen_log_prob)  # [active]
-        positions = tf.stack([sentence, tf.fill(tf.shape(sentence), state.step)], axis=1)
+        token = ops.where(state.done, ids.pad, chosen)  # [active]
+        token_log_prob = ops.where(state.done, 0.0, chosen_log_prob)  # [active]
+        positions = ops.stack([sentence, ops.full_like(sentence, state.step)], axis=1)
         return state._replace(
             step=state.step + 1,
             last_ids=token,
-            done=tf.logical_or(state.done, tf.equal(token, ids.eos)),
-            ids=tf.tensor_scatter_nd_update(state.ids, positions, token),  # ids[s, step]
-            log_probs=tf.tensor_scatter_nd_add(state.log_probs, sentence[:, None], token_log_prob),
+            done=ops.logical_or(state.done, ops.equal(token, ids.eos)),
+            ids=ops.scatter_update(state.ids, positions, token),  # ids[s, step]
+            log_probs=ops.scatter_update(
+                state.log_probs, sentence[:, None], token_log_prob, reduction="add"
+            ),
             cache=cache,
         )
 
     def select(self, state: GreedyState, stay, compact: bool) -> GreedyState:
-        active = tf.shape(state.sentence)[0]
+        active = ops.shape(state.sentence)[0]
         return state._replace(
-            sentence=tf.gather(state.sentence, stay),
-            last_ids=tf.gather(state.last_ids, stay),
-            done=tf.gather(state.done, stay),
+            sentence=kernels.gather(state.sentence, stay),
+            last_ids=kernels.gather(state.last_ids, stay),
+            done=kernels.gather(state.done, stay),
             cache=gather_rows(state.cache, stay, active) if compact else state.cache,
         )
 
     def finalize(self, state: GreedyState) -> SearchResult:
         # Tokens are never PAD, so a hypothesis' length is its count of non-PAD ids.
-        lengths = tf.math.count_nonzero(
-            tf.not_equal(state.ids, self.special_ids.pad), axis=1, dtype=tf.int32
+        lengths = ops.sum(
+            ops.cast(ops.not_equal(state.ids, self.special_ids.pad), "int32"), axis=1
         )  # [batch]
         scores = state.log_probs / length_penalty(
             lengths, self.config.length_penalty, self.config.length_penalty_form
@@ -123,7 +129,7 @@ class Greedy(StrategyBase):
 def greedy_search(
     inputs: SearchInputs,
     config: SearchConfig,
-    compact: bool = True,
+    compact: bool = kernels.DYNAMIC_SHAPES,
     special_ids: SpecialIds = DEFAULT_IDS,
 ) -> SearchResult:
     """Translates a batch by always taking the most probable allowed token.

@@ -9,7 +9,7 @@ limits, `min_length`, forced prefixes); only the choice of the next token differ
    tempered probability reaches P (the nucleus; the most probable token always stays).
 3. The token is drawn by the Gumbel-max trick: argmax of the kept values plus Gumbel
    noise, which draws from their softmax. The noise of a row comes from
-   `stateless_uniform` over the *whole* batch's rows at `(seed, step)`, indexed by the
+   `kernels.uniform` (stateless) over the *whole* batch's rows at `(seed, step)`, indexed by the
    row's own number, so a hypothesis' draws depend on the seed, its row and the step
    only: not on which other rows are still decoding (compacted or not, XLA or not).
 
@@ -21,8 +21,10 @@ sorted best first into the sentence's n-best slots.
 
 from __future__ import annotations
 
-import tensorflow as tf
+import keras
+from keras import ops
 
+from translator.backends import kernels
 from translator.search.common import (
     DEFAULT_IDS,
     NEG_INF,
@@ -51,15 +53,16 @@ def truncate(scores, method: str, value: float):
         k = int(value)
         if k == 0 or (scores.shape[-1] is not None and k >= scores.shape[-1]):
             return scores
-        kth = tf.math.top_k(scores, k).values[:, -1:]  # [rows, 1]
-        return tf.where(scores >= kth, scores, NEG_INF)
-    ordered = tf.sort(scores, axis=-1, direction="DESCENDING")  # [rows, vocab]
-    probs = tf.nn.softmax(ordered)  # renormalized over the allowed tokens
-    before = tf.math.cumsum(probs, axis=-1, exclusive=True)  # mass of the larger ones
+        kth = ops.top_k(scores, k)[0][:, -1:]  # [rows, 1]
+        return ops.where(scores >= kth, scores, NEG_INF)
+    ordered = ops.flip(ops.sort(scores, axis=-1), axis=-1)  # [rows, vocab], descending
+    probs = ops.softmax(ordered)  # renormalized over the allowed tokens
+    # The mass of the larger ones: the inclusive sums shifted one place right.
+    before = ops.pad(ops.cumsum(probs, axis=-1)[:, :-1], [[0, 0], [1, 0]])
     # The smallest kept value: the last one whose larger values hold less than P.
-    kept = tf.reduce_sum(tf.cast(before < value, tf.int32), axis=-1)  # [rows], >= 1
-    threshold = tf.gather(ordered, kept[:, None] - 1, batch_dims=1)  # [rows, 1]
-    return tf.where(scores >= threshold, scores, NEG_INF)
+    kept = ops.sum(ops.cast(before < value, "int32"), axis=-1)  # [rows], >= 1
+    threshold = kernels.gather_batch(ordered, kept[:, None] - 1)  # [rows, 1]
+    return ops.where(scores >= threshold, scores, NEG_INF)
 
 
 class Sampling(Greedy):
@@ -75,7 +78,7 @@ class Sampling(Greedy):
 
     def __init__(self, config: SearchConfig, max_lengths, special_ids: SpecialIds, prefix_ids=None):
         samples = config.num_samples
-        repeat = (lambda x: tf.repeat(x, samples, axis=0)) if samples > 1 else (lambda x: x)
+        repeat = (lambda x: ops.repeat(x, samples, axis=0)) if samples > 1 else (lambda x: x)
         # Row r is draw r % samples of sentence r // samples.
         super().__init__(
             config,
@@ -89,49 +92,49 @@ class Sampling(Greedy):
 
     def initial_state(self, inputs: SearchInputs) -> GreedyState:
         rows = inputs._replace(
-            cache=tf.nest.map_structure(self.repeat, inputs.cache),
+            cache=keras.tree.map_structure(self.repeat, inputs.cache),
             max_lengths=self.max_lengths,
         )
         return super().initial_state(rows)
 
-    def choose(self, state: GreedyState, logits) -> tuple[tf.Tensor, tf.Tensor]:
+    def choose(self, state: GreedyState, logits):
         """A draw per active row and its log P: int32, float32 `[active]`."""
         log_probs = allowed_log_probs(
             logits,
             state.step,
-            tf.gather(self.max_lengths, state.sentence),
+            kernels.gather(self.max_lengths, state.sentence),
             self.config.min_length,
             self.special_ids,
             forced_tokens(self.prefix_ids, state.sentence, state.step),
         )  # [active, vocab]
         scores = truncate(log_probs / self.config.temperature, self.method, self.value)
-        vocab = tf.shape(logits)[-1]
-        seed = tf.stack([tf.constant(self.config.seed, tf.int32), state.step])
-        uniform = tf.random.stateless_uniform(
-            [tf.size(self.max_lengths), vocab], seed, minval=1e-20, maxval=1.0
+        vocab = ops.shape(logits)[-1]
+        seed = ops.stack([ops.convert_to_tensor(self.config.seed, "int32"), state.step])
+        uniform = kernels.uniform(
+            (ops.shape(self.max_lengths)[0], vocab), seed, minval=1e-20, maxval=1.0
         )  # [all rows, vocab]: a row's noise does not depend on the rows still active
-        gumbel = -tf.math.log(-tf.math.log(tf.gather(uniform, state.sentence)))
-        token = tf.argmax(scores + gumbel, axis=-1, output_type=tf.int32)  # [active]
-        return token, tf.gather(log_probs, token[:, None], batch_dims=1)[:, 0]
+        gumbel = -ops.log(-ops.log(kernels.gather(uniform, state.sentence)))
+        token = kernels.argmax(scores + gumbel)  # [active]
+        return token, kernels.gather_batch(log_probs, token[:, None])[:, 0]
 
     def finalize(self, state: GreedyState) -> SearchResult:
         result = super().finalize(state)  # [rows, 1, length], [rows, 1] x2
         samples = self.samples
-        ids = tf.reshape(result.ids, [-1, samples, tf.shape(result.ids)[-1]])
-        scores = tf.reshape(result.scores, [-1, samples])  # [batch, samples]
-        lengths = tf.reshape(result.lengths, [-1, samples])
-        order = tf.argsort(scores, axis=1, direction="DESCENDING", stable=True)  # best first
+        ids = ops.reshape(result.ids, (-1, samples, ops.shape(result.ids)[-1]))
+        scores = ops.reshape(result.scores, (-1, samples))  # [batch, samples]
+        lengths = ops.reshape(result.lengths, (-1, samples))
+        order = ops.argsort(-scores, axis=1)  # best first (stable: ties keep draw order)
         return SearchResult(
-            ids=tf.gather(ids, order, batch_dims=1),  # [batch, samples, length]
-            scores=tf.gather(scores, order, batch_dims=1),  # [batch, samples]
-            lengths=tf.gather(lengths, order, batch_dims=1),  # [batch, samples]
+            ids=kernels.gather_batch(ids, order),  # [batch, samples, length]
+            scores=kernels.gather_batch(scores, order),  # [batch, samples]
+            lengths=kernels.gather_batch(lengths, order),  # [batch, samples]
         )
 
 
 def sample(
     inputs: SearchInputs,
     config: SearchConfig,
-    compact: bool = True,
+    compact: bool = kernels.DYNAMIC_SHAPES,
     special_ids: SpecialIds = DEFAULT_IDS,
 ) -> SearchResult:
     """Translates a batch by drawing `config.num_samples` hypotheses per sentence.

@@ -1,0 +1,143 @@
+"""The same model, search and training step on JAX as on TensorFlow.
+
+A tiny Transformer is trained here, under TensorFlow, and its weights written to a
+`.weights.h5`; `tests.support.jax_worker` then reads them in a process on Keras' JAX
+backend where importing TensorFlow raises. Its logits, greedy and beam-4 translations,
+loss and gradients must equal TensorFlow's for the same weights and batch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.support.models import random_sources
+from tests.support.paths import REPO
+from training.trainer import TranslationTrainer
+from translator import Transformer, TransformerConfig
+from translator.constants import BOS_ID, EOS_ID
+from translator.search import Decoder, SearchConfig
+
+pytest.importorskip("jax", reason="the dev extra installs JAX's CPU wheel")
+
+VOCAB = 40
+SEARCHES = {
+    "greedy": {"beam_size": 1},
+    "beam4": {"beam_size": 4, "n_best": 2, "length_penalty": 0.6},
+}
+STEPS = 25
+
+
+def _copy_task(rng, rows: int):
+    """Sources and their shifted-right targets, where the target copies the source."""
+    lengths = rng.integers(4, 10, size=rows)
+    source = random_sources(rng, lengths, VOCAB)  # pieces + EOS, then PAD
+    target = np.zeros_like(source)
+    target[:, 0] = BOS_ID
+    target[:, 1:] = source[:, :-1]
+    target[source == 0] = 0
+    return source, target, source.copy()  # labels: the source itself, EOS included
+
+
+@pytest.fixture(scope="module")
+def exchanged(tmp_path_factory):
+    """TensorFlow's outputs and the JAX worker's, for one trained tiny model."""
+    directory = tmp_path_factory.mktemp("jax")
+    keras.utils.set_random_seed(1)
+    config = TransformerConfig.preset(
+        "tiny", vocab_size=VOCAB, d_model=32, ffn_dim=64, num_heads=4, dropout=0.0
+    )
+    model = Transformer(config)
+    trainer = TranslationTrainer(model, label_smoothing=0.1)
+    trainer.build()
+    trainer.compile(optimizer=keras.optimizers.Adam(3e-3), jit_compile=False)
+    rng = np.random.default_rng(0)
+    source, target, labels = _copy_task(rng, 64)
+    features = {"source_ids": source, "decoder_input_ids": target}
+    trainer.fit(features, labels, batch_size=16, epochs=8, verbose=0)
+    model.save_weights(directory / "model.weights.h5")
+
+    source, target, labels = _copy_task(np.random.default_rng(1), 6)
+    np.savez(directory / "inputs.npz", source=source, target=target, labels=labels)
+    spec = {"model": config.to_dict(), "searches": SEARCHES, "steps": STEPS}
+    (directory / "spec.json").write_text(json.dumps(spec))
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
+    run = subprocess.run(
+        [sys.executable, "-m", "tests.support.jax_worker", str(directory)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
+    theirs = dict(np.load(directory / "jax.npz"))
+
+    ours = {"logits": model((source, target), training=False).numpy()}
+    for name, fields in SEARCHES.items():
+        result = Decoder(model, SearchConfig(**fields))(source)
+        ours[f"{name}_ids"], ours[f"{name}_scores"] = result.ids.numpy(), result.scores.numpy()
+    trainer.compile(optimizer=keras.optimizers.Adam(3e-3), jit_compile=False)
+    features = {"source_ids": source, "decoder_input_ids": target}
+    with tf.GradientTape() as tape:
+        loss = trainer._loss(features, labels, training=True)
+    variables = model.trainable_variables
+    ours["loss"] = loss.numpy()
+    for variable, gradient in zip(variables, tape.gradient(loss, variables), strict=True):
+        path = variable.path.removeprefix(f"{trainer.name}/")  # the worker has no trainer
+        ours[f"grad/{path}"] = tf.convert_to_tensor(gradient).numpy()
+    return ours, theirs
+
+
+def test_the_worker_ran_on_jax_without_tensorflow(exchanged):
+    _, theirs = exchanged
+    assert str(theirs["backend"]) == "jax"
+    assert not bool(theirs["tensorflow_imported"])
+    assert str(theirs["plan_shape"]) in {"narrow", "small", "base", "big"}
+    assert float(theirs["flops"]) > 0
+
+
+def test_same_weights_give_the_same_logits(exchanged):
+    ours, theirs = exchanged
+    np.testing.assert_allclose(theirs["logits"], ours["logits"], atol=2e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name", sorted(SEARCHES))
+def test_greedy_and_beam_translate_alike(exchanged, name):
+    ours, theirs = exchanged
+    np.testing.assert_array_equal(theirs[f"{name}_ids"], ours[f"{name}_ids"])
+    np.testing.assert_allclose(theirs[f"{name}_scores"], ours[f"{name}_scores"], atol=1e-4)
+    assert (ours[f"{name}_ids"] == EOS_ID).any()  # real hypotheses, not empty slots
+
+
+def test_no_future_leakage_and_no_padding_effect_on_jax(exchanged):
+    _, theirs = exchanged
+    logits = theirs["logits"]
+    np.testing.assert_allclose(theirs["logits_changed_future"][:, :4], logits[:, :4], atol=1e-5)
+    assert not np.allclose(theirs["logits_changed_future"][:, 5:], logits[:, 5:], atol=1e-3)
+    np.testing.assert_allclose(theirs["logits_padded_source"], logits, atol=1e-5)
+
+
+def test_a_jax_step_has_the_loss_and_gradients_of_the_tensorflow_step(exchanged):
+    ours, theirs = exchanged
+    np.testing.assert_allclose(theirs["loss"], ours["loss"], rtol=1e-5)
+    names = sorted(name for name in ours if name.startswith("grad/"))
+    assert names == sorted(name for name in theirs if name.startswith("grad/"))
+    assert len(names) > 20
+    for name in names:
+        np.testing.assert_allclose(theirs[name], ours[name], atol=2e-5, rtol=1e-3, err_msg=name)
+
+
+def test_jax_steps_in_mixed_bfloat16_lower_the_loss(exchanged):
+    _, theirs = exchanged
+    losses = theirs["step_losses"]
+    assert len(losses) == STEPS and int(theirs["iterations"]) == STEPS
+    assert np.isfinite(losses).all()
+    assert losses[-5:].mean() < 0.8 * losses[:3].mean(), losses

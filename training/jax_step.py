@@ -1,0 +1,146 @@
+"""The training step on JAX: a pure function of the training state, compiled by XLA.
+
+The same step as `training.trainer.TranslationTrainer` on TensorFlow: the
+label-smoothed cross-entropy summed over the real target tokens and divided by their
+number, the global gradient norm clipped, and Adam with the run's schedule. JAX wants
+the state passed in and returned, so the variables' values travel as a `TrainState`
+and are written back to the Keras variables only when asked (`write_back`). One
+device; multi-device training on JAX is `keras.distribution`'s, a later step.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import keras
+from keras import ops
+
+from training.schedule import BudgetedSchedule
+from translator.losses import masked_cross_entropy
+from translator.model import Transformer
+
+
+class TrainState(NamedTuple):
+    """The values of everything a step reads and changes."""
+
+    # The model's trainable variables, in `model.trainable_variables` order.
+    trainable: list
+    # Its other variables (the dropout layers' seed states among them).
+    non_trainable: list
+    # The optimizer's variables (step counter, Adam's moments), in its order.
+    optimizer: list
+    # The updates the budget allows (`BudgetedSchedule.total_updates`): float32 scalar.
+    total_updates: jax.Array
+
+
+class StepResult(NamedTuple):
+    """What one step reports besides the new state."""
+
+    # Sum of the token losses: float32 scalar.
+    loss_sum: jax.Array
+    # Real target tokens: float32 scalar.
+    tokens: jax.Array
+    # Global gradient norm before clipping: float32 scalar.
+    gradient_norm: jax.Array
+
+
+class JaxTrainer:
+    """A `Transformer`, its optimizer and the compiled step that trains them.
+
+    Args:
+        model: The model to train (built here if needed).
+        optimizer: A Keras optimizer (`training.optimizer.make_optimizer`).
+        schedule: Its learning-rate schedule when that is a `BudgetedSchedule`: its
+            `total_updates` then travels in the state, so a caller may change it
+            without a recompile.
+        label_smoothing: Label smoothing of the cross-entropy.
+        clip_norm: Clip the global gradient norm to this; 0 = off.
+    """
+
+    def __init__(
+        self,
+        model: Transformer,
+        optimizer: keras.optimizers.Optimizer,
+        schedule: BudgetedSchedule | None = None,
+        label_smoothing: float = 0.1,
+        clip_norm: float = 0.0,
+    ):
+        if not model.built:
+            model.build()
+        self.model = model
+        self.optimizer = optimizer
+        self.label_smoothing = label_smoothing
+        self.clip_norm = clip_norm
+        optimizer.build(model.trainable_variables)
+        self._total_updates = None if schedule is None else schedule.total_updates
+        self.step = jax.jit(self._step, donate_argnums=0)
+        self.loss_and_gradients = jax.jit(self._loss_and_gradients)
+
+    def state(self) -> TrainState:
+        """The variables' current values, as a state for `step`."""
+        total = self._total_updates
+        return TrainState(
+            [v.value for v in self.model.trainable_variables],
+            [v.value for v in self.model.non_trainable_variables],
+            [v.value for v in self.optimizer.variables],
+            ops.convert_to_tensor(1.0 if total is None else total.value, "float32"),
+        )
+
+    def write_back(self, state: TrainState) -> None:
+        """Assigns a state's values to the model's and optimizer's variables."""
+        pairs = (
+            (self.model.trainable_variables, state.trainable),
+            (self.model.non_trainable_variables, state.non_trainable),
+            (self.optimizer.variables, state.optimizer),
+        )
+        for variables, values in pairs:
+            for variable, value in zip(variables, values, strict=True):
+                variable.assign(value)
+        if self._total_updates is not None:
+            self._total_updates.assign(state.total_updates)
+
+    def _loss(self, trainable, non_trainable, features, labels):
+        """Mean token loss and `(non_trainable, loss_sum, tokens)` of one batch."""
+        inputs = (features["source_ids"], features["decoder_input_ids"])
+        logits, non_trainable = self.model.stateless_call(
+            trainable, non_trainable, inputs, training=True
+        )  # float32 [batch, target_length, vocab]
+        loss_sum, tokens = masked_cross_entropy(labels, logits, self.label_smoothing)
+        return loss_sum / ops.maximum(tokens, 1.0), (non_trainable, loss_sum, tokens)
+
+    def _loss_and_gradients(self, state: TrainState, batch):
+        """`(mean loss, gradients)` of a batch `(features, labels)` at `state`."""
+        (loss, _), gradients = jax.value_and_grad(self._loss, has_aux=True)(
+            state.trainable, state.non_trainable, *batch
+        )
+        return loss, gradients
+
+    def _step(self, state: TrainState, batch) -> tuple[TrainState, StepResult]:
+        grad_fn = jax.value_and_grad(self._loss, has_aux=True)
+        (_, (non_trainable, loss_sum, tokens)), gradients = grad_fn(
+            state.trainable, state.non_trainable, *batch
+        )
+        norm = ops.sqrt(sum(ops.sum(ops.square(g)) for g in gradients))
+        if self.clip_norm:  # as tf.clip_by_global_norm: scale by clip / max(norm, clip)
+            scale = self.clip_norm / ops.maximum(norm, self.clip_norm)
+            gradients = [g * scale for g in gradients]
+        trainable, optimizer = self._apply(state, gradients)
+        new_state = TrainState(trainable, non_trainable, optimizer, state.total_updates)
+        return new_state, StepResult(loss_sum, tokens, norm)
+
+    def _apply(self, state: TrainState, gradients):
+        """The optimizer's update, with the schedule's `total_updates` from the state."""
+        variables = self.model.trainable_variables
+        mapping = [
+            *zip(variables, state.trainable, strict=True),
+            *zip(self.optimizer.variables, state.optimizer, strict=True),
+        ]
+        if self._total_updates is not None:
+            mapping.append((self._total_updates, state.total_updates))
+        with keras.StatelessScope(state_mapping=mapping) as scope:
+            self.optimizer.apply(gradients, variables)
+        return (
+            [scope.get_current_value(v) for v in variables],
+            [scope.get_current_value(v) for v in self.optimizer.variables],
+        )

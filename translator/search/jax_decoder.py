@@ -1,0 +1,62 @@
+"""`JaxDecoder`: a model and a `SearchConfig` compiled into one XLA program on JAX."""
+
+from __future__ import annotations
+
+import jax
+import keras
+import numpy as np
+
+from translator.search.common import SearchResult, trim_host
+from translator.search.config import SearchConfig
+from translator.search.decoder import search
+
+
+class JaxDecoder:
+    """The search of `translator.search.search` as a `jax.jit` program.
+
+    The model's weights are arguments of the program, not constants baked into it, so
+    one compile serves every call with the same input shape (feed length buckets, as
+    for TensorFlow's XLA search). Shapes are static: every sentence stays in the loop
+    and the self-attention cache has a static length (`compact=False`); the result's
+    padding columns are dropped on the host.
+
+    Args:
+        model: A `translator.model.Transformer` under the JAX backend; built if needed.
+        config: The `SearchConfig`; fixed for the life of the program.
+    """
+
+    def __init__(self, model, config: SearchConfig | None = None):
+        if not model.built:
+            model.build()
+        self.model = model
+        self.config = config or SearchConfig()
+        # What reports name this engine (as `Decoder.engine`).
+        self.engine = "jax"
+        self._variables = list(model.variables)
+        self._search = jax.jit(self._run)
+
+    @property
+    def model_config(self):
+        """The searched model's `TransformerConfig`."""
+        return self.model.config
+
+    def describe(self) -> dict:
+        """How the search runs, for a report: XLA and the dtype it computes in."""
+        return {"xla": True, "compute_dtype": self.model.compute_dtype}
+
+    def _run(self, values, source_ids, prefix_ids):
+        mapping = list(zip(self._variables, values, strict=True))
+        with keras.StatelessScope(state_mapping=mapping):
+            result = search(self.model, source_ids, self.config, False, prefix_ids)
+        return tuple(result)
+
+    def __call__(self, source_ids, prefix_ids=None) -> SearchResult:
+        """Translates a batch (int32 `[batch, source_length]`), as `search` does.
+
+        Returns:
+            A `SearchResult` of NumPy arrays, trimmed to the longest hypothesis.
+        """
+        values = [variable.value for variable in self._variables]
+        source_ids = np.asarray(source_ids, np.int32)
+        prefix = None if prefix_ids is None else np.asarray(prefix_ids, np.int32)
+        return trim_host(SearchResult(*self._search(values, source_ids, prefix)))

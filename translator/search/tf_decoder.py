@@ -1,0 +1,84 @@
+"""`Decoder`: a model and a `SearchConfig` compiled into one saveable TensorFlow function."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from translator.search.common import SearchResult
+from translator.search.config import SearchConfig
+from translator.search.decoder import search
+from translator.search.graph_options import lean_graph_options
+
+
+class Decoder(tf.Module):
+    """A model and a `SearchConfig` bound into one compiled search function.
+
+    `decoder(source_ids)` runs `decoder.translate`, a `tf.function` with the input
+    signature int32 `[None, None]`: it is traced once, whatever the batch size and source
+    length (with `jit_compile=True`, XLA still compiles once per distinct input shape, so
+    feed length buckets). Being a `tf.Module` with no Python-side state in the function,
+    it can be saved with `tf.saved_model.save(decoder, path)`; the restored object has a
+    `translate` function returning the same `SearchResult` structure. Calling the decoder
+    runs its function under `lean_graph_options` (one Grappler pass; the same results).
+
+    Args:
+        model: A `translator.model.Transformer`; built here if needed.
+        config: The `SearchConfig`; fixed for the life of the function.
+        jit_compile: Compile the whole search with XLA (then one compile per input shape,
+            and finished sentences stay in the loop: XLA needs static shapes).
+        name: Module name.
+    """
+
+    def __init__(
+        self,
+        model,
+        config: SearchConfig | None = None,
+        jit_compile: bool = False,
+        name: str | None = None,
+    ):
+        super().__init__(name=name)
+        if not model.built:
+            model.build()  # weights must exist before tracing (tf.function creates none)
+        self.model = model
+        self.config = config or SearchConfig()
+        self.jit_compile = jit_compile
+        # What reports name this engine (`translator.engines.BatchDecoder`).
+        self.engine = "tensorflow"
+        self.translate = tf.function(
+            self._translate,
+            input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")],
+            jit_compile=jit_compile,
+        )
+        self.translate_prefixed = tf.function(
+            self._translate_prefixed,
+            input_signature=[
+                tf.TensorSpec([None, None], tf.int32, name="source_ids"),
+                tf.TensorSpec([None, None], tf.int32, name="prefix_ids"),
+            ],
+            jit_compile=jit_compile,
+        )
+
+    @property
+    def model_config(self):
+        """The searched model's `TransformerConfig`."""
+        return self.model.config
+
+    def describe(self) -> dict:
+        """How the search runs, for a report: XLA and the dtype it computes in."""
+        return {"xla": self.jit_compile, "compute_dtype": self.model.compute_dtype}
+
+    def _translate(self, source_ids) -> SearchResult:
+        return search(self.model, source_ids, self.config, compact=not self.jit_compile)
+
+    def _translate_prefixed(self, source_ids, prefix_ids) -> SearchResult:
+        compact = not self.jit_compile
+        return search(self.model, source_ids, self.config, compact, prefix_ids)
+
+    def __call__(self, source_ids, prefix_ids=None) -> SearchResult:
+        """Translates a batch, each output continuing its prefix if given; see `search`."""
+        source_ids = tf.convert_to_tensor(source_ids, tf.int32)
+        with lean_graph_options():  # every call alike: the options key its instantiation
+            if prefix_ids is None:
+                return self.translate(source_ids)
+            prefix_ids = tf.convert_to_tensor(prefix_ids, tf.int32)
+            return self.translate_prefixed(source_ids, prefix_ids)
