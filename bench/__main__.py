@@ -23,6 +23,7 @@ render = harness.Template("summary")
 # Full mode's order: the cheap ones, the hours of training, then what needs the recipe's model.
 STAGES = [(name, False) for name in ("pipeline", "training", "peers", "planner", "decoding")]
 STAGES += [("quality", False), ("decoding", True), ("engines", True), ("serving", True)]
+STAGES += [("backends", True)]
 BENCHMARKS = tuple(dict.fromkeys(name for name, _ in STAGES))
 DEFAULT_WORKDIR = Path("runs/bench-recipe")
 # Per row label, the run its rows come from, so that a partial run (`--only`) keeps each kept

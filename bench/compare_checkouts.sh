@@ -5,8 +5,9 @@
 #   bash bench/compare_checkouts.sh OLD_TREE NEW_TREE RUN_DIR OUT_DIR [ROUNDS]
 #
 # RUN_DIR is a finished training run (its config.yaml and data are reused; validation BLEU
-# is off); each round translates test_2016_flickr beside its data with beam 4 and trains
-# one minute from scratch, old then new. Nothing else should run on the machine meanwhile.
+# is off); each round translates test_2016_flickr beside its data with beam 4 (each tree
+# tracing its own search: no search cache, which both trees would share) and trains one
+# minute from scratch, old then new. Nothing else should run on the machine meanwhile.
 set -u
 OLD=$1 NEW=$2 RUN=$3 OUT=$4 ROUNDS=${5:-3}
 PY=${PYTHON:-python}
@@ -17,7 +18,7 @@ for round in $(seq "$ROUNDS"); do
   for tag in old new; do
     tree=$NEW; [ $tag = old ] && tree=$OLD
     PYTHONPATH=$tree $PY -m translator translate --model "$RUN" -i "$DATA/test_2016_flickr.en.gz" \
-      -o "$OUT/hyp.$tag.$round" --beam-size 4 2> "$OUT/decode.$tag.$round.log"
+      -o "$OUT/hyp.$tag.$round" --beam-size 4 --no-search-cache 2> "$OUT/decode.$tag.$round.log"
     echo "decode $tag $round: $(tail -1 "$OUT/decode.$tag.$round.log")"
   done
 done

@@ -78,12 +78,20 @@ class JaxTrainer:
         self.loss_and_gradients = jax.jit(self._loss_and_gradients)
 
     def state(self) -> TrainState:
-        """The variables' current values, as a state for `step`."""
+        """Copies of the variables' current values, as a state for `step`.
+
+        Copies: `step` donates its state's buffers, and the variables' own must outlive
+        it (a caller may read the model, or start again from it, mid-training).
+        """
         total = self._total_updates
+
+        def values(variables):
+            return [ops.copy(v.value) for v in variables]
+
         return TrainState(
-            [v.value for v in self.model.trainable_variables],
-            [v.value for v in self.model.non_trainable_variables],
-            [v.value for v in self.optimizer.variables],
+            values(self.model.trainable_variables),
+            values(self.model.non_trainable_variables),
+            values(self.optimizer.variables),
             ops.convert_to_tensor(1.0 if total is None else total.value, "float32"),
         )
 

@@ -70,6 +70,8 @@ REFERENCE_BATCH_TOKENS = 2048
 REFERENCE_TOKENS_BOUGHT = 2.8e6
 BATCH_EXPONENT = 1 / 3
 MIN_BATCH_TOKENS, MAX_BATCH_TOKENS = 1024, 65536
+# The share of a replica's memory a batch's activations may take.
+MEMORY_SHARE = 0.5
 # Real target tokens per update over `batch_tokens` (padding and the source side take
 # the rest), when no measurement says otherwise (about Multi30k's).
 TARGET_FILL = 0.8
@@ -406,6 +408,19 @@ def batch_tokens_for_updates(updates: int, fill: float, memory_limit: int) -> in
     return choose_batch_tokens(
         REFERENCE_TOKENS_BOUGHT * (ideal / REFERENCE_BATCH_TOKENS) ** (1 / e), memory_limit
     )
+
+
+def batch_tokens_in_memory(shape: Shape, vocab_size: int, memory_bytes: int) -> int:
+    """The most batch tokens, a power of two, whose activations fit in a share of memory.
+
+    The share is `MEMORY_SHARE` of `memory_bytes`. Per token: each block keeps about
+    16 * d_model + 3 * ffn_dim activations for the backward pass (4 bytes each, to be
+    safe), and the output layer 12 bytes per vocabulary entry (logits, their softmax and
+    gradient).
+    """
+    per_token = 2 * shape.layers * (16 * shape.d_model + 3 * shape.ffn_dim) * 4 + 12 * vocab_size
+    tokens = int(MEMORY_SHARE * memory_bytes / per_token)
+    return max(MIN_BATCH_TOKENS, min(MAX_BATCH_TOKENS, 2 ** max(tokens.bit_length() - 1, 0)))
 
 
 def choose_dropout(epochs: float) -> float:

@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING
 
 from training.config import RunConfig, load_config
 from training.plan import (
-    MAX_BATCH_TOKENS,
     MIN_BATCH_TOKENS,
     SHAPES,
     TARGET_FILL,
@@ -48,6 +47,7 @@ from training.plan import (
     Plan,
     Shape,
     Speed,
+    batch_tokens_in_memory,
     compute_limit,
     data_limit,
     make_plan,
@@ -75,8 +75,6 @@ TIMED_UPDATES = 8
 TIMED_BATCH_TOKENS = 2048
 # A shape is timed only if this much of the measuring share is left (else estimated).
 MIN_MEASURE_SECONDS = 4.0
-# The share of the machine's memory a batch's activations may take.
-MEMORY_SHARE = 0.5
 # Memory assumed per GPU when TensorFlow cannot say (the smallest common training GPU).
 DEFAULT_GPU_BYTES = 16 * 2**30
 
@@ -314,7 +312,7 @@ def measure_speed(
 
     if spans_workers(strategy):
         seconds = float("inf")
-    config = _with_shape(config, shape, batch_tokens)
+    config = with_shape(config, shape, batch_tokens)
     marks: list[tuple[float, float]] = []  # (time, cumulative target tokens) per update
     started = time.monotonic()
 
@@ -368,7 +366,7 @@ def _trainer(config: RunConfig, vocabulary: Vocabulary, strategy):
     return trainer
 
 
-def _with_shape(config: RunConfig, shape: Shape, batch_tokens: int) -> RunConfig:
+def with_shape(config: RunConfig, shape: Shape, batch_tokens: int) -> RunConfig:
     """`config` with the shape's model fields and the batch size."""
     overrides = {**config.model.overrides, **shape.model_overrides()}
     model = dataclasses.replace(config.model, preset=shape.preset, overrides=overrides)
@@ -384,7 +382,7 @@ def flops_per_token(
     """Training FLOPs per target token of a shape, for pairs of `length` tokens a side."""
     from translator.flops import training_flops
 
-    model = _with_shape(config, shape, MIN_BATCH_TOKENS).model.transformer_config(*vocab_sizes)
+    model = with_shape(config, shape, MIN_BATCH_TOKENS).model.transformer_config(*vocab_sizes)
     return float(training_flops(model, length, length)) / length
 
 
@@ -448,11 +446,9 @@ def time_shapes(
 
 
 def memory_batch_tokens(shape: Shape, vocab_size: int, strategy) -> int:
-    """The most batch tokens whose activations fit in `MEMORY_SHARE` of a replica's memory.
+    """`plan.batch_tokens_in_memory` of one replica.
 
-    Per token: each block keeps about 16 * d_model + 3 * ffn_dim activations for the
-    backward pass (4 bytes each, to be safe), and the output layer 12 bytes per
-    vocabulary entry (logits, their softmax and gradient).
+    Its memory: a GPU's assumed size, else the host's shared by the replicas.
     """
     import tensorflow as tf
 
@@ -461,9 +457,7 @@ def memory_batch_tokens(shape: Shape, vocab_size: int, strategy) -> int:
     else:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         memory //= max(strategy.num_replicas_in_sync, 1)
-    per_token = 2 * shape.layers * (16 * shape.d_model + 3 * shape.ffn_dim) * 4 + 12 * vocab_size
-    tokens = int(MEMORY_SHARE * memory / per_token)
-    return max(MIN_BATCH_TOKENS, min(MAX_BATCH_TOKENS, 2 ** max(tokens.bit_length() - 1, 0)))
+    return batch_tokens_in_memory(shape, vocab_size, memory)
 
 
 # ---- The run's plan ----------------------------------------------------------------------

@@ -109,7 +109,8 @@ class TranslationTrainer(keras.Model):
         return self.transformer(inputs, training=training)
 
     def build(self, input_shape=None):
-        self.transformer.build()
+        if not self.transformer.built:  # a loaded model is built already
+            self.transformer.build()
         self.built = True
 
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):

@@ -27,6 +27,7 @@ EXPECTED_TARGETS = {
     "decoding": [r"decoding beam 4.* target tokens/s", r"decoding beam 4.* over the naive decoder"],
     "serving": [r"serving sentences/s, batching on / off at 16 clients"],
     "quality": [],  # a tiny model trained for seconds: plumbing only, no figure
+    "backends": [],  # JAX against TensorFlow: a report, no target
     # The speed ratios only: a random model's BLEU is ~0, so int8's BLEU loss says nothing.
     "engines": [
         r"decoding ours, beam 4.* over CTranslate2 float32 beam 4",

@@ -5,17 +5,17 @@ sections they render.
 """
 
 import ast
+import importlib
 from pathlib import Path
 
 import pytest
 
-from bench import decoding, engines, harness, peers, pipeline, planner, quality, serving, training
+from bench import harness
 
 REPO = Path(__file__).resolve().parents[2]
-MODULES = {
-    module.__name__.split(".")[-1]: module
-    for module in (decoding, engines, peers, pipeline, planner, quality, serving, training)
-}
+NAMES = ("backends", "decoding", "engines", "peers", "pipeline", "planner", "quality", "serving")
+MODULES = {name: importlib.import_module(f"bench.{name}") for name in (*NAMES, "training")}
+MODULES["accelerator"] = importlib.import_module("bench.accelerator.__main__")
 
 
 def rendered_parts(module) -> set[str]:

@@ -9,22 +9,12 @@ needs it fails this run, as it would on an accelerator machine without TensorFlo
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
-os.environ["KERAS_BACKEND"] = "jax"
+from tests.support.no_tensorflow import block_tensorflow
 
-
-class _NoTensorFlow:
-    """An import hook that refuses TensorFlow (and its packages)."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("tensorflow", "tensorflow_text", "tf_keras"):
-            raise ImportError(f"{name} is blocked: this run has no TensorFlow")
-
-
-sys.meta_path.insert(0, _NoTensorFlow())
+block_tensorflow()
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402

@@ -71,9 +71,9 @@ FACTS = "search.json"
 # code alters the ops a search runs (2: the fused layer norm; 3: the normalizer's max
 # taken from the top-k; 4: the logits cast once; 5: one frozen graph, Grappler's pass
 # done, instead of a SavedModel; 6: the projections of one input run as one matmul,
-# side by side), so that a checkout's new graph replaces entries an older one wrote
-# under the same version number.
-GRAPH_REVISION = 6
+# side by side; 7: the search written in keras.ops with the backend's kernels), so that a
+# checkout's new graph replaces entries an older one wrote under the same version number.
+GRAPH_REVISION = 7
 # Where the runtime places a search's ops on a host without a GPU. Grappler's CPU
 # rewrites (oneDNN's fused layer norm, matmul + bias) apply only to ops placed there.
 CPU_DEVICE = "/job:localhost/replica:0/task:0/device:CPU:0"
