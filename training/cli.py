@@ -44,7 +44,12 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:
         "Multi30k EN-DE)",
     )
     parser.add_argument(
-        "--run-dir", type=Path, required=True, help="where checkpoints, logs and the model go"
+        "--run-dir", type=Path, help="where checkpoints, logs and the model go (required)"
+    )
+    parser.add_argument(
+        "--help-config",
+        action="store_true",
+        help="print every config key with its type, default and meaning (docs/config.md) and exit",
     )
     parser.add_argument(
         "--set",
@@ -79,6 +84,13 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:
 
 def run_train(args: argparse.Namespace) -> int:
     """Runs `translator train`."""
+    if args.help_config:
+        from training.config_reference import reference
+
+        print(reference(), end="")
+        return 0
+    if args.run_dir is None:
+        raise ConfigError("train: --run-dir is required")
     from training.config import explicit_keys, load_config
     from training.run import PlanRequest, preview_plan, train
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import types
 import typing
 from pathlib import Path
@@ -16,10 +17,12 @@ from typing import Any, Literal
 
 import yaml
 
-from translator.config import TransformerConfig
+from translator.config import DROPOUT_FIELDS, TransformerConfig, dropout_problem
 from translator.errors import ConfigError, FieldError, check_ranges
 from translator.pipelines.config import PipelineConfig
 
+# A number in exponent notation, which YAML 1.1 (PyYAML) reads as a string without a dot.
+FLOAT_TEXT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 Strategy = Literal["auto", "one_device", "mirrored", "multi_worker", "tpu"]
 Precision = Literal["auto", "float32", "mixed_bfloat16", "mixed_float16"]
 
@@ -35,12 +38,9 @@ class ModelSection:
     overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for name in ("dropout", "attention_dropout", "activation_dropout"):
-            value = self.overrides.get(name, 0.0)
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise FieldError(f"overrides.{name}", f"expected a number, got {value!r}")
-            if not 0.0 <= value < 1.0:
-                raise FieldError(f"overrides.{name}", f"must be in [0, 1), got {value}")
+        for name in DROPOUT_FIELDS:
+            if problem := dropout_problem(self.overrides.get(name, 0.0)):
+                raise FieldError(f"overrides.{name}", problem)
 
     def transformer_config(
         self, source_vocab_size: int, target_vocab_size: int
@@ -380,6 +380,8 @@ def _check_value(hint: Any, value: Any, name: str) -> Any:
         (item,) = {a for a in typing.get_args(hint) if a is not Ellipsis}
         return tuple(_check_value(item, v, f"{name}[{i}]") for i, v in enumerate(value))
     if hint is float:
+        if isinstance(value, str) and FLOAT_TEXT.fullmatch(value.strip()):
+            return float(value)  # "1e-9": YAML 1.1 reads a float without a dot as a string
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{name}: expected a number, got {value!r}")
         return float(value)

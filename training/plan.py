@@ -50,8 +50,11 @@ REFERENCE_WIDTH = 128
 # Target tokens (labels, EOS included) of one epoch of Multi30k's 29k training pairs
 # under an 8,000-piece joint vocabulary: the corpus the constants were first fit on.
 REFERENCE_CORPUS_TOKENS = 474_000
-# Characters of Multi30k's training pairs (both sides), the vocabulary rule's reference.
+# Characters of Multi30k's training pairs (both sides), the vocabulary rule's reference,
+# the joint vocabulary's pieces there, and how they grow with the characters.
 REFERENCE_CORPUS_CHARACTERS = 3_820_000
+REFERENCE_VOCAB_SIZE = 8000
+VOCAB_EXPONENT = 0.4
 # Non-embedding parameters the data limit allows on the reference corpus: between the
 # narrow shape, which won on it at every budget tried, and the next one up.
 DATA_PARAMETERS = 3.5e6
@@ -442,10 +445,14 @@ def choose_learning_rate(d_model: int) -> float:
     return float(f"{REFERENCE_LEARNING_RATE * (REFERENCE_WIDTH / d_model) ** 0.75:.2g}")
 
 
+def warmup_updates(d_model: int) -> float:
+    """Warmup updates of a width: 80 per 128 of width."""
+    return REFERENCE_WARMUP_UPDATES * d_model / REFERENCE_WIDTH
+
+
 def choose_warmup_fraction(d_model: int, updates: int) -> float:
-    """Warmup of 80 updates per 128 of width, as a fraction of the run in [0.05, 0.25]."""
-    warmup = REFERENCE_WARMUP_UPDATES * d_model / REFERENCE_WIDTH
-    return round(min(max(warmup / max(updates, 1), 0.05), 0.25), 3)
+    """`warmup_updates` as a fraction of the run's updates, within [0.05, 0.25]."""
+    return round(min(max(warmup_updates(d_model) / max(updates, 1), 0.05), 0.25), 3)
 
 
 def choose_eval_every(budget: Budget, updates: int) -> int:
@@ -466,8 +473,17 @@ def choose_vocab_size(characters: int) -> int:
     Rounded to a thousand, within [1,000, 32,000] (the paper's 37k-piece vocabulary was
     for 4.5M pairs, where this gives 32,000).
     """
-    ideal = 8000 * (characters / REFERENCE_CORPUS_CHARACTERS) ** 0.4
+    ideal = REFERENCE_VOCAB_SIZE * (characters / REFERENCE_CORPUS_CHARACTERS) ** VOCAB_EXPONENT
     return int(min(max(round(ideal / 1000) * 1000, 1000), 32000))
+
+
+def vocab_size_reason(characters: int) -> str:
+    """`choose_vocab_size`'s reason, in the plan's words."""
+    reference = REFERENCE_CORPUS_CHARACTERS / 1e6
+    return (
+        f"{REFERENCE_VOCAB_SIZE:,} x ({characters:,} characters / Multi30k's {reference:.2f}M)"
+        f" ** {VOCAB_EXPONENT}"
+    )
 
 
 # ---- The plan ----------------------------------------------------------------------------
@@ -509,7 +525,7 @@ def _training_choices(
     given: Given, budget: Budget, epochs: float, width: int, updates: int
 ) -> tuple[Choice, ...]:
     """What follows from the epochs, the width and the updates the budget buys."""
-    warmup = REFERENCE_WARMUP_UPDATES * width / REFERENCE_WIDTH
+    warmup = warmup_updates(width)
     return (
         _choice(
             "model.overrides.dropout",

@@ -307,8 +307,9 @@ def measure_speed(
     """
     import keras
 
-    from training.run import training_dataset
+    from training.inputs import training_dataset
     from training.strategy import spans_workers, worker_means
+    from training.trainer import build_trainer
 
     if spans_workers(strategy):
         seconds = float("inf")
@@ -323,7 +324,10 @@ def measure_speed(
             if timed >= 2 and time.monotonic() - started > seconds:
                 self.model.stop_training = True
 
-    trainer = _trainer(config, vocabulary, strategy)
+    sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
+    trainer, _ = build_trainer(
+        config, config.model.transformer_config(*sizes), strategy, steps_per_execution=1
+    )
     data = training_dataset(config, vocabulary, strategy, skip=0)
     fit_started = time.monotonic()
     trainer.fit(
@@ -343,27 +347,6 @@ def measure_speed(
         marks[0][0] - fit_started,
     )
     return Speed(rate, per_update, batch_tokens, measured=True, startup_seconds=startup)
-
-
-def _trainer(config: RunConfig, vocabulary: Vocabulary, strategy):
-    """A `TranslationTrainer` of the config's model, built as training builds it."""
-    from training.optimizer import make_optimizer
-    from training.trainer import TranslationTrainer
-    from translator.model import Transformer
-
-    model_config = config.model.transformer_config(
-        vocabulary.source_vocab_size, vocabulary.target_vocab_size
-    )
-    with strategy.scope():
-        trainer = TranslationTrainer(Transformer(model_config))
-        trainer.compile(
-            optimizer=make_optimizer(config, model_config.d_model),
-            steps_per_execution=1,
-            jit_compile=config.train.jit_compile,
-        )
-        trainer.build()  # under a strategy, before `fit` sees batches
-        trainer.optimizer.build(trainer.transformer.trainable_variables)
-    return trainer
 
 
 def with_shape(config: RunConfig, shape: Shape, batch_tokens: int) -> RunConfig:

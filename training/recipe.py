@@ -630,7 +630,7 @@ def _train_record(train: tuple[TrainFiles, ...]) -> object:
 
 def build_vocab(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus) -> None:
     """Stage 2: the joint SentencePiece vocabulary of the training data, of planned size."""
-    from training.plan import choose_vocab_size
+    from training.plan import choose_vocab_size, vocab_size_reason
     from training.planning import count_characters
     from translator.pipelines import VocabularyError, build_vocabulary
 
@@ -645,7 +645,7 @@ def build_vocab(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorp
     if size is None:
         characters = sum(count_characters(*files.files) for files in corpus.train)
         size = choose_vocab_size(characters)
-        why = f"planned: 8,000 x ({characters:,} characters / Multi30k's 3.82M) ** 0.4"
+        why = f"planned: {vocab_size_reason(characters)}"
     tags = corpus.tags
     print(f"  {size:,} pieces ({why})" + (f"; tags {', '.join(tags)}" if tags else ""), flush=True)
     sources = [files.source for files in corpus.train]
@@ -659,10 +659,9 @@ def build_vocab(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorp
     except VocabularyError as error:
         # A planned size the corpus cannot fill (few distinct words): SentencePiece says
         # the most it supports; a size the user asked for stays an error.
-        most = re.search(r"value <= (\d+)", str(error))
-        if settings.vocab_size is not None or most is None:
+        if settings.vocab_size is not None or error.supported_size is None:
             raise
-        size = int(most.group(1))
+        size = error.supported_size
         print(f"  {size:,} pieces: all that the corpus supports", flush=True)
         build(size)
 

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import keras
-import tensorflow as tf
 
 from training.callbacks import (
     BleuValidation,
@@ -47,22 +46,17 @@ from training.finetune import (
     load_init_weights,
     with_init_architecture,
 )
-from training.optimizer import make_optimizer, make_schedule
+from training.inputs import training_dataset, validation_dataset
 from training.plan import Plan
 from training.planning import load_plan, plan_run, planned_config, save_plan
 from training.strategy import is_chief, make_strategy, select_precision
 from training.summaries import CURVES_FILE, write_curves
-from training.trainer import TranslationTrainer
+from training.trainer import TranslationTrainer, build_trainer
 from translator.artifacts import save_model_dir
 from translator.errors import TranslatorError
 from translator.io import read_lines
 from translator.model import Transformer
-from translator.pipelines.dataset import (
-    WeightedCorpus,
-    drawn_shares,
-    make_dataset,
-    make_mixed_dataset,
-)
+from translator.pipelines.dataset import WeightedCorpus, drawn_shares, make_mixed_dataset
 from translator.pipelines.tokenizer import Vocabulary, load_vocabulary
 
 log = logging.getLogger(__name__)
@@ -360,21 +354,8 @@ def _build(
         keras.config.dtype_policy().name,
         strategy.num_replicas_in_sync,
     )
-    with strategy.scope():
-        transformer = Transformer(model_config, name="transformer")
-        trainer = TranslationTrainer(
-            transformer,
-            label_smoothing=config.optimizer.label_smoothing,
-            clip_norm=config.optimizer.clip_norm,
-        )
-        schedule = make_schedule(config, model_config.d_model)
-        trainer.compile(
-            optimizer=make_optimizer(config, model_config.d_model, schedule),
-            steps_per_execution=config.train.steps_per_execution,
-            jit_compile=config.train.jit_compile,
-        )
-        trainer.build()
-        trainer.optimizer.build(transformer.trainable_variables)
+    trainer, schedule = build_trainer(config, model_config, strategy)
+    transformer = trainer.transformer
     budget = Budget(config.train.max_steps, config.train.max_minutes, schedule)
     checkpoints = Checkpoints(
         run_dir / "checkpoints",
@@ -590,56 +571,6 @@ def _log_mix(config: RunConfig, vocabulary: Vocabulary) -> None:
             100 * share,
             MIX_REPORT_BATCHES,
         )
-
-
-def training_dataset(config: RunConfig, vocabulary: Vocabulary, strategy, skip: int) -> Any:
-    """Each replica's endless shard of the training corpora (`distribute_datasets_from_function`).
-
-    One corpus repeats; several (or a tagged one) are mixed by weight
-    (`make_mixed_dataset`). Either way the order is a function of the seed only, so
-    skipping the `skip` batches already consumed puts a resumed run on exactly the
-    batches an uninterrupted run would see.
-    """
-    data = config.data
-    corpora = [
-        WeightedCorpus(corpus.source, corpus.target, corpus.weight, corpus.tag)
-        for corpus in data.corpora()
-    ]
-
-    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
-        if data.is_mix():
-            dataset = make_mixed_dataset(corpora, vocabulary, data.pipeline, input_context=context)
-        else:
-            corpus = corpora[0]
-            dataset = make_dataset(
-                corpus.source_path,
-                corpus.target_path,
-                vocabulary,
-                data.pipeline,
-                training=True,
-                input_context=context,
-            ).repeat()
-        return dataset.skip(skip).prefetch(tf.data.AUTOTUNE)
-
-    return strategy.distribute_datasets_from_function(dataset_fn)
-
-
-def validation_dataset(config: RunConfig, vocabulary: Vocabulary, strategy) -> Any:
-    """Each replica's shard of the validation corpus: one pass, file order."""
-    data = config.data
-
-    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
-        return make_dataset(
-            data.valid_source,
-            data.valid_target,
-            vocabulary,
-            data.pipeline,
-            training=False,
-            input_context=context,
-            tag=data.valid_tag,
-        ).prefetch(tf.data.AUTOTUNE)
-
-    return strategy.distribute_datasets_from_function(dataset_fn)
 
 
 def _bleu_callback(

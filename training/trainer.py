@@ -13,7 +13,10 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from training.config import RunConfig
+from training.optimizer import make_optimizer, make_schedule
 from training.strategy import spans_workers
+from translator.config import TransformerConfig
 from translator.losses import masked_cross_entropy
 from translator.model import Transformer
 
@@ -216,3 +219,41 @@ class TranslationTrainer(keras.Model):
         config = dict(config)
         config["transformer"] = keras.saving.deserialize_keras_object(config["transformer"])
         return cls(**config)
+
+
+def build_trainer(
+    config: RunConfig,
+    model_config: TransformerConfig,
+    strategy: tf.distribute.Strategy,
+    steps_per_execution: int | None = None,
+) -> tuple[TranslationTrainer, keras.optimizers.schedules.LearningRateSchedule]:
+    """A new model, its trainer and optimizer, built under `strategy`, ready for `fit`.
+
+    Training and the planner's speed timing both build theirs here, so a timed step is
+    the step that trains.
+
+    Args:
+        config: The run config (loss, optimizer, schedule, XLA and steps per execution).
+        model_config: The model's architecture.
+        strategy: Variables are created under its scope.
+        steps_per_execution: Overrides `config.train.steps_per_execution` (timing: 1).
+
+    Returns:
+        The trainer (its model is `trainer.transformer`) and the optimizer's schedule.
+    """
+    with strategy.scope():
+        transformer = Transformer(model_config, name="transformer")
+        trainer = TranslationTrainer(
+            transformer,
+            label_smoothing=config.optimizer.label_smoothing,
+            clip_norm=config.optimizer.clip_norm,
+        )
+        schedule = make_schedule(config, model_config.d_model)
+        trainer.compile(
+            optimizer=make_optimizer(config, model_config.d_model, schedule),
+            steps_per_execution=steps_per_execution or config.train.steps_per_execution,
+            jit_compile=config.train.jit_compile,
+        )
+        trainer.build()  # under a strategy, before `fit` sees batches
+        trainer.optimizer.build(transformer.trainable_variables)
+    return trainer, schedule

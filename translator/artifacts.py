@@ -6,8 +6,7 @@ A model directory holds:
     vocab/           the vocabulary it was trained with (as written by build-vocab)
     metadata.json    how it was made: step, validation scores, run config, sources
 
-A training run directory keeps its final model in `<run>/model/`; commands accept
-either the run directory or a model directory.
+Commands also accept a training run directory, whose final model is `<run>/model/`.
 """
 
 from __future__ import annotations
@@ -77,9 +76,6 @@ def save_model_dir(
     metadata: dict[str, Any],
 ) -> Path:
     """Writes a model directory atomically (a temporary sibling, then a rename).
-
-    An existing directory at the same path is replaced only once the new one is
-    complete, so a crash never leaves a half-written model behind.
 
     Args:
         directory: Where the model directory goes.

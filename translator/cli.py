@@ -1,21 +1,12 @@
 """The `translator` command: one entry point, git-style subcommands.
 
-Subcommands are discovered from the `translator.commands` entry-point group, so the
-`training` and `serving` packages add `train` and `serve` without this package
-importing them.
+Subcommands come from the `translator.commands` entry-point group, so `training` and
+`serving` add theirs without this package importing them. For every command:
 
-What a command prints is decided here, once, for every command:
-
-- An error the user can fix (`TranslatorError`: bad input, a bad config, a model directory
-  that is not one; or an `OSError` such as a missing file) is one
-  `translator <command>: error: ...` line on stderr and a non-zero exit status. Anything
-  else is a bug and keeps its traceback.
-- TensorFlow's C++ start-up lines, absl's and TensorFlow's Python logs and SentencePiece's
-  are hidden (`translator.console`); `-v` (`--verbose`, `--debug`, anywhere on the line)
-  shows them all, and the traceback of an error too.
-- Commands that run long (`train`, `recipe`, `serve`) log at INFO (timestamped lines on
-  stderr); the others print warnings only. A command says so with
-  `parser.set_defaults(log_level=logging.INFO)`.
+- A `TranslatorError` or `OSError` is one `translator <command>: error: ...` line and a
+  non-zero exit; anything else is a bug and keeps its traceback.
+- Library logs are hidden (`translator.console`); `-v` shows them and tracebacks.
+- Long commands log at INFO (`parser.set_defaults(log_level=logging.INFO)`).
 """
 
 from __future__ import annotations

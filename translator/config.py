@@ -21,6 +21,19 @@ ACTIVATIONS: tuple[str, ...] = ("relu", "gelu", "swiglu")
 PRECISIONS: tuple[str, ...] = ("model", "float32")
 
 
+# The dropout rates of a `TransformerConfig`.
+DROPOUT_FIELDS = ("dropout", "attention_dropout", "activation_dropout")
+
+
+def dropout_problem(value: object) -> str | None:
+    """What is wrong with a dropout rate ("must be in [0, 1), got 1.5"), or None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"expected a number, got {value!r}"
+    if not 0.0 <= value < 1.0:
+        return f"must be in [0, 1), got {value}"
+    return None
+
+
 @dataclasses.dataclass(frozen=True)
 class TransformerConfig(DictConfig):
     """The architecture of an encoder-decoder Transformer.
@@ -95,9 +108,9 @@ class TransformerConfig(DictConfig):
             )
         if self.activation not in ACTIVATIONS:
             problems.append(f"activation must be one of {ACTIVATIONS}, got {self.activation!r}")
-        for name in ("dropout", "attention_dropout", "activation_dropout"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                problems.append(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        for name in DROPOUT_FIELDS:
+            if problem := dropout_problem(getattr(self, name)):
+                problems.append(f"{name} {problem}")
         if self.share_embeddings and self.source_vocab_size != self.target_vocab_size:
             problems.append(
                 "share_embeddings needs source_vocab_size == target_vocab_size, got "

@@ -12,10 +12,8 @@ from translator.errors import ConfigError
 class DictConfig:
     """Base of the frozen config dataclasses (`TransformerConfig`, `PipelineConfig`, ...).
 
-    `to_dict` gives a plain dict (JSON and YAML friendly: tuples become lists);
-    `from_dict` is its inverse (lists become tuples again, as frozen configs hold
-    hashable values) and names any key the config does not have, so a typo in a
-    metadata or YAML file is an error, not a silently ignored setting.
+    `to_dict` gives a plain dict (tuples become lists); `from_dict` is its inverse and
+    rejects unknown keys, so a typo is an error, not an ignored setting.
     """
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,14 +1,8 @@
 """What a command prints besides its own output: the libraries' logs, quiet by default.
 
-TensorFlow 2.21 writes its C++ start-up lines (`Could not find cuda drivers`,
-`cpu_feature_guard ... rebuild TensorFlow`, `failed call to cuInit`) through absl before
-absl's logging is initialized, where `TF_CPP_MIN_LOG_LEVEL` has no effect, and
-tensorflow-text's SentencePiece logs `normalizer.cc LOG(INFO)` lines the same way. So
-`quiet_native_logs` routes file descriptor 2, which only native code writes to once
-Python's `sys.stderr` is moved to a copy of it, through a small filter process that
-drops those lines and passes everything else (errors, crashes) on. A separate process,
-not a thread: if the command dies (abort, SIGKILL), the filter still drains what was
-written and exits at end of file.
+TensorFlow and SentencePiece write native start-up lines that `TF_CPP_MIN_LOG_LEVEL`
+cannot silence, so `quiet_native_logs` routes file descriptor 2 through a filter process
+that drops them. A process, not a thread, so it still drains if the command dies.
 """
 
 from __future__ import annotations
@@ -24,10 +18,8 @@ from collections.abc import Callable, Iterator
 LOG_FORMAT = "%(asctime)s %(name)s: %(message)s"
 # Python loggers of the libraries below us, and the level they print at without -v.
 QUIET_LOGGERS = {"absl": logging.WARNING, "tensorflow": logging.ERROR}
-# Native stderr lines dropped without -v: absl's INFO and WARNING lines and its
-# not-initialized notice, the second line of TensorFlow's CPU-feature notice,
-# SentencePiece's INFO lines, and two errors that are not: no CUDA driver on a machine
-# without a GPU, and oneDNN falling back to Eigen for int64.
+# Native stderr lines dropped without -v: absl and SentencePiece INFO/WARNING lines,
+# TensorFlow's CPU-feature notice, and two harmless "errors" (no CUDA driver, oneDNN int64).
 NATIVE_NOISE = (
     r"^[IW]\d{4} [\d:.]+ +\d+ \S+:\d+\] "
     r"|^WARNING: All log messages before absl::InitializeLog\(\) is called"
@@ -73,10 +65,7 @@ def configure_output(verbose: bool, level: int | str = logging.WARNING) -> None:
 def quiet_native_logs() -> None:
     """Drops native libraries' log noise from stderr for the rest of the process.
 
-    Python's `sys.stderr` moves to a copy of the original stderr (so logging, warnings,
-    tracebacks and progress bars go straight to the terminal, which `isatty` still
-    sees); file descriptor 2 becomes a pipe into the filter process. Call it before
-    `configure_output` and before TensorFlow is imported.
+    Call it before `configure_output` and before TensorFlow is imported.
     """
     sys.stderr.flush()
     original = os.dup(2)

@@ -1,9 +1,6 @@
 """Special ids and pieces, a default that training and decoding share, the tags' names.
 
-The ids are the vocabulary convention of every model `translator` trains.
-
-A leaf module (it imports nothing), so the layers, the search, the pipelines and the
-export all read these facts from one place.
+A leaf module (it imports nothing). The ids of every model `translator` trains:
 
     PAD_ID = 0   padding; the model masks it out and the loss ignores it
     UNK_ID = 1   unknown piece (rare: byte fallback spells unseen characters as bytes)
@@ -24,23 +21,14 @@ EOS_PIECE = "</s>"
 # (pad, unk, bos, eos): the order SentencePiece reports them in.
 SPECIAL_IDS = (PAD_ID, UNK_ID, BOS_ID, EOS_ID)
 
-# Tokens per batch, padding included, where nothing else is set: the training batch
-# (`translator.pipelines.PipelineConfig`) and the decoding batch
-# (`translator.engines.InferenceOptions`, `--batch-tokens`).
+# Tokens per batch, padding included, for training and decoding alike.
 DEFAULT_BATCH_TOKENS = 4096
 
-# Batches a `Translator` decodes at once with our search (`--parallel-batches`,
-# `translator.engines.InferenceOptions`). A batch's last steps decode its few longest
-# sentences, too few rows to keep the cores busy; a second batch in flight fills them.
-# Chosen on Multi30k's validation set on 2 cores: 2, 3 and 4 decoded alike, all well
-# ahead of 1 (bench/RESULTS.md, engines); any value gives the same translations.
+# Batches a `Translator` decodes at once with our search (`--parallel-batches`): a second
+# batch fills the cores a batch's last few rows leave idle (bench/RESULTS.md, engines).
 DEFAULT_PARALLEL_BATCHES = 2
 
 
 def language_tag(language: str) -> str:
-    """The tag of a target language, `<2de>` for "de": what `--target-lang` stands for.
-
-    A multilingual model is trained with it prepended to each corpus's sources, and asked
-    for that language with it at inference.
-    """
+    """The tag of a target language, `<2de>` for "de": what `--target-lang` stands for."""
     return f"<2{language}>"

@@ -1,9 +1,7 @@
 """The base of every error a user can fix: bad input, a missing file, a bad config.
 
-`translator.cli.main` prints such an error as one `translator <command>: error: ...` line
-and exits with its `exit_code`; a traceback appears only with `-v` / `--debug`. Anything
-else that escapes a command is a bug and keeps its traceback. This module imports
-nothing, so every layer (pipelines, artifacts, training, serving) can derive from it.
+`translator.cli.main` prints such an error as one line and exits with its `exit_code`;
+anything else is a bug and keeps its traceback. This module imports nothing.
 """
 
 from __future__ import annotations
@@ -19,11 +17,7 @@ class TranslatorError(Exception):
 
 
 class ConfigError(TranslatorError, ValueError):
-    """A config key or value is wrong; the message names it.
-
-    Raised for a YAML key, a `--set`, a command-line option or a config dataclass field.
-    Also a `ValueError`, as Python code catching bad values expects.
-    """
+    """A config key or value is wrong (YAML, `--set`, an option, a field); the message names it."""
 
 
 class PipelineError(TranslatorError):
@@ -39,11 +33,7 @@ class CommandError(TranslatorError):
 
 
 class FieldError(ConfigError):
-    """One field of a config section has a value out of its range.
-
-    `field` is the field's name; whoever knows the section's place (`training.config`'s
-    loader) reports it as `section.field: message`.
-    """
+    """One field of a config section is out of range; the loader prefixes the section."""
 
     def __init__(self, field: str, message: str):
         super().__init__(f"{field}: {message}")

@@ -3,35 +3,11 @@
     from translator.export import ExportConfig, export_model
     path = export_model("runs/m30k", "exports/m30k", ExportConfig())   # exports/m30k/1
 
-The SavedModel holds the whole translation: in-graph SentencePiece tokenization
-(tensorflow_text), the beam search of `translator.search` (the same function `Translator`
-runs), and detokenization. Its signatures are `translator.signatures`'s: the 1-best
-translations and scores of a batch of strings, and their n-best lists; when the
-vocabulary has tags (`build-vocab --user-symbols`), the same two again with a second
-input, one tag per sentence (e.g. `<2de>` for a multilingual model's target language);
-`prefixed`, the 1-best translation continuing a target prefix per sentence; and with
-`ExportConfig.sampling`, `sample`, sampled translations (e.g. for back-translation).
-An unknown tag fails the call with an InvalidArgument error naming the tags it knows.
-
-Loading needs TensorFlow and `import tensorflow_text` (which registers the SentencePiece
-ops), no `translator` code. Plain TensorFlow ops only (no XLA), so stock TF Serving, whose
-model server links the tensorflow_text ops, serves it too.
-
-One call decodes its sentences as one batch, prepared exactly as `Translator` prepares a
-batch: trailing newlines stripped, pieces cut to `max_source_length - 1` plus EOS, empty
-and whitespace-only sentences set aside (they translate to "" with score 0.0; nothing is
-decoded for them), the rest sorted by length (stable) and padded to a multiple of 8. So
-for sentences that `Translator` puts in one batch, the export returns the same
-translations and bit-identical scores.
-
-Layout (what TF Serving watches): `EXPORT_BASE/<version>/` with `saved_model.pb`,
-`variables/`, `assets/` (the SentencePiece model files, also tracked as `Asset`s on the
-module: `source_vocabulary`, `target_vocabulary`), `assets.extra/translator.json` (the
-export settings and model metadata) and `assets.extra/tf_serving_warmup_requests` (one
-request per signature, which TF Serving and `translator serve` run before they serve:
-`translator.warmup`). The tokenizer ops carry the model bytes as an
-attribute (that is how tensorflow_text's op takes it); the asset copy is for clients that
-tokenize outside the graph and for checking which vocabulary an export uses.
+In-graph tokenization, search and detokenization (signatures: `translator.signatures`),
+prepared exactly as `Translator` prepares a batch. Loading needs TensorFlow and
+`tensorflow_text`, no `translator` code; plain TF ops, so stock TF Serving serves it.
+`EXPORT_BASE/<version>/` also holds `assets/` (the SentencePiece models) and
+`assets.extra/` (`translator.json` and the warm-up requests).
 """
 
 from __future__ import annotations
@@ -86,18 +62,14 @@ class ExportError(TranslatorError, ValueError):
 class ExportConfig:
     """How the exported model translates (fixed in the graph)."""
 
-    # Beam size, length penalty and length limits of both signatures; its `n_best` is the
-    # size of the `n_best` signature's lists (`serving_default` always searches for 1).
+    # The search of the signatures; `n_best` sizes the `n_best` signature's lists.
     search: SearchConfig = dataclasses.field(default_factory=SearchConfig)
-    # Longer sources are cut to this many tokens, EOS included; None: as `Translator`
-    # (`translator.text.default_max_source_length`).
+    # Longer sources are cut to this many tokens, EOS included; None: as `Translator`.
     max_source_length: int | None = None
-    # Prepended to every source as one id, as training tagged a corpus (e.g. <2de>, the
-    # target language of a multilingual model): fixed in the graph for the untagged
-    # signatures, and what a tagged signature's "" tag means. "": none.
+    # Prepended to every source as one id (e.g. <2de>): fixed for the untagged signatures,
+    # and what a tagged signature's "" tag means. "": none.
     tag: str = ""
-    # The `sample` signature's draws (its sampling, temperature, seed, num_samples and
-    # length limits); None: no sample signature.
+    # The `sample` signature's draws; None: no sample signature.
     sampling: SearchConfig | None = None
 
     def __post_init__(self) -> None:
@@ -148,8 +120,7 @@ class TranslationModule(tf.Module):
             str(directory / vocabulary.metadata.target_model)
         )
         spec = tf.TensorSpec([None], tf.string, name=INPUTS_KEY)
-        # No Python control flow depends on tensors here (the search builds its own
-        # tf.while_loop), so AutoGraph is not needed; tracing without it takes half the time.
+        # No Python control flow depends on tensors here: AutoGraph would only slow tracing.
         self.translate = tf.function(self._translate_best, input_signature=[spec], autograph=False)
         self.translate_n_best = tf.function(
             self._translate_n_best, input_signature=[spec], autograph=False
@@ -339,8 +310,7 @@ def export_model(
     module = TranslationModule(trained.model.for_inference(), trained.vocabulary, config)
     # A dot-name is not a number, so TF Serving ignores it while it is being written.
     with atomic_directory(target, prefix=f".{version}.") as staging:
-        # Serving never differentiates: skipping the gradient functions saves most of the
-        # saving time.
+        # Serving never differentiates: skipping gradient functions saves most save time.
         options = tf.saved_model.SaveOptions(experimental_custom_gradients=False)
         with portable_layer_norms():  # TF Serving may run it on a GPU
             signatures = module.signatures()

@@ -1,8 +1,7 @@
 """Model FLOPs of the Transformer, for throughput and MFU figures.
 
-Counts the multiply-adds of the matrix products (2 FLOPs each), which dominate; layer
-norms, softmaxes and elementwise ops are left out, as is customary for MFU. Padding is
-not counted: these are the FLOPs the model needs, not what a padded batch executes.
+Counts the matrix products' multiply-adds (2 FLOPs each), as is customary for MFU;
+padding is not counted.
 """
 
 from __future__ import annotations

@@ -4,15 +4,7 @@
     scorer = PairScorer.from_model_dir("runs/m30k")
     scored = scorer.score(["A man."], ["Ein Mann."])    # scored.scores[0].total
 
-The score is the search's: the sum over the target's pieces and EOS of the model's own
-log-softmax (`translator.search.common`), so the forced score of a search's output is
-that search's score with the length penalty off. Uses: filtering a corpus by
-cross-entropy, reranking n-best lists (with a reverse model: noisy-channel reranking),
-checking a reference against the model.
-
-Sources take the text path of `Translator` (`translator.text.prepare`: tags, the
-source cut, blank lines, length order and batching); targets are tokenized with the
-target model and end with EOS. A pair whose source or target is blank is not scored.
+The score is the search's log P, length penalty off; a pair with a blank side is not scored.
 """
 
 from __future__ import annotations

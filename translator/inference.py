@@ -1,14 +1,7 @@
 """`Translator`: text in, text out, through the one compiled search.
 
-Lines go through `translator.text.prepare` (tokenized, blank lines set aside, cut to the
-length limit, sorted by length, padded), are cut into token-budgeted batches, decoded by
-`translator.search.Decoder` and come back through `translator.text.finish`
-(detokenized, in input order): the same ops as the exported SavedModel. Training
-validation, `translator translate` and `evaluate` all use this class, so they decode
-alike. Several batches are decoded at once, on threads (`parallel_batches`): a batch
-decodes its longest sentences last, in steps of a few rows that leave cores idle, and
-another batch's steps fill them. A sentence's translation does not depend on its
-batch-mates, so this changes no translation.
+The same text ops as the exported SavedModel (`translator.text`). Several batches decode
+at once (`parallel_batches`) to fill the cores a batch's last few rows leave idle.
 """
 
 from __future__ import annotations
@@ -97,11 +90,10 @@ class Translator:
         max_source_length: Longer sources are cut to this many tokens (EOS included) and
             counted in `TranslationStats.truncated`; default: the model's limit
             (`translator.text.default_max_source_length`).
-        tag: Prepended to every source as one id, as training tagged a corpus (e.g. a
-            target language `<2de>`); one of the vocabulary's tags. "": none.
-        parallel_batches: Batches decoded at once, each on a thread of its own (1: one
-            after another, on the calling thread). The decoder must take concurrent
-            calls: ours does, and a CTranslate2 decoder runs them on its replicas.
+        tag: Prepended to every source as one id (e.g. `<2de>`); one of the vocabulary's
+            tags. "": none.
+        parallel_batches: Batches decoded at once, each on a thread (1: one after another,
+            on the calling thread); the decoder must take concurrent calls.
     """
 
     def __init__(
@@ -258,9 +250,8 @@ def map_in_flight(
 ) -> Iterator[Result]:
     """`map(function, items)` with up to `parallel` calls running at once, on threads.
 
-    TensorFlow's and CTranslate2's kernels release the GIL, so the calls overlap. Each
-    runs in a copy of the caller's context variables (e.g. a tracing scope); results
-    come in the order of `items`, each once it and those before it are done.
+    The kernels release the GIL, so calls overlap. Each runs in a copy of the caller's
+    context variables; results come in the order of `items`.
 
     Args:
         function: Called once per item.

@@ -1,22 +1,8 @@
 r"""Files: atomic writes of files and directories, sha256, and the one text-line reader.
 
-Whatever `translator` writes (vocabularies, downloads, translations, reports, model
-directories, SavedModel versions) goes through a temporary sibling renamed into place on
-success, so a crash or Ctrl-C leaves the old file (or none), never half of a new one; a
-failure removes the temporary.
-
-Every text file and stream is read here, exactly as `tf.data.TextLineDataset` reads it,
-so the Python checks and the in-graph pipeline always agree on what "line N" is:
-
-* a line ends at `\n`; the last line needs no `\n` (a file ending in `\n` has no extra
-  empty line after it);
-* every `\r` is removed (TextLineDataset drops them, so `\r\n` files read like `\n`
-  files);
-* nothing else is changed: no stripping of spaces, no Unicode normalization (that is
-  the tokenizer's job).
-
-Gzip is detected by the file's magic bytes, not its name. This module imports no
-TensorFlow.
+Writes go through a temporary sibling renamed into place, so a crash never leaves half a
+file. Text is read exactly as `tf.data.TextLineDataset` reads it (lines end at `\n`,
+every `\r` is removed), so Python checks and the pipeline agree on "line N".
 """
 
 from __future__ import annotations
@@ -53,9 +39,6 @@ def atomic_file(
     path: PathLike, *, compress: bool = False, sync: bool = False
 ) -> Iterator[IO[bytes]]:
     """A binary sink that becomes `path` only when the block ends without an error.
-
-    Raising inside the block (e.g. a failed checksum) discards the file and leaves `path`
-    as it was.
 
     Args:
         path: The file to write; its directory must exist.
@@ -95,13 +78,9 @@ def write_atomic(path: PathLike, data: bytes | str) -> None:
 def atomic_directory(path: PathLike, *, prefix: str | None = None) -> Iterator[Path]:
     """A staging directory that replaces `path` when the block ends without an error.
 
-    An existing `path` is replaced only once the new one is complete: it is renamed
-    aside, the staging directory renamed in, and the old one removed.
-
     Args:
         path: The directory to create or replace; its parent is created.
-        prefix: Name prefix of the staging directory (default `.<name>.`); TF Serving,
-            for one, ignores a version directory whose name is not a number.
+        prefix: Name prefix of the staging directory (default `.<name>.`).
 
     Yields:
         The staging directory to fill.
@@ -200,8 +179,8 @@ def iter_lines(path: PathLike) -> Iterator[str]:
 def count_lines(path: PathLike) -> int:
     r"""Counts the lines of a text file and checks that all of it is valid UTF-8.
 
-    Reads block by block (fast, constant memory). Blocks are decoded up to their last
-    `\n`, which is never part of a multi-byte UTF-8 sequence, so no character is split.
+    Reads block by block, decoding up to each block's last `\n` (never inside a UTF-8
+    character).
 
     Returns:
         The number of lines, as `tf.data.TextLineDataset` would yield them.

@@ -15,16 +15,13 @@ def masked_cross_entropy(labels, logits, label_smoothing: float = 0.0, compiled:
         labels: int `[..., length]`, 0 = padding.
         logits: float `[..., length, vocab]`.
         label_smoothing: Mass spread uniformly over the vocabulary (the paper uses 0.1).
-        compiled: On TensorFlow, run it as its own XLA program, which fuses it
-            (`kernels.cross_entropy_terms`). False inside a step that XLA compiles
-            whole: the step fuses it anyway, and a nested XLA function first traced
-            outside XLA makes the whole step recompile on every update
-            (bench/RESULTS.md, "XLA training step").
+        compiled: On TensorFlow, run it as its own XLA program. False inside a step that
+            XLA compiles whole, which a nested XLA function would make recompile on every
+            update (bench/RESULTS.md, "XLA training step").
 
     Returns:
-        `(loss_sum, token_count)`: float32 scalars; the mean is their ratio. Returned
-        apart so callers can average over a global batch (several replicas or
-        accumulated micro-batches) instead of averaging per-part means.
+        `(loss_sum, token_count)`: float32 scalars; the mean is their ratio (apart, so
+        callers can average over a global batch).
     """
     return kernels.cross_entropy_terms(labels, logits, float(label_smoothing), compiled)
 

@@ -1,9 +1,4 @@
-"""The encoder-decoder Transformer (Vaswani et al. 2017) as a Keras model.
-
-Reading order: the decoding cache, then the model: construction, the full
-teacher-forced pass (`call` = `encode` + `decode`), and the incremental API the search
-code uses (`init_cache`, `decode_step`).
-"""
+"""The encoder-decoder Transformer (Vaswani et al. 2017) as a Keras model."""
 
 from __future__ import annotations
 
@@ -37,33 +32,21 @@ if TYPE_CHECKING:  # pragma: no cover
 class DecodingCache(NamedTuple):
     """Everything `decode_step` needs besides the next token and its position.
 
-    A nest of tensors, so it can be a `tf.while_loop` variable (with a static length
-    axis under XLA, growing otherwise), and a search can reorder its rows, or drop
-    those of finished sentences, with one `tf.gather` per tensor along axis 0
-    (`tf.nest.map_structure`). Keys and values are heads-first, the layout the attention
-    matmuls read (see `translator.layers.MultiHeadAttention`), so a step neither
-    transposes nor slices them.
+    A nest of tensors, so a loop can carry it and a search reorder its rows (axis 0).
     """
 
-    # Per decoder layer, (keys, values) of the target prefix written so far, zeros after
-    # it: num_decoder_layers x 2 x [batch, heads, max_length, head_dim]; or per layer a
-    # `GrowingCache` of the written positions only, [batch, heads, written, head_dim].
+    # Per decoder layer, (keys, values) of the target prefix, each [batch, heads,
+    # max_length, head_dim] (zeros after the prefix), or a `GrowingCache`.
     self_attention: tuple[tuple[tf.Tensor, tf.Tensor] | GrowingCache, ...]
-    # Per decoder layer, (keys, values) of the encoder output, computed once:
-    # num_decoder_layers x 2 x [sources, heads, source_length, head_dim]. `batch` may
-    # be `sources * group` (a beam search's rows): rows s * group .. read source s.
+    # Per decoder layer, (keys, values) of the encoder output, computed once, each
+    # [sources, heads, source_length, head_dim]; `batch` may be `sources * group`.
     cross_attention: tuple[tuple[tf.Tensor, tf.Tensor], ...]
     # True on real source tokens: [sources, source_length] bool.
     source_mask: tf.Tensor
 
     def for_beams(self, beam: int) -> DecodingCache:
-        """The cache of a beam search: `beam` self-attention rows per sentence.
-
-        Row `s * beam + k` is beam k of sentence s; the cross-attention part keeps one
-        row per sentence, which its beams share (see `MultiHeadAttention`).
-        """
-        # One row index for all the tensors: a repeat per tensor would trace its own
-        # shape plumbing for each.
+        """The cache with `beam` self-attention rows per sentence (row `s * beam + k`)."""
+        # One row index for all tensors: a repeat per tensor traces its own shape plumbing.
         rows = ops.repeat(ops.arange(ops.shape(self.source_mask)[0]), beam)  # [sentences * beam]
         repeated = keras.tree.map_structure(
             lambda x: ops.take(x, rows, axis=0), self.self_attention
@@ -94,8 +77,7 @@ class Transformer(keras.Model):
         self.source_embedding = TokenEmbedding(
             config.source_vocab_size, d_model, dtype=policy, name="source_embedding"
         )
-        # With a joint vocabulary the target side reuses the source table (not a second
-        # attribute: Keras would track the one layer twice).
+        # Shared embeddings: no second attribute, which Keras would track twice.
         self._own_target_embedding = (
             None
             if config.share_embeddings
@@ -247,10 +229,6 @@ class Transformer(keras.Model):
     ):
         """The last decoder block's output for every target position (before `logits`).
 
-        Training scores only the real positions: it runs the model on packed rows
-        (`packed_layout`) and projects those alone onto the vocabulary (see
-        `training.trainer`).
-
         Args: as `decode`, and
             layout: `self.packed_layout(target_ids)` to run on the real target tokens
                 only, as packed rows; None for the padded grid.
@@ -281,14 +259,8 @@ class Transformer(keras.Model):
     def packed_layout(self, ids) -> PackedLayout | None:
         """Where the real tokens of `ids` sit, for a full pass on them alone.
 
-        None where this model runs on the padded grid: RoPE reads positions inside
-        attention, and a backend without dynamic shapes (`kernels.packed_layout`) keeps
-        the grid. A full pass on packed rows runs every position-wise op (the
-        projections, the feed-forward network, layer norms, dropout) on the real tokens
-        only, and the attention on the padded grid, with the same results: no position
-        reads a padding position's value. It skips the padding's share of those ops
-        (the share, and the speed it buys: bench/RESULTS.md, "Training: where a step's
-        time goes").
+        Position-wise ops then skip the padding (bench/RESULTS.md, "Training: where a
+        step's time goes"); None under RoPE or without dynamic shapes.
 
         Args:
             ids: int `[batch, length]`, 0 = padding.
@@ -381,10 +353,7 @@ class Transformer(keras.Model):
                 training=False,
             )
             new_self_attention.append(self_kv)
-        # `hidden @ table^T`, as in training: `(table @ hidden^T)^T` was faster once, but
-        # measured in bfloat16 it is slower at every search row count: the transpose of
-        # the [vocab, rows] product outweighs it (figures: bench/RESULTS.md, design
-        # measurements).
+        # `hidden @ table^T`, as in training: `(table @ hidden^T)^T` is slower in bfloat16.
         logits = self.logits(x[:, 0, :])  # [batch, vocab]
         return logits, cache._replace(self_attention=tuple(new_self_attention))
 
@@ -406,17 +375,11 @@ class Transformer(keras.Model):
 
         Args:
             precision: "model": the compute dtype of the model's policy (bfloat16 for a
-                mixed_bfloat16 model); "float32": float32 throughout. Which is faster
-                depends on the machine and the model's size (bench/RESULTS.md, decoding
-                and design measurements).
+                mixed_bfloat16 model); "float32": float32 throughout.
 
-        Mixed precision keeps float32 variables for the optimizer and casts every weight
-        to the compute dtype at each use. A decoding step uses each weight once, so it
-        paid those casts every step: a copy with bfloat16 variables measured a faster
-        step (figures: bench/RESULTS.md, design measurements). The matmuls see the same
-        rounded weights as before; only the layer norms' scales and offsets are now
-        rounded too (the norm itself still computes in float32). Training never uses
-        this copy.
+        Mixed precision casts every float32 variable at each use, which a decoding step
+        pays every step; a copy with compute-dtype variables avoids that (bench/RESULTS.md,
+        design measurements). Only the layer norms' scales and offsets round differently.
 
         Raises:
             ConfigError: an unknown `precision`.

@@ -11,16 +11,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-# The export's settings and model metadata, in `<version>/assets.extra/` (TF Serving
-# ignores that folder).
+# The export's settings and model metadata, in `<version>/assets.extra/`.
 METADATA_FILE = "translator.json"
 
 # TF Serving's default signature key: what a request without "signature_name" runs.
 SERVING_SIGNATURE = "serving_default"
 # The n-best lists, `n_best` translations per sentence, best first.
 N_BEST_SIGNATURE = "n_best"
-# The same two with a second input, `tags`: one tag per sentence ("" for the export's own),
-# for a model trained on tagged corpora (e.g. a multilingual model's target languages).
+# The same two with a second input, `tags`: one tag per sentence ("" for the export's own).
 # Exported when the vocabulary has tags.
 TAGGED_SIGNATURE = "tagged"
 TAGGED_N_BEST_SIGNATURE = "tagged_n_best"

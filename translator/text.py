@@ -1,20 +1,8 @@
 """The text -> ids -> text path, in the graph: written once for `Translator` and export.
 
-`prepare` turns a batch of lines into the sources a search runs on; `finish` turns the
-search's ids back into one row of texts per input line, in input order. `Translator`
-(`translate`, `evaluate`, training validation) and the exported SavedModel (`export`,
-`serve`, TF Serving) both call them, so every path treats blank lines, truncation, EOS,
-length order, padding and detokenization with the same ops.
-
-Rules, per line:
-
-- A line that is empty or whitespace only (Python's `str.isspace`; SentencePiece turns
-  some, e.g. a tab, into pieces) or that has no pieces is *empty*: not searched, its
-  translation is "" with score 0 (log P of nothing) and -inf in the other n-best slots.
-- A trailing newline is dropped. Longer sources are cut to `max_source_length - 1`
-  pieces and counted as truncated; every source ends with EOS.
-- The searched sentences are sorted by length (stable) and padded to a multiple of
-  `LENGTH_MULTIPLE`, so batches have few distinct shapes and little padding.
+`prepare` turns lines into sorted, padded sources; `finish` turns the search's ids back
+into texts in input order. A whitespace-only line or one with no pieces is *empty*: not
+searched, translated to "" with score 0 (-inf in the other n-best slots).
 """
 
 from __future__ import annotations
@@ -30,16 +18,14 @@ LENGTH_MULTIPLE = 8
 # Zero or more characters for which Python's str.isspace is true, as an RE2 pattern.
 _WHITESPACE = r"[\t\n\x0b\x0c\r\x1c-\x1f\x85\p{Z}]*"
 
-# The source cut of a model whose positions are unbounded (sinusoidal, rotary): longer
-# than any sentence, short enough to bound a batch's memory.
+# The source cut of a model with unbounded positions: bounds a batch's memory.
 UNBOUNDED_SOURCE_CUT = 1024
 
 
 class Prepared(NamedTuple):
     """A batch of lines made ready for the search."""
 
-    # Pieces + EOS of the searched lines, shortest first, then PAD:
-    # int32 [searched, padded width].
+    # Pieces + EOS of the searched lines, shortest first, then PAD: int32 [searched, width].
     source_ids: tf.Tensor
     # The input line of each searched row: int32 [searched].
     rows: tf.Tensor
@@ -52,10 +38,7 @@ class Prepared(NamedTuple):
 
 
 def default_max_source_length(config) -> int:
-    """A model's source cut: its position limit, else `UNBOUNDED_SOURCE_CUT`.
-
-    Also the rows of the position table a CTranslate2 export writes.
-    """
+    """A model's source cut (and CTranslate2 table rows): its position limit, else the default."""
     return config.position_limit or UNBOUNDED_SOURCE_CUT
 
 
@@ -88,14 +71,12 @@ def batch_ranges(lengths, batch_tokens: int):
 def tag_sources(pieces: tf.RaggedTensor, tag_ids: int | tf.Tensor | None) -> tf.RaggedTensor:
     """Source pieces `[n, (s)]` with a tag id first on every non-empty row.
 
-    An empty line stays empty (it is skipped, not turned into a lone tag). Training and
-    `prepare` tag alike, at the id level, so the tag is one id however the tokenizer
-    would have split the text around it.
+    An empty line stays empty. Tagging at the id level keeps the tag one id however the
+    tokenizer would split the text around it.
 
     Args:
         pieces: int `[n, (s)]`.
-        tag_ids: One id for every row; or int `[n]`, one per row, -1 for none (a request
-            whose sentences ask for different tags); or None for no tag.
+        tag_ids: One id for every row; or int `[n]`, one per row, -1 for none; or None.
     """
     if tag_ids is None:
         return pieces

@@ -1,16 +1,7 @@
 """An export's warm-up requests: TF Serving's `assets.extra/tf_serving_warmup_requests`.
 
-The first call of each signature of a loaded SavedModel is slow (TensorFlow builds and
-optimizes its graph then), so a server that answers at once would make its first clients
-wait. TF Serving replays this file when it loads a version, before it reports the version
-available; `translator export` writes it, and `translator serve` replays the same file.
-
-The file is TFRecord, one `PredictionLog` (tensorflow-serving-api) per record, each a
-`predict_log.request`: `model_spec.signature_name` and the signature's inputs, string
-tensors `[batch]`. The export writes one request per signature, each of WARMUP_SENTENCES,
-with "" for a signature's other inputs (a tagged signature's tags: the export's own tag;
-the prefixed signature's prefixes: none). The requests name no model, so that any
-`--model_name` serves them.
+A signature's first call is slow, so TF Serving and `translator serve` replay this file
+(TFRecord of `PredictionLog` predict requests, string inputs `[batch]`) before serving.
 """
 
 from __future__ import annotations
@@ -26,9 +17,8 @@ from translator.signatures import INPUTS_KEY, SERVING_SIGNATURE
 
 # TF Serving's file name, in the version directory's assets.extra/.
 WARMUP_FILE = "tf_serving_warmup_requests"
-# The sentences of each warm-up request: two short ones, so that the search runs and
-# stops within a few steps, and an empty one, which a batch sets aside (`prepare`).
-# One batch size is enough: the signatures take any batch, so no size traces again.
+# Two short sentences, so the search stops within a few steps, and an empty one, which a
+# batch sets aside. One batch size is enough: no size traces again.
 WARMUP_SENTENCES = ("Hello.", "A short sentence.", "")
 
 

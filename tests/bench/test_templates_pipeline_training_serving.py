@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench import harness, pipeline, serving, training
+from training import strategy as training_strategy
 
 REPO = Path(__file__).resolve().parents[2]
 MODULES = {"pipeline": pipeline, "training": training, "serving": serving}
@@ -104,9 +105,8 @@ PEAKS = {"float32": 100e9, "mixed_bfloat16": 50e9}
 
 @pytest.fixture
 def native_bfloat16(monkeypatch):
-    strategy = pytest.importorskip("training.strategy")
     answer = {"native": True}
-    monkeypatch.setattr(strategy, "cpu_has_native_bfloat16", lambda: answer["native"])
+    monkeypatch.setattr(training_strategy, "cpu_has_native_bfloat16", lambda: answer["native"])
     return answer
 
 

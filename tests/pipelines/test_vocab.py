@@ -126,6 +126,15 @@ def test_bad_training_input_is_a_clear_error(tmp_path):
         train_sentencepiece(["a b c", "d e f"] * 10, vocab_size=5000)
 
 
+def test_a_size_too_high_says_the_most_the_corpus_supports_and_that_size_trains():
+    sentences = ["a b c", "d e f"] * 10
+    with pytest.raises(VocabularyError) as caught:
+        train_sentencepiece(sentences, vocab_size=5000)
+    most = caught.value.supported_size
+    assert most is not None and 4 < most < 5000 and str(most) in str(caught.value)
+    assert train_sentencepiece(sentences, vocab_size=most)  # the recipe's fallback
+
+
 @pytest.mark.parametrize("language", ["en", "de"])
 def test_round_trip_on_multi30k_validation(vocabulary, multi30k_dir, language):
     lines = read_gz_lines(multi30k_dir / f"val.{language}.gz")

@@ -27,8 +27,12 @@ class Recorder:
     def __init__(self, delay: float = 0.0, gate: threading.Event | None = None):
         self.batches: list[tuple[str, list[bytes]]] = []
         self.delay, self.gate = delay, gate
+        # Set when a batch reaches the model: waited on instead of sleeping, so that a
+        # loaded machine's slow thread start cannot reorder what a test sets up.
+        self.entered = threading.Event()
 
     def __call__(self, signature, inputs):
+        self.entered.set()
         if self.gate is not None:
             self.gate.wait(10)
         time.sleep(self.delay)
@@ -79,11 +83,12 @@ def test_without_batching_each_request_is_one_whole_batch():
     assert [len(inputs) for _, inputs in run.batches] == [1, 5, 3]
 
 
-def under_load(batcher: Batcher, gate: threading.Event) -> None:
+def under_load(batcher: Batcher, run: Recorder, gate: threading.Event) -> None:
     """Leaves `batcher` out of light traffic: its last batch served two requests."""
     gate.clear()
+    run.entered.clear()
     alone = batcher.submit("load", [b"l0"])  # alone: runs at once, held at the gate
-    time.sleep(0.1)
+    assert run.entered.wait(10)
     queued = [batcher.submit("load", [f"l{i}".encode()]) for i in (1, 2)]
     gate.set()
     for future in (alone, *queued):
@@ -101,7 +106,7 @@ def test_a_lone_request_is_not_held_for_the_timeout():
     # ... and under load a lone request waits, for the clients that may join it.
     gate = threading.Event()
     run.gate = gate
-    under_load(batcher, gate)
+    under_load(batcher, run, gate)
     started_at = time.monotonic()
     batcher.submit("sig", [b"d"]).result(10)
     assert time.monotonic() - started_at >= 1.9
@@ -111,8 +116,8 @@ def test_a_lone_request_is_not_held_for_the_timeout():
 def test_timeout_waits_for_a_second_request_and_signatures_never_mix():
     gate = threading.Event()
     run = Recorder(gate=gate)
-    batcher = started(run, max_batch_size=8, batch_timeout_micros=500_000)
-    under_load(batcher, gate)
+    batcher = started(run, max_batch_size=8, batch_timeout_micros=1_000_000)
+    under_load(batcher, run, gate)
     first = batcher.submit("a", [b"x"])
     other = batcher.submit("b", [b"y"])
     second = batcher.submit("a", [b"z"])
@@ -127,10 +132,11 @@ def test_after_a_busy_batch_the_next_one_waits_for_late_requests():
     gate = threading.Event()
     run = Recorder(gate=gate)
     batcher = started(run, max_batch_size=8, batch_timeout_micros=400_000)
-    under_load(batcher, gate)
+    under_load(batcher, run, gate)
     gate.clear()
+    run.entered.clear()
     first = [batcher.submit("sig", [s]) for s in (b"a1", b"a2")]  # one batch, held
-    time.sleep(0.5)  # the first batch has timed out and is running (blocked on the gate)
+    assert run.entered.wait(10)  # it has timed out and is running (blocked on the gate)
     waiting = batcher.submit("sig", [b"b"])  # queued while the worker is busy
     time.sleep(0.5)  # longer than the timeout: TF Serving would run "b" alone next
     gate.set()

@@ -108,3 +108,12 @@ def test_defaults_are_the_paper_optimizer():
 def test_a_value_out_of_range_is_one_error_naming_the_key(override, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         load_config(None, [override])
+
+
+def test_a_float_in_exponent_notation_is_a_number_not_a_string():
+    # YAML 1.1 reads "1e-9" (no dot) as a string; a user typing it means the number.
+    config = load_config(None, ["optimizer.epsilon=1e-9", "optimizer.peak_learning_rate=3E-3"])
+    assert (config.optimizer.epsilon, config.optimizer.peak_learning_rate) == (1e-9, 0.003)
+    message = "optimizer.epsilon: expected a number, got 'e-9'"
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(None, ["optimizer.epsilon=e-9"])

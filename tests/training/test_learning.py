@@ -1,7 +1,6 @@
 """Training really trains: a tiny model learns to copy, judged by greedy decoding."""
 
 import json
-import time
 
 import pytest
 
@@ -21,9 +20,7 @@ def test_tiny_model_learns_the_copy_task(copy_task, tmp_path):
         train={"max_steps": 300},
         eval={"every_steps": 150, "bleu": True},
     )
-    started = time.monotonic()
     result = train(config, tmp_path / "run", verbose=0)
-    elapsed = time.monotonic() - started
 
     sources = copy_task["valid"][0].read_text().splitlines()  # held out: not trained on
     references = copy_task["valid"][1].read_text().splitlines()
@@ -51,4 +48,3 @@ def test_tiny_model_learns_the_copy_task(copy_task, tmp_path):
     # ... and drawn at the end of the run: a real PNG of some size.
     assert result.curves == tmp_path / "run" / CURVES_FILE
     assert_png(result.curves, min_bytes=20_000, min_size=600)
-    assert elapsed < 240, f"took {elapsed:.0f} s"  # about a minute on an idle 2-core CPU

@@ -1,12 +1,8 @@
 """The one seam between the model's math and a backend's own kernels.
 
-The layers, the loss and the search are written in `keras.ops`, so they run on every
-Keras backend. Where a backend has a faster or needed kernel of its own (TensorFlow's
-16-bit dropout masks, fused layer norm, packed rows and search loop that sheds finished
-sentences; XLA's in-place cache write on JAX), the code calls `kernels.NAME`: the module
-of the backend this process runs, chosen here once, at import. Both modules offer the
-same functions (`translator.backends.portable` lists them), so no caller branches on the
-backend, and TensorFlow is never imported on another one.
+The model code is written in `keras.ops`; where a backend has a faster or needed kernel
+of its own, it calls `kernels.NAME`, the module of this process' backend, chosen once at
+import. Both modules offer the same functions, so no caller branches on the backend.
 """
 
 from __future__ import annotations
@@ -18,8 +14,7 @@ import keras
 #: The Keras backend of this process ("tensorflow", "jax", ...), fixed at import.
 BACKEND = keras.backend.backend()
 
-#: The kernels of `BACKEND`: `translator.backends.tensorflow` on TensorFlow, else the
-#: portable `keras.ops` versions.
+#: The kernels of `BACKEND`: TensorFlow's, else the portable `keras.ops` versions.
 kernels = importlib.import_module(
     "translator.backends.tensorflow" if BACKEND == "tensorflow" else "translator.backends.portable"
 )

@@ -1,8 +1,7 @@
 """A batch's real tokens as rows, without its padding, and back.
 
-Private to the layers and the model: a full pass over packed rows runs every
-position-wise op (projections, feed-forward, layer norms, dropout) on the real tokens
-only, and unpacks them into the padded grid just for the attention scores.
+A full pass over packed rows runs position-wise ops on the real tokens only, unpacking
+them into the padded grid just for attention.
 """
 
 from __future__ import annotations
@@ -17,17 +16,13 @@ from translator.constants import PAD_ID
 class PackedLayout(NamedTuple):
     """Where a batch's real tokens sit in its padded `[batch, length]` grid.
 
-    `pack` gathers them into rows, in row-major order; `unpack` puts rows back, with
-    zeros at the padding. Each is the other's gradient, and both are gathers: a
-    position holds at most one token, so no gradient needs the scatter-add TensorFlow
-    derives for a gather (measured slower; figures: bench/RESULTS.md, "Training: where
-    a step's time goes").
+    `pack` gathers them into rows; `unpack` puts them back, zeros at the padding. Each is
+    the other's gradient, so no gradient needs TensorFlow's slower scatter-add.
     """
 
     # int32 [tokens]: each real token's position in the flattened grid, in order.
     flat: tf.Tensor
-    # int32 [batch * length]: each position's row among the tokens; `tokens` (a row of
-    # zeros) at the padding.
+    # int32 [batch * length]: each position's row among the tokens; `tokens` at padding.
     inverse: tf.Tensor
     # int32 [2]: the padded grid's (batch, length).
     grid: tf.Tensor

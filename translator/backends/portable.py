@@ -1,8 +1,7 @@
 """The kernels in `keras.ops`, for every backend but TensorFlow (JAX in practice).
 
-Every function here is the plain math; `translator.backends.tensorflow` offers the same
-names with TensorFlow's kernels. Shapes are static: a search keeps every sentence in
-its loop and a static self-attention cache, as XLA needs.
+Plain math; `translator.backends.tensorflow` has the same names with TensorFlow's kernels.
+Shapes are static, as XLA needs.
 """
 
 from __future__ import annotations
@@ -53,10 +52,7 @@ def packed_layout(ids):
 
 
 def write_step(cache, update, index):
-    """`cache` `[batch, heads, length, head_dim]` with one position `index` overwritten.
-
-    `update` is `[batch, heads, 1, head_dim]`; XLA writes it in place.
-    """
+    """`cache` `[batch, heads, length, head_dim]` with `update` written at `index`, in place."""
     zero = ops.zeros((), "int32")
     return ops.slice_update(cache, (zero, zero, ops.cast(index, "int32"), zero), update)
 
@@ -75,8 +71,7 @@ def schedule_variable(value: float, name: str):
 def cross_entropy_terms(labels, logits, label_smoothing: float, compiled: bool = True):
     """`(loss_sum, token_count)` of the label-smoothed cross-entropy (see `losses`).
 
-    The target distribution is `(1 - ls) onehot + ls / V`, so the loss of a token is
-    `-(1 - ls) log p[label] - ls / V * sum(log p)`. `compiled` is TensorFlow's concern.
+    A token's loss is `-(1 - ls) log p[label] - ls / V * sum(log p)`; `compiled` is unused.
     """
     del compiled
     logits = ops.cast(logits, "float32")  # [..., vocab]

@@ -1,7 +1,7 @@
 """TensorFlow's kernels: the same functions as `translator.backends.portable`, faster here.
 
-Each one is a measured fast path of the TensorFlow backend (figures: bench/RESULTS.md,
-design measurements); the reason is on each function. Imported only under TensorFlow.
+Each is a measured fast path (bench/RESULTS.md, design measurements). Imported only under
+TensorFlow.
 """
 
 from __future__ import annotations
@@ -11,12 +11,10 @@ from keras import ops
 
 from translator.backends.packing import PackedLayout
 
-#: A search loop may change its shapes: finished sentences leave it (compaction) and the
-#: self-attention cache grows with the written positions (`GrowingCache`).
+#: A search loop may change its shapes (compaction, `GrowingCache`).
 DYNAMIC_SHAPES = True
 
-# Keep decisions of `dropout` compare 16 random bits with the rate; 2**16 levels make the
-# rate exact to 1.5e-5 (0.1 becomes 6,553/65,536).
+# `dropout` compares 16 random bits with the rate: exact to 1.5e-5.
 _LEVELS = 2**16
 
 
@@ -26,10 +24,7 @@ _LEVELS = 2**16
 def leading_dims(x, count: int) -> tuple:
     """The first `count` dimensions of `x`: ints where static, scalar tensors otherwise.
 
-    One shape read and one slice for all the unknown ones, however many:
-    `keras.ops.shape(x)[i]` slices out every unknown dimension on each call, and a
-    traced search reads shapes in every layer of every step, nodes that a SavedModel
-    load deserializes and Grappler rewrites before the first translation.
+    One shape read for all unknown ones: `keras.ops.shape(x)[i]` adds nodes on every call.
     """
     static = tuple(x.shape[:count])
     if all(dim is not None for dim in static):
@@ -46,10 +41,7 @@ def bias_add(x, bias):
 def dropout(inputs, rate: float, seed_generator):
     """Inverted dropout drawing two keep/drop decisions from each random 32-bit word.
 
-    Keras' dropout draws one float per element; on a 2-core CPU the dropouts were a
-    measurable share of a training step, and 16-bit draws do the same work in much less
-    time. Each element is kept with probability `1 - rate` (to 1/65,536) and scaled by
-    the inverse of the keep probability as applied, so the expectation is unchanged.
+    Cheaper than Keras' one float per element; the expectation is unchanged.
     """
     threshold = round(rate * _LEVELS)  # drop where bits < threshold
     scale = _LEVELS / (_LEVELS - threshold)
@@ -75,10 +67,8 @@ def dropout(inputs, rate: float, seed_generator):
 def fuses_here() -> bool:
     """Whether oneDNN fuses `fused_layer_norm`'s pattern where a graph is traced now.
 
-    TensorFlow's default on x86 CPUs with AVX512 VNNI, BF16 or AMX
-    (`TF_ENABLE_ONEDNN_OPTS` overrides); elsewhere the batch norm stays unfused, slower
-    than Keras' ops. Never where TensorFlow sees a GPU, whose batch-norm kernels refuse
-    an epsilon under 1e-5. (`LayerNorm` adds its own conditions.)
+    TensorFlow's default on x86 CPUs with AVX512 VNNI, BF16 or AMX (`TF_ENABLE_ONEDNN_OPTS`
+    overrides). Never with a GPU, whose batch-norm kernels refuse an epsilon under 1e-5.
     """
     return _onednn_enabled() and not tf.config.list_logical_devices("GPU")
 
@@ -95,11 +85,9 @@ def _onednn_enabled() -> bool:
 def fused_layer_norm(inputs, gamma, beta, epsilon: float, dtype: str):
     """Layer norm of the last axis in the one spelling oneDNN runs as one kernel.
 
-    Grappler, with oneDNN's rewrites on, turns the rows reshaped into the channels of a
-    training-mode `FusedBatchNormV3` with unit scale and zero offset, then `* gamma +
-    beta`, into a single `_MklLayerNorm`. Written in `dtype`: a cast to float32 first
-    would be moved past the reshape by Grappler and hide the pattern. The statistics are
-    float32 either way.
+    Grappler turns rows reshaped into the channels of a training-mode `FusedBatchNormV3`,
+    then `* gamma + beta`, into one `_MklLayerNorm`. Written in `dtype`: Grappler would
+    move a float32 cast past the reshape and hide the pattern.
     """
     inputs = tf.cast(inputs, dtype)
     shape = tf.shape(inputs)
@@ -130,10 +118,8 @@ def packed_layout(ids) -> PackedLayout:
 def write_step(cache, update, index):
     """`cache` `[batch, heads, length, head_dim]` with position `index` overwritten.
 
-    A scatter of the `batch * heads` new vectors (`TensorScatterUpdate`), whose cost
-    hardly grows with the cache length, unlike a select over the whole cache. Not
-    `slice_update`: on TensorFlow that lowers to an XLA-only op, and this graph must
-    also run in stock TF Serving.
+    A scatter, whose cost hardly grows with the cache length; not `slice_update`, which
+    lowers to an XLA-only op that stock TF Serving cannot run.
     """
     batch, heads, _, head_dim = ops.shape(cache)
     rows = ops.repeat(ops.arange(batch), heads)  # [batch * heads]
@@ -146,11 +132,7 @@ def write_step(cache, update, index):
 
 
 def schedule_variable(value: float, name: str):
-    """A float32 scalar a learning-rate schedule reads each update and a callback sets.
-
-    A `tf.Variable` read from the first replica: saved in TensorFlow checkpoints under
-    its own name, and set once by the chief's callback, whatever the strategy.
-    """
+    """A float32 scalar a schedule reads and the chief's callback sets (first replica's)."""
     return tf.Variable(
         value,
         trainable=False,
@@ -167,9 +149,7 @@ def _cross_entropy(labels, logits, label_smoothing):
     logits = tf.cast(logits, tf.float32)  # [..., vocab]
     labels = tf.cast(labels, tf.int32)  # [...]
     vocab = tf.shape(logits)[-1]
-    # The smoothed target q = (1 - ls) onehot + ls / V: the fused kernel gives the
-    # cross-entropy against q and its gradient (softmax - q) in one pass, with no
-    # gather or scatter over the vocabulary.
+    # The smoothed target q = (1 - ls) onehot + ls / V, for the fused one-pass kernel.
     spread = label_smoothing / tf.cast(vocab, tf.float32)
     target = tf.one_hot(labels, vocab, on_value=1.0 - label_smoothing + spread, off_value=spread)
     nll = tf.nn.softmax_cross_entropy_with_logits(target, logits)  # [...]
@@ -177,17 +157,15 @@ def _cross_entropy(labels, logits, label_smoothing):
     return tf.reduce_sum(nll * mask), tf.reduce_sum(mask)
 
 
-# XLA fuses the cast, the smoothed targets, the softmax and its gradient into a few
-# passes over the `[tokens, vocab]` logits, the largest tensor of a training step.
-# Compiled once per logits shape (hence the trainer pads the scored rows to a multiple).
+# XLA fuses it into a few passes over the `[tokens, vocab]` logits; compiled once per
+# logits shape (hence the trainer pads the scored rows to a multiple).
 _fused_cross_entropy = tf.function(_cross_entropy, jit_compile=True, reduce_retracing=True)
 
 
 def cross_entropy_terms(labels, logits, label_smoothing: float, compiled: bool = True):
     """`(loss_sum, token_count)` of the label-smoothed cross-entropy (see `losses`).
 
-    `compiled`: as its own XLA program; False inside a step that XLA compiles whole (a
-    nested XLA function traced outside XLA makes such a step recompile every update).
+    `compiled`: as its own XLA program; False inside a step XLA compiles whole.
     """
     terms = _fused_cross_entropy if compiled else _cross_entropy
     return terms(labels, logits, float(label_smoothing))
@@ -207,20 +185,14 @@ def gather_batch(x, indices):
 
 
 def argmax(x):
-    """The position of the largest value of each row of `[rows, n]`: int32 `[rows]`.
-
-    `tf.argmax` alone: Keras' argmax adds a pass that orders -0.0 below 0.0.
-    """
+    """Each row's argmax of `[rows, n]`: int32 `[rows]` (Keras' adds a pass for -0.0)."""
     return tf.argmax(x, axis=-1, output_type=tf.int32)
 
 
 def seal(logits):
-    """The logits behind an `EnsureShape`.
+    """The logits behind an `EnsureShape`, which Grappler does not move a cast past.
 
-    Under mixed precision the logits come from a cast to float32, and Grappler moves a
-    widening cast below the "value-preserving" ops that read it (a top-k's pad and
-    reshape), which would cast the logits a second time beside the softmax's copy;
-    `EnsureShape` is not such an op to it, so one cast serves both.
+    Else it moves the widening cast below a top-k's pad and reshape, casting twice.
     """
     return tf.ensure_shape(logits, logits.shape)
 
@@ -228,9 +200,7 @@ def seal(logits):
 def search_loop(keep_going, body, state, compact: bool, fixed: tuple[str, ...] = ()):
     """`tf.while_loop` over `(search_state,)`; with `compact`, its active rows may shrink.
 
-    The fields named in `fixed` keep their shapes (the step, the whole
-    batch's results); in every other field axis 0 indexes the active sentences (or their
-    rows) and may shrink, and a `GrowingCache` grows along its `growing_axis`.
+    Fields not in `fixed` may shrink along axis 0; a `GrowingCache` grows too.
     """
     if not compact:
         return tf.while_loop(keep_going, body, state)
@@ -269,11 +239,7 @@ def remaining(done, compact: bool):
 
 
 def gather_rows_if_fewer(nest, rows, count):
-    """`tf.gather(x, rows)` over a nest, skipped when `rows` keeps all `count` rows.
-
-    A gather copies the whole tensor (the decoding cache is a search's largest state),
-    so it runs only when a sentence left.
-    """
+    """`tf.gather(x, rows)` over a nest; skipped (no cache copy) when `rows` keeps all `count`."""
     return tf.cond(
         tf.size(rows) < count,
         lambda: tf.nest.map_structure(lambda x: tf.gather(x, rows), nest),

@@ -9,7 +9,6 @@ from translator.pipelines.download import DATASETS, ENV_MIRROR
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Adds the `data` subcommand and its `<dataset>` and `check` subcommands."""
-    # Long but flat: one declaration per option, in the order `--help` lists them.
     parser = subparsers.add_parser(
         "data",
         help="fetch a dataset (e.g. multi30k) or check a parallel corpus",

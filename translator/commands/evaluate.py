@@ -66,8 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from translator.evaluation import evaluate_model
     from translator.io import count_lines
 
-    # Everything the user can get wrong is checked before the model is loaded (the files
-    # by `evaluate_model`, which reads them first).
+    # Everything the user can get wrong is checked before the model loads.
     check_model(args.model, args.engine)  # a wrong --model fails before TensorFlow starts
     if args.hyp_out is not None and not Path(args.hyp_out).resolve().parent.is_dir():
         raise CommandError(f"{args.hyp_out}: cannot write: its directory does not exist")

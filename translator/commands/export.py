@@ -21,7 +21,6 @@ SIGNATURES = "".join(f"  {name}: {what}\n" for name, what in describe_signatures
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Adds the `export` subcommand."""
-    # Long but flat: one declaration per option, in the order `--help` lists them.
     parser = subparsers.add_parser(
         "export",
         help="export a trained model as a SavedModel (text in, text out) for serving, or "

@@ -1,8 +1,7 @@
 """Command-line options (and output) that several commands share, each declared once.
 
-`translate`, `evaluate` and `export` take the same model and search options; their
-defaults are read from `SearchConfig`, so the dataclass stays the one place a default is
-written, and `search_config` turns the parsed options back into one.
+Search option defaults are read from `SearchConfig`, the one place a default is written;
+`search_config` turns the parsed options back into one.
 """
 
 from __future__ import annotations
@@ -90,7 +89,6 @@ def add_model_option(parser: argparse.ArgumentParser) -> None:
 
 def add_search_options(parser: argparse.ArgumentParser, title: str = "search") -> None:
     """The `SearchConfig` options (but n-best, whose meaning differs per command)."""
-    # Long but flat: one declaration per option, in the order `--help` lists them.
     search = parser.add_argument_group(title)
     search.add_argument(
         "--beam-size",

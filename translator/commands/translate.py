@@ -30,8 +30,7 @@ from translator.io import one_line
 if TYPE_CHECKING:  # pragma: no cover
     from translator.inference import Translator
 
-# Lines read, translated and written at a time: bounds memory on large inputs while
-# leaving plenty of lines to sort by length into well-filled batches.
+# Lines translated at a time: bounds memory, yet fills length-sorted batches well.
 CHUNK_LINES = 20_000
 # The n-best field separator (Moses convention).
 SEPARATOR = " ||| "

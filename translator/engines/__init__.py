@@ -5,16 +5,6 @@
     loaded = load_translator("runs/m30k", SearchConfig(beam_size=4), InferenceOptions())
     loaded.translator.translate(["A man is riding a bike."])
 
-Modules:
-    base                 `InferenceOptions`, and the `BatchDecoder` and `LoadedModel`
-                         protocols both engines implement (TensorFlow-free)
-    loading              `load_translator`: a model directory or an export, loaded and
-                         warmed up into a `translator.inference.Translator`
-    search_cache         our traced search saved beside the model, restored by later loads
-    ctranslate2_files    the CTranslate2 export's layout (what makes a directory one)
-    ctranslate2_export   the converter: our weights as CTranslate2's `TransformerSpec`
-    ctranslate2_runtime  the loaded export and its `CTranslate2Decoder`
-
 Only `base` and `loading` are imported here; the others load when used.
 """
 

@@ -1,11 +1,8 @@
 """The seam between the text path and the engines: two protocols and the run options.
 
-`translator.inference.Translator` tokenizes, batches and detokenizes; what searches a
-batch is a `BatchDecoder`: `translator.search.Decoder` (ours) or
-`translator.engines.ctranslate2_runtime.CTranslate2Decoder`. What was loaded is a
-`LoadedModel`: `translator.artifacts.ModelFiles` (our model directory) or
-`translator.engines.ctranslate2_runtime.CTranslate2Model`. Reports and commands read
-only what these protocols name. This module imports no TensorFlow.
+What searches a batch for `Translator` is a `BatchDecoder` (ours or CTranslate2's); what
+was loaded is a `LoadedModel`. Reports and commands read only what these protocols name.
+This module imports no TensorFlow.
 """
 
 from __future__ import annotations
@@ -31,16 +28,13 @@ if TYPE_CHECKING:  # pragma: no cover
 # What can run the search of `translate` and `evaluate` (--engine): auto picks by the
 # model directory.
 ENGINES = ("auto", "tensorflow", "ctranslate2")
-# Weight types of a CTranslate2 export (`export --format ctranslate2 --quantization`,
-# CTranslate2's names). Here, not in the converter, so `translator export` reads them
-# without loading any CTranslate2 code.
+# Weight types of a CTranslate2 export (`--quantization`); here, so `--help` needs no
+# CTranslate2 code.
 CTRANSLATE2_QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16")
-# Batches a CTranslate2 engine translates at once unless `--parallel-batches` says (its
-# replicas, `inter_threads`): they share the cores, so a lone batch would run on a share
-# of them, while a long input gained little from two (bench/RESULTS.md, engines).
+# Batches a CTranslate2 engine translates at once by default (its replicas, which share
+# the cores; bench/RESULTS.md, engines).
 CTRANSLATE2_REPLICAS = 1
-# Cached searches a model directory keeps, most recently used (each holds a copy of the
-# weights; `translator.engines.search_cache`). Here for `--help`, which loads no TensorFlow.
+# Cached searches a model directory keeps (each copies the weights); here for `--help`.
 SEARCH_CACHE_ENTRIES = 2
 
 
@@ -50,12 +44,9 @@ class InferenceOptions:
 
     # Source tokens per batch, padding included.
     batch_tokens: int = DEFAULT_BATCH_TOKENS
-    # Batches decoded at once; the translations are the same for any value. None: the
-    # engine's default (ours `translator.constants.DEFAULT_PARALLEL_BATCHES`; CTranslate2
-    # `CTRANSLATE2_REPLICAS`).
+    # Batches decoded at once (same translations for any value); None: the engine's default.
     parallel_batches: int | None = None
-    # Longer sources are cut to this many tokens, EOS included; None: the model's limit
-    # (`translator.text.default_max_source_length`).
+    # Longer sources are cut to this many tokens, EOS included; None: the model's limit.
     max_source_length: int | None = None
     # Compile our search with XLA (one compile per batch shape).
     xla: bool = False
@@ -63,11 +54,9 @@ class InferenceOptions:
     engine: str = "auto"
     # What our search computes in (`translator.config.PRECISIONS`).
     precision: str = "model"
-    # Prepended to every source as one id, as training tagged a corpus (e.g. a target
-    # language, <2de>): one of the vocabulary's tags. "": none.
+    # Prepended to every source as one id (e.g. <2de>), one of the vocabulary's tags; "": none.
     tag: str = ""
-    # Keep our traced search in the model directory and reuse it: a later load skips
-    # building the model and tracing (`translator.engines.search_cache`).
+    # Keep our traced search in the model directory for later loads (`search_cache`).
     cache_search: bool = True
 
     def __post_init__(self) -> None:
@@ -116,8 +105,8 @@ class BatchDecoder(Protocol):
         """int32 `[batch, width]` source ids (0 = padding, EOS ended) -> a `SearchResult`.
 
         `prefix_ids`: int32 `[batch, prefix width]`, target pieces each output must begin
-        with, then PAD (None: none). The result's arrays: ids `[batch, n, length]`,
-        scores and lengths `[batch, n]` (tensors or numpy arrays).
+        with, then PAD (None: none). The result: ids `[batch, n, length]`, scores and
+        lengths `[batch, n]`.
         """
 
     def describe(self) -> dict[str, Any]:

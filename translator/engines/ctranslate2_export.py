@@ -1,9 +1,7 @@
 """Export a trained model to CTranslate2, through its own converter API.
 
-CTranslate2 (OpenNMT) is the inference engine people serve translation models with on
-CPUs. `export_ctranslate2` writes a CTranslate2 model directory (`ctranslate2_files`
-describes the layout) with a `Converter` whose `_load` builds a `TransformerSpec` from
-our weights, with our vocabulary beside it.
+`export_ctranslate2` writes a CTranslate2 model directory (layout: `ctranslate2_files`)
+with a `Converter` whose `_load` builds a `TransformerSpec` from our weights.
 """
 
 from __future__ import annotations
@@ -32,19 +30,12 @@ if TYPE_CHECKING:  # pragma: no cover
 # Our feed-forward activations as CTranslate2's (`common_spec.Activation` names) and
 # whether the unit is gated. Keras' gelu is the tanh approximation.
 ACTIVATIONS = {"relu": ("RELU", False), "gelu": ("GELUTanh", False), "swiglu": ("SWISH", True)}
-# Position encodings the converter writes: a table for the absolute ones, CTranslate2's
-# rotary embeddings (non-interleaved halves, our layout) for RoPE.
+# Position encodings the converter writes (RoPE as non-interleaved halves, our layout).
 POSITION_ENCODINGS = ("sinusoidal", "learned", "rotary")
 
 
 def check_convertible(config: TransformerConfig) -> None:
-    """Raises `ConfigError` naming the first field the converter cannot express.
-
-    Every value `TransformerConfig` accepts today converts: pre/post-norm, shared and
-    tied embeddings, ReLU, GELU and SwiGLU, sinusoidal, learned and rotary positions, the
-    sqrt(d_model) embedding scale, the LayerNorm epsilon. A value added to the config
-    later fails here, before anything is written, until the converter learns it.
-    """
+    """Raises `ConfigError` naming the first field the converter cannot express (none today)."""
     convertible = {"activation": tuple(ACTIVATIONS), "position_encoding": POSITION_ENCODINGS}
     for field, values in convertible.items():
         value = getattr(config, field)
@@ -190,9 +181,8 @@ def _set_linear(spec, dense) -> None:
 def _projection(einsum_dense, transpose: bool) -> tuple[np.ndarray, np.ndarray | None]:
     """An attention projection as `([out, in] weight, bias)`.
 
-    Query/key/value kernels are `[d_model, heads, head_dim]` (`transpose=True` gives
-    `[heads * head_dim, d_model]`); the output kernel is `[heads, head_dim, d_model]`.
-    Heads stay contiguous along the flattened axis, CTranslate2's split.
+    Query/key/value kernels `[d_model, heads, head_dim]` (`transpose=True`), the output
+    kernel `[heads, head_dim, d_model]`; heads stay contiguous, CTranslate2's split.
     """
     kernel = _array(einsum_dense.kernel)
     if transpose:

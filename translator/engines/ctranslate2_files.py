@@ -4,9 +4,7 @@
     OUT/vocab/                                      our SentencePiece vocabulary
     OUT/translator.json                             the model's TransformerConfig and facts
 
-Shared by the converter (`ctranslate2_export`) and the runtime (`ctranslate2_runtime`);
-imports neither TensorFlow nor CTranslate2. The package is an optional extra:
-`pip install -e ".[ctranslate2]"`.
+Imports neither TensorFlow nor CTranslate2 (an optional extra).
 """
 
 from __future__ import annotations

@@ -1,22 +1,9 @@
 """Translate with a CTranslate2 export through our text path.
 
-`CTranslate2Decoder` searches a batch of our source ids with CTranslate2 and returns a
-`translator.search.SearchResult`, so `translator.inference.Translator` gives it the same
-lines, tokenization, blank-line and truncation rules and output order as our own search
-(`translate`, `evaluate`). Where CTranslate2's search differs from ours, the rule that
-runs is CTranslate2's, and `rule_changes` says which (`translate` and `evaluate` print it):
-
-- It stops a sentence when its best candidate of a step ends (our `--top-beam-stop`)
-  with the length penalty 0, else once `beam_size` hypotheses have ended.
-- Its length penalty is |Y| ** alpha (our `--length-penalty-form power`).
-- Its length limit is one per call, not per sentence: it runs to the batch's largest of
-  our per-sentence limits, and a hypothesis longer than its own limit is cut there,
-  ended with EOS and rescored (greedy search then returns exactly our ids).
-- It masks tokens before its softmax, renormalizing the others; ours never generates
-  PAD or BOS (nor EOS before `min_length`) but scores with the model's own
-  log-probabilities. So the search runs unmasked, and only the rare sentences where it
-  produced such a token are searched again masked, then rescored our way.
-- A target prefix is CTranslate2's `target_prefix`; sampling runs on our engine only.
+`CTranslate2Decoder` returns a `SearchResult`, so `Translator` applies our text rules.
+Its stop rule and length penalty are its own (`rule_changes` says which). A hypothesis
+over its sentence's limit is cut and rescored; CTranslate2 renormalizes what it masks, so
+it runs unmasked and only sentences with PAD, BOS or an early EOS are searched again.
 """
 
 from __future__ import annotations
@@ -109,11 +96,9 @@ def load_ctranslate2(
     Args:
         path: A directory written by `export_ctranslate2`.
         threads: Threads of one replica (CTranslate2's intra_threads); 0: the cores this
-            process may use, shared out among the replicas (CTranslate2's own default is
-            4 threads, more than a 2-core machine has).
-        replicas: Batches it translates at once, as many as a `Translator` sends
-            (`parallel_batches`): CTranslate2's inter_threads, whose workers share the
-            weights.
+            process may use, shared out among the replicas.
+        replicas: Batches it translates at once (CTranslate2's inter_threads), as many as
+            a `Translator` sends.
 
     Raises:
         ModelDirError, CTranslate2NotInstalledError.
@@ -173,8 +158,7 @@ class CTranslate2Decoder:
         """Translates int32 `[batch, width]` sources (EOS ended, 0 = padding).
 
         `prefix_ids`: int32 `[batch, prefix width]` target prefixes (then PAD), given to
-        CTranslate2 as `target_prefix`; a sentence's limit is raised to hold its prefix
-        and EOS, as ours is.
+        CTranslate2 as `target_prefix`.
 
         Returns:
             A `SearchResult` of numpy arrays, as `translator.search.Decoder` returns.
@@ -199,8 +183,7 @@ class CTranslate2Decoder:
             for row, length in zip(source_ids, lengths, strict=True)
         ]
         results = self._search(sources, int(limits.max()), False, prefixes)
-        # Where the unmasked search produced what ours never does, search again with
-        # CTranslate2's masks (rare in a trained model; see `_search`).
+        # Where the unmasked search produced what ours never does, search again masked.
         redo = [i for i, result in enumerate(results) if not self._allowed(result.hypotheses)]
         if redo:
             again = self._search(
@@ -228,13 +211,7 @@ class CTranslate2Decoder:
         masked: bool,
         prefixes: list[list[str]] | None = None,
     ) -> list:
-        """CTranslate2's search of `sources` (pieces), at most `max_length` tokens each.
-
-        Unmasked, its scores are ours: log-softmax over the whole vocabulary. Masked, PAD,
-        BOS and EOS before `min_length` cannot be generated, but CTranslate2 masks them
-        before its softmax, so its log-probabilities are renormalized over the other
-        tokens (ours are not): it is the fallback for the few sentences that need it.
-        """
+        """CTranslate2's search of `sources` (pieces); `masked`: the renormalizing fallback."""
         config = self.config
         masks = dict(min_decoding_length=0)
         if masked:
@@ -266,10 +243,7 @@ class CTranslate2Decoder:
         )
 
     def _hypothesis(self, pieces: list[str], score: float, limit: int) -> list:
-        """`[ids (EOS ended), score, rescore]` of one CTranslate2 hypothesis.
-
-        `rescore`: cut at its limit (its score lacks EOS), so `_rescore` must score it.
-        """
+        """`[ids (EOS ended), score, rescore]`; `rescore`: cut at its limit, score lacks EOS."""
         ids = [self._target_ids[piece] for piece in pieces]
         cut = len(ids) > limit or (ids[-1:] != [EOS_ID] and len(ids) >= limit)
         if cut or ids[-1:] != [EOS_ID]:
@@ -277,12 +251,7 @@ class CTranslate2Decoder:
         return [ids, float(score), cut]
 
     def _rescore(self, sources: list[list[str]], hypotheses: list[list[list]]) -> None:
-        """Scores the hypotheses marked `rescore` as ours does, best first again.
-
-        log P over the whole vocabulary, EOS included, by CTranslate2's teacher-forced
-        `score_batch`: for a hypothesis cut at its length limit (whose search score lacks
-        the EOS forced there) and for those of a masked search (renormalized).
-        """
+        """Scores the hypotheses marked `rescore` as ours does (`score_batch`), best first."""
         cut = [(i, k) for i, row in enumerate(hypotheses) for k, h in enumerate(row) if h[2]]
         if not cut:
             return

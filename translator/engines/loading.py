@@ -1,9 +1,7 @@
 """Load a model for translation: one entry point for every engine.
 
-`load_translator` takes what `--model` names (a model directory, a training run, or a
-CTranslate2 export), picks the engine, builds the `translator.inference.Translator` and
-warms it up, so the first real batch is timed as decoding, not tracing. `translate`,
-`evaluate`, the recipe and the benchmarks all load through it.
+`load_translator` picks the engine for what `--model` names, builds the `Translator` and
+warms it up, so the first real batch is timed as decoding, not tracing.
 """
 
 from __future__ import annotations
@@ -81,12 +79,7 @@ def check_model(model: str | Path, engine: str) -> None:
 
 
 def _tensorflow_translator(model, search, options):
-    """Our model directory and a `Translator` over our compiled search.
-
-    The search comes from the model's search cache when it holds these settings
-    (`translator.engines.search_cache`); else the model is built, its search traced,
-    and, unless `options.cache_search` is off, saved to the cache for the next load.
-    """
+    """Our model directory and a `Translator` over our search, from the search cache if any."""
     from translator.artifacts import load_model, read_model_dir
     from translator.constants import DEFAULT_PARALLEL_BATCHES
     from translator.engines import search_cache

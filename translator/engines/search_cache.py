@@ -1,27 +1,9 @@
 """Our traced search, kept beside the model so a later process neither builds nor traces it.
 
-Most of the time to a first translation went to building the Keras model and tracing
-the search's `tf.function`, then to restoring a SavedModel's graph as Python objects and
-running Grappler over it at the first call (bench/RESULTS.md, "Time to the first
-translation"). So the first load of a model with some search settings writes the traced
-search as one graph, `<model dir>/search-cache/<key>/search.pb`: its weights frozen into
-constants and, on a host without a GPU, Grappler's pass (the one `lean_graph_options`
-asks for, on ops placed on the CPU as the runtime places them) already done. A later
-load registers that `FunctionDef` with TensorFlow's runtime and calls it by name, under
-`optimized_graph_options` (no second Grappler pass): no Keras model, no tracing, no
-Python graph. It gives the translations of the search built and traced, with their
-scores equal to float rounding: frozen weights change what Grappler's pass can rewrite
-(an untrained model's zero biases and unit scales fold away; tests/engines/
-test_search_cache.py, bench/RESULTS.md).
-
-The key covers everything the graph depends on: the search settings, the precision,
-the weights file (size and modification time), the TensorFlow and translator versions,
-the graph's revision, whether this host fuses layer norms and whether it has a GPU, so a
-retrained model, an upgrade or a move to another host kind misses and writes a new entry.
-Only the `SEARCH_CACHE_ENTRIES` most recently used entries stay: each holds a copy of the
-weights. A prefixed search (`--prefix-file`), rarely asked for, is not cached: it builds
-the model when first used. Nor is an XLA search (it compiles per batch shape at run time
-anyway).
+Building and tracing dominate the time to a first translation (bench/RESULTS.md, "Time to
+the first translation"), so the first load writes the search as one frozen, optimized
+graph, `<model dir>/search-cache/<key>/search.pb`, that later loads call by name. The key
+covers everything the graph depends on. Prefixed and XLA searches are not cached.
 """
 
 from __future__ import annotations
@@ -63,19 +45,13 @@ logger = logging.getLogger(__name__)
 
 # Where a model directory keeps its cached searches.
 CACHE_DIR = "search-cache"
-# An entry's files: the search's graph (a serialized `FunctionDef`), and what `describe`
-# reports.
+# An entry's files: the graph (a serialized `FunctionDef`), and what `describe` reports.
 GRAPH = "search.pb"
 FACTS = "search.json"
-# The traced graph's revision, in the key with the versions: raised when a change to the
-# code alters the ops a search runs (2: the fused layer norm; 3: the normalizer's max
-# taken from the top-k; 4: the logits cast once; 5: one frozen graph, Grappler's pass
-# done, instead of a SavedModel; 6: the projections of one input run as one matmul,
-# side by side; 7: the search written in keras.ops with the backend's kernels), so that a
-# checkout's new graph replaces entries an older one wrote under the same version number.
+# The traced graph's revision, in the key: raise it when a code change alters the ops a
+# search runs, so new graphs replace entries written under the same version number.
 GRAPH_REVISION = 7
-# Where the runtime places a search's ops on a host without a GPU. Grappler's CPU
-# rewrites (oneDNN's fused layer norm, matmul + bias) apply only to ops placed there.
+# Where the runtime places a search's ops without a GPU; Grappler's CPU rewrites need it.
 CPU_DEVICE = "/job:localhost/replica:0/task:0/device:CPU:0"
 # The signature of a cached graph: source ids in; ids, scores, lengths out.
 INPUTS, OUTPUTS = 1, len(SearchResult._fields)
@@ -131,8 +107,7 @@ class CachedSearch:
         self._function, self._optimized = _register((entry / GRAPH).read_bytes())
         self._decoder: Decoder | None = None
         self._building = threading.Lock()  # batches may arrive on several threads at once
-        # Most recently used (see `_evict`); in a read-only model directory, only the
-        # eviction order suffers.
+        # Most recently used (see `_evict`); a read-only directory only loses the order.
         with contextlib.suppress(OSError):
             os.utime(entry)
 
@@ -162,10 +137,7 @@ class CachedSearch:
 
 
 def _register(serialized: bytes) -> tuple[bytes, bool]:
-    """Adds a cached graph to this process' functions: (its name, Grappler's pass done).
-
-    Named by its content, so entries never clash and loading one twice adds it once.
-    """
+    """Adds a cached graph, named by its content: (its name, Grappler's pass done)."""
     try:
         function = function_pb2.FunctionDef.FromString(serialized)
     except DecodeError as error:
@@ -188,10 +160,7 @@ def load_cached(
     model_config: TransformerConfig,
     build: Callable[[], Decoder],
 ) -> CachedSearch | None:
-    """The cached search at `entry`, or None: there is none, or it cannot be read (a warning).
-
-    Args: see `CachedSearch`.
-    """
+    """The cached search at `entry` (args as `CachedSearch`), or None: none, or unreadable."""
     if not (entry / FACTS).is_file():
         return None
     try:
@@ -202,11 +171,7 @@ def load_cached(
 
 
 def save_search(decoder: Decoder, entry: Path) -> None:
-    """Saves `decoder.translate`, as `optimized_search` makes it, as the cache entry `entry`.
-
-    A failure (a read-only model directory, a full disk) is reported and skipped: the
-    search still runs, it only starts slower next time.
-    """
+    """Saves `optimized_search(decoder)` as the cache entry `entry`; a failure is only logged."""
     try:
         function = optimized_search(decoder)
         with atomic_directory(entry) as staging:
@@ -221,12 +186,9 @@ def save_search(decoder: Decoder, entry: Path) -> None:
 def optimized_search(decoder: Decoder) -> function_pb2.FunctionDef:
     """`decoder.translate` as one function: weights frozen, Grappler's pass done (no GPU).
 
-    The weights become constants (`convert_variables_to_constants_v2`, which also lowers
-    the loop to the graph ops the runtime would run). Without a GPU, every op is placed on
-    the CPU, as the runtime places a search there, and Grappler runs the pass a call
-    would run under `lean_graph_options`; the function is marked so that a restored
-    search is called under `optimized_graph_options`. With a GPU, placement and the pass
-    are left to the runtime.
+    Without a GPU, every op is placed on the CPU and Grappler runs the pass of
+    `lean_graph_options`, marked so a restored search runs under `optimized_graph_options`;
+    with a GPU, placement and the pass are left to the runtime.
 
     Returns:
         A `FunctionDef`: int32 `[batch, width]` source ids in, `SearchResult`'s tensors out.

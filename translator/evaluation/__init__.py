@@ -6,23 +6,9 @@
     result = evaluate(read_lines("hyp.de"), read_lines("ref.de"))
     result.metric("bleu").score, result.metric("bleu").signature
 
-Metrics are sacreBLEU's own, with its defaults and signatures (`scoring` lists them);
-`compare_systems` adds sacreBLEU's paired bootstrap test against a baseline.
-
-`EvaluationReport` adds what a report must say about how the scores were obtained
-(model, data files with sha256, search settings, timing); `write_report` writes it as
-`report.json` (for programs) and `report.md` (for people), with PNG charts beside
-report.md: BLEU and chrF2 by source length (when the sources are known) and the two
-systems' bootstrap distributions (with a comparison). Nothing here imports TensorFlow.
-
-`score_files` and `evaluate_model` are the services of `translator score` and
-`translator evaluate`: they read and check the files, translate (the latter, through
-`translator.engines.load_translator`), score and write the report.
-
-Modules: `scoring` (metrics, sentence scores, scores by source length, the paired test),
-`report` (the report's records), `render` (JSON, Markdown and terminal text, written
-atomically), `charts` (the report's PNG charts, and `new_figure`/`save_png` for any
-chart), `service` (the two services).
+`EvaluationReport` records how the scores were obtained (model, data sha256, search,
+timing); `write_report` writes `report.json`, `report.md` and PNG charts. `score_files`
+and `evaluate_model` serve `translator score` and `translator evaluate`.
 """
 
 from translator.evaluation.render import (

@@ -5,14 +5,8 @@
     ...
     save_png(figure, "chart.png")
 
-`new_figure` and `save_png` are for any chart the toolkit draws: a `Figure` on the Agg
-canvas, not `pyplot`, so there is no global state, no display is needed and threads may
-draw at once; the PNG is written atomically (`translator.io.write_atomic`), so a report
-directory never holds half a picture. matplotlib is imported inside the functions:
-importing `translator` stays fast, and a command that draws nothing never loads it.
-
-The report's charts: `draw_source_length` (BLEU and chrF2 by source-length bucket) and
-`draw_bootstrap` (each system's scores over the paired bootstrap resamples).
+A `Figure` on the Agg canvas, not `pyplot` (no global state, no display), written
+atomically; matplotlib is imported lazily.
 """
 
 from __future__ import annotations
@@ -116,9 +110,8 @@ def draw_bootstrap(
 ) -> Path:
     """Histograms of both systems' scores over the paired bootstrap resamples, per metric.
 
-    One panel per compared metric: the two distributions on the same bins, each system's
-    score on the whole test set as a solid line, and the difference and p-value above.
-    Where the histograms overlap little, the difference is unlikely to be chance.
+    One panel per metric: both distributions on the same bins, each whole-test-set score
+    as a line, and the difference and p-value above.
 
     Args:
         comparisons: `Evaluation.comparison`, with their resampled scores.

@@ -100,8 +100,7 @@ def write_report(
 def render_markdown(report: EvaluationReport) -> str:
     """`report.md`: scores, by source length, comparison, settings, sample and worst sentences.
 
-    The sections with a chart link it by its file name (`SOURCE_LENGTH_CHART`,
-    `BOOTSTRAP_CHART`), which `write_report` draws beside report.md.
+    Sections with a chart link its file, which `write_report` draws beside report.md.
     """
     evaluation = report.evaluation
     lines = ["# Evaluation report", "", f"Created {report.created}."]

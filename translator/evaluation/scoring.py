@@ -1,22 +1,16 @@
 """Scoring translations with sacreBLEU: corpus metrics, sentence scores, paired bootstrap.
 
-Metrics are sacreBLEU's own classes with their default settings, so every score here
-equals what the `sacrebleu` command prints for the same files, and carries the same
-signature:
+Metrics are sacreBLEU's own classes with their defaults, so every score and signature
+equals what the `sacrebleu` command prints:
 
     bleu      BLEU, 13a tokenization, cased (the figure to report)
     bleu_lc   BLEU, lowercased (an extra figure; its signature says case:lc)
     chrf      chrF2 (character 6-grams, beta 2)
     ter       TER (sacreBLEU's default: case-insensitive, tercom tokenization)
 
-`compare_systems` runs sacreBLEU's paired bootstrap resampling (`PairedTest`, the
-Moses/Koehn test) against a baseline's hypotheses. sacreBLEU reports each system's
-bootstrap mean, 95% confidence half-width and the p-value; the difference's confidence
-interval is computed here from the same resamples (same seed, same indices), and the
-resampled scores are kept for the chart of the two distributions.
-
-`source_length_buckets` scores the sentences by the length of their source, in
-whitespace-separated words (`SOURCE_LENGTH_EDGES`): corpus BLEU and chrF2 of each bucket.
+`compare_systems` runs sacreBLEU's paired bootstrap test against a baseline; the
+difference's confidence interval is computed here from the same resamples.
+`source_length_buckets` scores the sentences by source length in words.
 """
 
 from __future__ import annotations
@@ -46,13 +40,10 @@ METRICS = (
     ("chrf", "chrF2", True),
     ("ter", "TER", False),
 )
-# Metrics of the paired test: sacreBLEU keys its results by metric name, which the
-# lowercased BLEU would share with BLEU.
+# Metrics of the paired test (sacreBLEU keys results by name, which bleu_lc shares).
 COMPARED = ("bleu", "chrf", "ter")
-# Last source length, in whitespace-separated words, of each source-length bucket but the
-# open-ended last one: buckets 0 (blank sources), 1-5, 6-10, 11-15, 16-20, 21-30 and 31+.
-# Words, not the model's pieces: a sentence falls in the same bucket whatever model
-# translated it, so reports of models with different vocabularies compare bucket by bucket.
+# Last source length of each bucket but the open-ended last: 0, 1-5, ..., 21-30, 31+. In
+# words, not pieces, so reports of models with different vocabularies compare by bucket.
 SOURCE_LENGTH_EDGES = (0, 5, 10, 15, 20, 30)
 
 
@@ -111,8 +102,7 @@ class LengthBucket:
     # None for the open-ended last bucket.
     last: int | None
     sentences: int
-    # sacreBLEU's corpus BLEU and chrF2 of exactly these sentences, with the settings
-    # (and so the signatures) of the corpus scores.
+    # sacreBLEU's corpus BLEU and chrF2 of these sentences, as the corpus scores.
     bleu: float
     chrf: float
 
@@ -131,8 +121,7 @@ class Comparison:
     difference_mean: float
     difference_low: float
     difference_high: float
-    # sacreBLEU's p-value: chance of an absolute difference this large if the two systems
-    # were the same process. Below 0.05 the difference is called significant.
+    # sacreBLEU's p-value; below 0.05 the difference is called significant.
     p_value: float
     # sacreBLEU's bootstrap mean and 95% confidence half-width of each system's score.
     system_mean: float
@@ -142,9 +131,8 @@ class Comparison:
     # The metric's signature with the test's settings (bs:N|seed:S).
     signature: str
     higher_is_better: bool
-    # Each system's score on each resample (sacreBLEU's resamples, in its order): what the
-    # means and intervals above summarize, kept for the chart; not written to report.json
-    # (thousands of numbers that the seed reproduces).
+    # Each system's score on each resample, for the chart; not written to report.json (the
+    # seed reproduces them).
     system_resamples: tuple[float, ...] = dataclasses.field(default=(), repr=False)
     baseline_resamples: tuple[float, ...] = dataclasses.field(default=(), repr=False)
 
@@ -166,8 +154,7 @@ class Evaluation:
     # Resamples and seed of the paired test, when there is a comparison.
     bootstrap_samples: int | None = None
     bootstrap_seed: int | None = None
-    # Scores by source length (`SOURCE_LENGTH_EDGES`), empty buckets left out; None when
-    # the sources are not known (`translator score`).
+    # Scores by source length, empty buckets left out; None without sources.
     by_source_length: tuple[LengthBucket, ...] | None = None
 
     def metric(self, key: str) -> MetricScore:
@@ -269,7 +256,6 @@ def compare_systems(
     Returns:
         One `Comparison` per metric of `COMPARED`, and the seed used.
     """
-    # Over 60 lines only because each `Comparison` is filled field by field, by name.
     from sacrebleu.significance import PairedTest
 
     metrics = corpus_metrics()
@@ -326,9 +312,8 @@ def source_length_buckets(
 ) -> tuple[LengthBucket, ...]:
     """Corpus BLEU and chrF2 of the sentences of each source-length bucket.
 
-    A source's length is its number of whitespace-separated words. Every sentence falls
-    in exactly one bucket (the last is open-ended), so the buckets' counts add up to the
-    sentences; a bucket without sentences is left out.
+    A source's length is its number of whitespace-separated words; empty buckets are
+    left out.
 
     Args:
         hypotheses: One translation per line.
@@ -466,10 +451,8 @@ def _resampled_scores(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each system's score on each of sacreBLEU's paired resamples: two float arrays.
 
-    Draws the resample indices exactly as `sacrebleu.significance._paired_bs_test` does
-    (one `numpy` generator seeded like `PairedTest`), so these are the very scores that
-    sacreBLEU's means and p-value are computed from. sacreBLEU has no public function for
-    the sufficient statistics, hence its two underscore methods.
+    The indices are drawn as `sacrebleu.significance._paired_bs_test` draws them, with
+    sacreBLEU's private statistics methods (it has no public API for them).
     """
     import numpy as np
 
@@ -503,11 +486,7 @@ def _difference_interval(differences: np.ndarray) -> tuple[float, float, float]:
 
 @contextlib.contextmanager
 def _each_warning_once(logger: logging.Logger) -> Iterator[None]:
-    """Drops repeats of a log message while active.
-
-    Every metric (and the bootstrap test) would otherwise repeat sacreBLEU's "forgot to
-    detokenize?" warning.
-    """
+    """Drops repeats of a log message while active (sacreBLEU's "forgot to detokenize?")."""
     seen: set[str] = set()
 
     def first_time(record: logging.LogRecord) -> bool:

@@ -1,9 +1,7 @@
 """The two evaluation services: score files made elsewhere, and translate-then-score.
 
-`score_files` is `translator score`; `evaluate_model` is `translator evaluate` and the
-recipe's test reports. Both read and check every input before anything slow starts (a
-misaligned file is one error naming both files), and write the report only when asked.
-They print nothing: the command prints what they return.
+`score_files` is `translator score`; `evaluate_model` is `translator evaluate`. Both check
+every input before anything slow starts, and print nothing.
 """
 
 from __future__ import annotations

@@ -16,21 +16,15 @@ from translator.layers.rotary_embedding import RotaryEmbedding
 if TYPE_CHECKING:  # pragma: no cover
     import tensorflow as tf
 
-# Added to masked scores before the softmax, which always runs in float32. Finite (not
-# -inf) so that a row with every key masked (an all-padding sentence) gives uniform
-# weights instead of NaN.
+# Added to masked scores (softmax runs in float32); finite, so an all-masked row gives
+# uniform weights, not NaN.
 _MASKED_SCORE = -1e9
 
 
 class GrowingCache(NamedTuple):
-    """A self-attention cache holding the written positions only.
+    """A self-attention cache of the written positions only: no write copies a whole cache.
 
-    Each decoding step appends one position, so attention and the search's reordering
-    read the `written` positions, not a static `max_length` of them, and no write
-    copies a whole static cache (measured faster than the static cache in beam search;
-    figures: bench/RESULTS.md, design measurements). Its length changes every step,
-    which a `tf.while_loop` allows (with `growing_axis` in its shape invariants) and XLA
-    does not, so a compiled search keeps the static cache.
+    Faster (bench/RESULTS.md, design measurements), but XLA needs the static cache.
     """
 
     # [batch, heads, written, head_dim] each.
@@ -44,13 +38,8 @@ class GrowingCache(NamedTuple):
 class HeadsProjection(keras.layers.EinsumDense):
     """An `EinsumDense` of `[batch, length, ...]` inputs, computed as one 2-D matmul.
 
-    For the two equations attention uses, `btd,dnh->btnh` (into heads) and
-    `btnh,nhd->btd` (out of them): the contracted dims are the input's after
-    `[batch, length]`, the kernel's first ones. Keras runs these as a batch matmul that
-    broadcasts the kernel; flattening the rows is the same product in a 2-D matmul,
-    measured faster at a decoding step's shape, where a step runs many of them
-    (figures: bench/RESULTS.md, design measurements). Weights, names and build are
-    EinsumDense's. Built by `MultiHeadAttention` only (not exported).
+    For `btd,dnh->btnh` and `btnh,nhd->btd`, which Keras runs as a batch matmul
+    broadcasting the kernel; a 2-D matmul is faster at a decoding step's shape.
     """
 
     def call(self, inputs, training=None):
@@ -68,30 +57,14 @@ class HeadsProjection(keras.layers.EinsumDense):
 class MultiHeadAttention(keras.layers.Layer):
     """softmax(Q K^T / sqrt(head_dim)) V over several heads (paper, section 3.2).
 
-    One layer serves as self-attention (`key_value` omitted) and cross-attention
-    (`key_value` = encoder output). Incremental decoding passes an explicit cache
-    instead of keeping hidden state, so a decoding loop can have static shapes. A cache is a
-    `(keys, values)` pair, each heads-first `[batch, heads, length, head_dim]`: the
-    layout the attention matmuls read, so a decoding step never transposes or slices
-    the cache (only the new token's keys/values are transposed):
+    Self-attention when `key_value` is omitted, else cross-attention. Decoding passes an
+    explicit `(keys, values)` cache, each `[batch, heads, length, head_dim]`:
 
-    - Self-attention cache: `empty_cache(batch, max_length)` (length = max_length) plus
-      `cache_index`, the position of the first query token. The new keys/values are
-      written at `cache_index` and attention runs over the whole static cache; the
-      caller's mask hides positions not yet written. `empty_cache(batch)` gives a
-      `GrowingCache` instead: the new keys/values are appended (`cache_index` must be
-      its length) and attention reads only written positions, so no mask is needed.
-    - Cross-attention cache: `compute_key_value(encoder_output)` (length =
-      source_length), computed once per sentence, with `cache_index=None`: the cache is
-      read, never written. It may hold fewer rows than the query: with `sources` cache
-      rows and `sources * group` query rows, query rows `s * group .. s * group +
-      group - 1` (a sentence's beams) read cache row `s`, and attend as one entry of
-      `group * query_length` queries. So a beam search neither copies the encoder's
-      keys/values per beam nor reads them once per beam each step: a step's
-      cross-attention is a matrix product per sentence instead of `group` vector
-      products over the same memory (a measured faster decoder step; figures:
-      bench/RESULTS.md, design measurements). The mask must then be the same for
-      every query of a sentence: `[sources, 1, key]`.
+    - Self-attention: `empty_cache(batch, max_length)`, written at `cache_index` (the
+      caller masks unwritten positions), or `empty_cache(batch)`, a `GrowingCache`.
+    - Cross-attention: `compute_key_value(encoder_output)`, read-only. `sources` cache
+      rows may serve `sources * group` query rows (a sentence's beams), which attend as
+      one entry of `group * query_length` queries, with the mask `[sources, 1, key]`.
 
     Args:
         num_heads: Number of heads.
@@ -115,8 +88,7 @@ class MultiHeadAttention(keras.layers.Layer):
         return_attention_scores: Also return the weights `[batch, heads, query, key]`
             (`[sources, heads, group * query, key]` with a shared cross-attention cache).
         layout: With `query` as packed rows `[tokens, query_dim]` (a full pass without
-            RoPE): their `PackedLayout`. The projections run on the rows, the
-            attention on the padded grid; the output is rows `[tokens, output_dim]`.
+            RoPE): their `PackedLayout`; the output is rows `[tokens, output_dim]`.
         key_value_layout: The `PackedLayout` of a packed `key_value` (None: a padded
             `key_value`, whatever the query's layout).
 
@@ -246,16 +218,9 @@ class MultiHeadAttention(keras.layers.Layer):
     def _full_pass_projections(self, query, key_value, layout, key_value_layout):
         """Queries (scaled), keys and values of a full pass, heads-first.
 
-        The projections of one input run as one matmul of the kernels side by side
-        (query, key and value of self-attention; key and value of cross-attention): a
-        wider matmul runs nearer the machine's peak, and the input's gradient is one
-        matmul instead of three and their sum (figures: bench/RESULTS.md, "Training:
-        where a step's time goes"). The query's `1 / sqrt(head_dim)` is folded into its
-        kernel and bias: a multiply after the matmul, Grappler rewrote differently
-        under a search's one-pass setting than under the defaults (and scaling every
-        query costs a pass). The weights stay three layers, so checkpoints and the
-        CTranslate2 export read them as before. Packed rows are projected as rows
-        and unpacked into their padded grid for the attention scores.
+        One input's projections run as one wider matmul (bench/RESULTS.md, "Training:
+        where a step's time goes"), with `1 / sqrt(head_dim)` folded into the query's
+        kernel and bias; the weights stay three layers.
 
         Returns:
             `(query, keys, values)`, each `[batch, heads, length, head_dim]`.
@@ -273,9 +238,7 @@ class MultiHeadAttention(keras.layers.Layer):
     def _cached_projections(self, query, key_value, cache, cache_index):
         """Queries, keys, values and updated cache of a call with a cache or RoPE.
 
-        The decoding path (see the class). Self-attention projects its one input side
-        by side, as a full pass does: a decoding step then runs one small matmul for
-        the three, not three.
+        The decoding path (see the class); self-attention projects side by side.
 
         Returns:
             `(query [sources, heads, group * query, head_dim] scaled, keys, values,
@@ -308,8 +271,7 @@ class MultiHeadAttention(keras.layers.Layer):
 
         if cache is None:  # a full pass with RoPE: [batch, length, heads, head_dim]
             key, value = _heads_first(key), _heads_first(value)
-        # A shared cross-attention cache has `group` query rows per cache row (see the
-        # class): they attend as one entry of `group * query_length` queries.
+        # A shared cross-attention cache's `group` query rows attend as one entry (class).
         (sources,) = kernels.leading_dims(key, 1)
         scale = ops.cast(1.0 / math.sqrt(self.head_dim), q.dtype)
         q = ops.reshape(q * scale, (sources, -1, self.num_heads, self.head_dim))
@@ -318,11 +280,8 @@ class MultiHeadAttention(keras.layers.Layer):
     def _attend(self, query, key, value, attention_mask, training):
         """Attention of scaled heads-first queries over heads-first keys/values.
 
-        Plain batch matmuls on heads-first operands (the layout of the decoding cache,
-        so one path serves both) and an additive mask on `[batch, 1, query, key]`
-        instead of a select on the full scores. A profile on a loaded machine measured it
-        slightly faster than einsum on heads-last keys; an alternating A/B on a quiet one
-        was within noise (figures: bench/RESULTS.md, design measurements).
+        Batch matmuls on heads-first operands (the decoding cache's layout, so one path
+        serves both) and an additive mask on `[batch, 1, query, key]`.
 
         Args:
             query: `[sources, heads, group * query, head_dim]`, times `1 / sqrt(head_dim)`.
@@ -414,10 +373,8 @@ def _heads_first(x):
 def _write_cache(cache, update, index):
     """Returns `cache` with `update` written at positions `index ..`.
 
-    One decoding step's token goes in with the backend's write (`kernels.write_step`:
-    a scatter on TensorFlow, whose cost hardly grows with the cache length, and which
-    stock TF Serving runs; an in-place slice update under XLA). Several tokens at once
-    (a prompt, not a decoding step) are placed with a select on a position mask.
+    One step's token goes in with the backend's `kernels.write_step`; several tokens (a
+    prompt) with a select on a position mask.
 
     Args:
         cache: `[batch, heads, max_length, head_dim]`.

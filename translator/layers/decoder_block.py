@@ -24,9 +24,8 @@ class DecoderBlock(BlockBase):
         self_attention_cache: `(keys, values)`, each `[batch, heads, max_length, head_dim]`
             (from `self_attention.empty_cache`), or None.
         cross_attention_cache: `(keys, values)`, each `[sources, heads, source_length,
-            head_dim]`, from `cross_attention.compute_key_value(encoder_output)`, or None;
-            `batch` may be a multiple of `sources` (see `MultiHeadAttention`), with
-            `cross_attention_mask` `[sources, 1, source_length]`.
+            head_dim]` (`cross_attention.compute_key_value`), or None; `batch` may be a
+            multiple of `sources` (see `MultiHeadAttention`).
         cache_index: int scalar, position of the first input token in the cache.
         training: Applies dropout when True.
         layout: With `inputs` as packed rows `[tokens, d_model]` (a full pass): their

@@ -11,19 +11,12 @@ from translator.backends import kernels
 class FastDropout(keras.layers.Dropout):
     """Inverted dropout drawing two keep/drop decisions from each random 32-bit word.
 
-    `keras.layers.Dropout` draws one float per element (`stateless_dropout`); on a
-    2-core CPU the dropouts of a training step were a measurable share of it, and this
-    layer does the same work in much less time (figures: bench/RESULTS.md, design
-    measurements; `bench.training` measures the whole step). Each element is kept with
-    probability `1 - rate` (to 1/65,536) and scaled by the inverse of the applied keep
-    probability, so the expectation is unchanged, as in Keras. The kernel is
-    `kernels.dropout`: Keras' own draws on other backends.
+    Cheaper than Keras' one float per element (bench/RESULTS.md, design measurements).
 
     Args:
         rate: Fraction of the inputs to drop, in [0, 1).
         seed: Seed of the layer's random stream (`keras.random.SeedGenerator`).
-        **kwargs: Standard `keras.layers.Layer` arguments. (`noise_shape` is not
-            supported: Keras' layer serves that case.)
+        **kwargs: Standard `keras.layers.Layer` arguments, except `noise_shape`.
 
     Call arguments:
         inputs: Any shape.

@@ -11,9 +11,7 @@ from translator.layers.block_base import BlockBase
 class EncoderBlock(BlockBase):
     """Self-attention and FFN sublayers, each with dropout, a residual and LayerNorm.
 
-    Takes the arguments of `BlockBase` (num_heads, ffn_dim, activation, dropout,
-    attention_dropout, activation_dropout, norm_first, layer_norm_epsilon,
-    rotary_embedding).
+    Takes the arguments of `BlockBase`.
 
     Call arguments:
         inputs: `[batch, source_length, d_model]`.

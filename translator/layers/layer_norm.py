@@ -18,28 +18,9 @@ _PORTABLE = contextvars.ContextVar("portable_layer_norms", default=False)
 class LayerNorm(keras.layers.LayerNormalization):
     """Keras' `LayerNormalization` of the last axis, in the form oneDNN fuses at inference.
 
-    Keras computes a layer norm as a dozen small ops (mean, variance, rsqrt, the scale and
-    shift, casts), and a decoding step runs one per sublayer on `[rows, 1, d_model]`, so
-    their launches add up (bench/RESULTS.md, "Decoding: where our beam search's time
-    goes"). TensorFlow's graph optimizer, with oneDNN's rewrites on (`fuses_here`),
-    rewrites one spelling of a layer norm into a single `_MklLayerNorm` kernel: the rows
-    reshaped into the channels of a training-mode `FusedBatchNormV3` with unit scale and
-    zero offset, then `* gamma + beta`. Outside training this layer writes exactly that,
-    in the compute dtype: a cast to float32 first would be moved past the reshape by
-    Grappler and hide the pattern. The statistics are float32 either way. So it equals
-    Keras' layer norm to float32 rounding in float32, and within bfloat16's rounding
-    under mixed_bfloat16, whose matmuls read bfloat16 weights too
-    (tests/layers/test_layer_norm.py). The kernel is `kernels.fused_layer_norm`; other
-    backends than TensorFlow keep Keras' ops.
-
-    Training keeps Keras' ops: its gradient reads the batch norm's saved statistics, so
-    the rewrite does not apply there, and a fused batch norm measured no faster than
-    Keras' ops forward and backward. So does a graph that may run on a GPU, whose
-    batch-norm kernels refuse an epsilon under 1e-5 (ours is 1e-6): one traced on a
-    host with a GPU, or under `portable_layer_norms` (SavedModel exports, which TF
-    Serving may place anywhere); and any graph traced with oneDNN's rewrites off.
-    Weights, names and config are Keras' (old checkpoints load); only `axis=-1` with
-    both `gamma` and `beta` takes the fused form.
+    Keras' dozen small ops add up in a decoding step (bench/RESULTS.md, "Decoding: where
+    our beam search's time goes"). Outside training, where `fuses_here`, this writes the
+    spelling oneDNN fuses (`kernels.fused_layer_norm`); weights and config are Keras'.
 
     Call arguments:
         inputs: `[..., d]`.
@@ -68,12 +49,7 @@ class LayerNorm(keras.layers.LayerNormalization):
 
 
 def fuses_here() -> bool:
-    """Whether layer norms traced now, in this scope, take the fused form.
-
-    Where the backend's kernel fuses (`kernels.fuses_here`: TensorFlow with oneDNN's
-    rewrites, on a host with no GPU), and not under `portable_layer_norms`. Checked when
-    a function is traced, not per step.
-    """
+    """Whether layer norms traced now take the fused form (not under `portable_layer_norms`)."""
     return not _PORTABLE.get() and kernels.fuses_here()
 
 

@@ -11,9 +11,8 @@ class LearnedPositionEmbedding(keras.layers.Layer):
     """Adds a trained vector per absolute position.
 
     Args:
-        max_length: Number of positions in the table. Positions beyond it are clamped to
-            the last row (TensorFlow's gather on CPU would fail instead); configure
-            `max_length` above the longest sequence the model will see.
+        max_length: Number of positions in the table; later positions are clamped to
+            the last row (TensorFlow's gather on CPU would fail).
         embeddings_initializer: Initializer of the `[max_length, d_model]` table.
         **kwargs: Standard `keras.layers.Layer` arguments.
 

@@ -10,10 +10,8 @@ from keras import ops
 class RotaryEmbedding(keras.layers.Layer):
     """Rotates pairs of feature channels by a position-dependent angle.
 
-    Applied to queries and keys, it makes their dot product depend only on the
-    relative position. Channel i of the first half pairs with channel i of the second
-    half (the GPT-NeoX layout), rotated by `position / max_wavelength ** (2i / head_dim)`.
-    The layer has no weights.
+    Makes query-key dot products depend on relative position only. Channel i of each
+    half pairs (GPT-NeoX layout), rotated by `position / max_wavelength ** (2i / head_dim)`.
 
     Args:
         max_wavelength: The longest wavelength of the rotation frequencies.

@@ -10,8 +10,7 @@ from keras import ops
 class SinusoidalPositionEncoding(keras.layers.Layer):
     """Adds PE(pos, 2i) = sin(pos / w^(2i/d)), PE(pos, 2i+1) = cos(pos / w^(2i/d)).
 
-    Each (sin, cos) channel pair turns at its own frequency, so PE(pos + k) is a fixed
-    rotation of PE(pos) for every pos: relative offsets are linear functions of the
+    PE(pos + k) is a fixed rotation of PE(pos), so relative offsets are linear in the
     encoding. No weights; any length works.
 
     Args:

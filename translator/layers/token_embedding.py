@@ -72,10 +72,8 @@ class TokenEmbedding(keras.layers.Layer):
             float32 `[..., vocab_size]`: softmax runs in float32 under mixed precision.
         """
         table = ops.cast(self.embeddings, hidden.dtype)  # [vocab, d_model]
-        # One 2-D matmul over all rows: a [batch, length, d_model] @ [d_model, vocab]
-        # batch matmul broadcasts the table, and its gradient then materializes a
-        # [batch, d_model, vocab] product to sum over the batch (a large share of a
-        # profiled training step; figures: bench/RESULTS.md, design measurements).
+        # One 2-D matmul over all rows: a batch matmul's gradient would materialize a
+        # [batch, d_model, vocab] product (bench/RESULTS.md, design measurements).
         leading = ops.shape(hidden)[:-1]
         flat = ops.reshape(hidden, (-1, self.d_model))  # [rows, d_model]
         logits = ops.matmul(flat, ops.transpose(table))  # [rows, vocab]

@@ -8,20 +8,7 @@
     for features, labels in train:                    # one epoch
         features["source_ids"], features["decoder_input_ids"], labels  # int32 [b, len]
 
-Modules:
-    vocab      `build_vocabulary`, `train_sentencepiece` (TensorFlow-free); the special
-               ids are `translator.constants` (PAD_ID=0, UNK_ID=1, BOS_ID=2, EOS_ID=3)
-    tokenizer  `SentencePieceTokenizer`: in-graph `tokenize`/`detokenize`, Python
-               `encode`/`decode`, `model_proto` bytes; `load_vocabulary` -> `Vocabulary`
-               (.source, .target tokenizers)
-    corpus     `ParallelCorpus`: two aligned text files, plain or gzip, streamed
-    config     `PipelineConfig`: token budget, lengths, buckets, shuffling
-    dataset    `make_dataset`, `scan_corpus` -> `CorpusStats` (exact skip counts)
-    download   `fetch_dataset` (Multi30k), mirror and sha256 checks
-    errors     `PipelineError` and its subclasses, each naming the file at fault
-
-Names are imported lazily: `import translator.pipelines` does not start TensorFlow; only
-the tokenizer and dataset modules need it.
+Names are imported lazily, so `import translator.pipelines` does not start TensorFlow.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """`PipelineConfig`: the frozen, typed settings of the tf.data input pipeline.
 
-Lengths count model positions, special tokens included: a source sequence is its pieces
-plus EOS, a target sequence (decoder input or labels) is its pieces plus BOS or EOS. So
-`max_source_length=256` keeps sources of at most 255 pieces.
+Lengths count special tokens: `max_source_length=256` keeps sources of at most 255 pieces.
 """
 
 from __future__ import annotations
@@ -30,11 +28,8 @@ class Bucket(NamedTuple):
 class PipelineConfig(DictConfig):
     """How `make_dataset` turns two text files into batches.
 
-    Token-based batching: pairs are grouped into buckets by length (the longer of source
-    and target sequence); a bucket of length L makes batches of `batch_tokens // L`
-    pairs, so every batch holds at most `batch_tokens` tokens per side *counting padding*
-    (batch size x padded length <= batch_tokens), like fairseq's `--max-tokens` and
-    OpenNMT-tf's `batch_type: tokens`.
+    Token-based batching: a length bucket L makes batches of `batch_tokens // L` pairs, so
+    a batch holds at most `batch_tokens` tokens per side *counting padding*.
     """
 
     # Token budget of one batch, padding included, for source and for target separately

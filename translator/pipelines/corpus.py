@@ -1,9 +1,7 @@
 """Parallel corpora: two aligned text files, plain or gzip, one sentence a line.
 
-Everything here streams: no function loads a whole file into memory, so corpora larger
-than RAM work. Lines are read by `translator.io.iter_lines`, exactly as
-`tf.data.TextLineDataset` reads them, so the Python checks (`ParallelCorpus.validate`)
-and the in-graph pipeline (`text_dataset`) always agree on what "line N" is.
+Everything streams, so corpora larger than RAM work. Lines are read as
+`tf.data.TextLineDataset` reads them (`translator.io`).
 """
 
 from __future__ import annotations
@@ -23,8 +21,6 @@ if TYPE_CHECKING:  # pragma: no cover
 @dataclasses.dataclass(frozen=True)
 class ParallelCorpus:
     """Two aligned text files: line i of `source_path` translates to line i of `target_path`.
-
-    Both may be plain text or gzip. Nothing is loaded up front; each method streams.
 
     Example:
         >>> corpus = ParallelCorpus("train.en.gz", "train.de.gz")
@@ -78,11 +74,7 @@ class ParallelCorpus:
             raise self._mismatch(count, count + rest)
 
     def text_dataset(self) -> tf.data.Dataset:
-        """The pairs as a streaming `tf.data.Dataset` of `(source, target)` tf.string scalars.
-
-        This does not check alignment or UTF-8 (the graph cannot name a line number):
-        call `validate` first, as `make_dataset` does.
-        """
+        """The pairs as a streaming dataset of tf.string scalars, unchecked: `validate` first."""
         import tensorflow as tf
 
         return tf.data.Dataset.zip(

@@ -1,7 +1,6 @@
 """The tf.data pipeline: from two aligned text files to token-budgeted, teacher-forced batches.
 
-    lines (streamed, TextLineDataset)  ->  shard (tf.distribute input pipelines)
-      -> tokenize in batches of lines, in-graph (SentencePiece), filter, add BOS/EOS
+    lines (streamed) -> shard -> tokenize in-graph, filter, add BOS/EOS
       -> [cache] -> [shuffle, training only] -> bucket by length -> pad -> batch
 
 Every element is `(features, labels)`:
@@ -10,24 +9,8 @@ Every element is `(features, labels)`:
     features["decoder_input_ids"]  int32 [batch, tgt_len]   BOS + pieces, then PAD
     labels                         int32 [batch, tgt_len]   pieces + EOS, then PAD
 
-so `labels[:, :-1] == decoder_input_ids[:, 1:]` on real tokens (shifted-right teacher
-forcing). The source gets EOS but no BOS (the encoder needs no start symbol; common
-practice in fairseq, OpenNMT-tf and T2T).
-
-Skipped pairs: a pair is skipped when either side tokenizes to nothing (an empty or
-blank line) or when a side is longer than `max_source_length` / `max_target_length`
-(special tokens included). The same filter applies with `training=False`: the model
-cannot take longer sequences (position tables) and validation loss over the kept pairs is
-well defined; translating a whole test set is the decoder's job, not this pipeline's.
-`scan_corpus` counts the skipped pairs exactly (before any batch is produced) and
-`make_dataset` logs the summary once per process and corpus. Invalid UTF-8 and line-count
-mismatches are errors (`CorpusError`), raised by `make_dataset` itself, never mid-epoch;
-so is a corpus with no pair kept (nothing to train or validate on).
-
-Distribution: pass `input_context` (as `strategy.distribute_datasets_from_function` does)
-and the dataset keeps every `num_input_pipelines`-th pair starting at
-`input_pipeline_id`, so input pipelines see disjoint parts that together are the whole
-corpus; `config.batch_tokens` is then the budget of one replica's batch.
+A pair with a side empty or over its maximum length is skipped, in validation too (the
+model cannot take it), and counted by `scan_corpus`; corpus errors never come mid-epoch.
 """
 
 from __future__ import annotations
@@ -57,11 +40,7 @@ KEPT, EMPTY, TOO_LONG = 0, 1, 2
 
 @dataclasses.dataclass(frozen=True)
 class CorpusStats:
-    """Exact counts of one parallel corpus under one vocabulary and `PipelineConfig`.
-
-    Every pair is either kept or counted in exactly one skip reason:
-    `pairs == kept + empty + too_long`.
-    """
+    """Exact counts of one corpus and config: `pairs == kept + empty + too_long`."""
 
     # The two files.
     source_path: str
@@ -77,8 +56,7 @@ class CorpusStats:
     # The limits applied (special tokens included).
     max_source_length: int
     max_target_length: int
-    # Source and target tokens of the kept pairs (source: pieces + EOS; target: labels,
-    # pieces + EOS), i.e. the real (non-padding) tokens of one epoch.
+    # Real (non-padding) source and target tokens of the kept pairs, EOS included.
     source_tokens: int
     target_tokens: int
     # Kept pairs per length bucket (`config.buckets()` order), all shards together.
@@ -87,8 +65,7 @@ class CorpusStats:
     num_shards: int
     # Kept pairs per shard.
     kept_per_shard: tuple[int, ...]
-    # With static_shapes: kept pairs per shard left out of every epoch because they do
-    # not fill a bucket's last batch (which pairs varies with the shuffle). Else zeros.
+    # With static_shapes: kept pairs per shard left out of incomplete last batches.
     static_remainder: tuple[int, ...]
 
     @property
@@ -240,11 +217,9 @@ def make_mixed_dataset(
 ) -> tf.data.Dataset:
     """Endless training batches whose pairs are drawn from several corpora by weight.
 
-    Each corpus is checked and counted on its own (its errors name its files), tagged,
-    shuffled and repeated; pairs are then drawn at random in proportion to the weights
-    (`tf.data.Dataset.sample_from_datasets`, seeded with `config.seed`), before bucketing,
-    so a batch mixes corpora. The order is a function of the seed only, so a resumed run
-    that skips the batches it consumed continues the same mix.
+    Each corpus is checked, tagged, shuffled and repeated on its own; pairs are drawn by
+    weight before bucketing, so a batch mixes corpora. The order depends on `config.seed`
+    only, so a resumed run that skips its consumed batches continues the same mix.
 
     Returns:
         Batches as `make_dataset` makes them, plus `features["corpus"]`: int32 `[batch]`,
@@ -303,10 +278,7 @@ def _pairs(
     input_context: tf.distribute.InputContext | None,
     tag: str,
 ) -> tf.data.Dataset:
-    """The kept pairs of one corpus, one at a time: `([s], [t], [t], bucket)`.
-
-    Shuffled when training. Checks and counts the corpus first (`scan_corpus`).
-    """
+    """One checked corpus's kept pairs `([s], [t], [t], bucket)`, shuffled when training."""
     tag_id = vocabulary.tag_id(tag) if tag else None
     num_shards = input_context.num_input_pipelines if input_context else 1
     shard = input_context.input_pipeline_id if input_context else 0
@@ -346,9 +318,7 @@ def _batch_by_bucket(dataset: tf.data.Dataset, config: PipelineConfig) -> tf.dat
         return element[0][3] if len(element) == 2 else element[3]
 
     def batch_bucket(bucket: tf.Tensor, window: tf.data.Dataset) -> tf.data.Dataset:
-        # Unbatched ragged rows keep a RaggedTensorSpec, so batch() makes ragged batches
-        # (fast; padded_batch refuses them, ragged_batch converts row by row); they are
-        # padded densely in `to_features`, once per batch.
+        # Ragged batches (padded_batch refuses them), padded once per batch in `to_features`.
         return window.batch(tf.gather(batch_sizes, bucket), drop_remainder=config.static_shapes)
 
     def to_features(*element: tf.Tensor) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
@@ -401,10 +371,8 @@ def scan_corpus(
 ) -> CorpusStats:
     """Validates a parallel corpus and counts exactly what `make_dataset` keeps and skips.
 
-    One streaming pass in Python (line counts, UTF-8, naming file and line) and one
-    in-graph pass that tokenizes with the same code and filter as `make_dataset`. Results
-    are cached per files (path, size, mtime), vocabulary, length settings and shard count,
-    so calling this after `make_dataset` costs nothing.
+    Tokenizes with the same code and filter as `make_dataset`; cached per files, vocabulary
+    and settings, so calling this after `make_dataset` costs nothing.
 
     Args:
         source_path: Source-language text file.
@@ -425,8 +393,7 @@ def scan_corpus(
     return _scan(source_path, target_path, vocabulary, config, num_shards, log=False, tag_id=tag_id)
 
 
-# Cache of scans: key -> [stats, logged]. Per process; keyed so that a changed file,
-# vocabulary or setting is scanned again.
+# Cache of scans per process: key -> [stats, logged].
 _SCANS: dict[tuple[Any, ...], list[Any]] = {}
 
 

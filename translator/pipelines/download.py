@@ -1,17 +1,8 @@
 """Fetching datasets: from the network or a local mirror, sha256-verified, written atomically.
 
-A dataset is a list of files with known sha256 (`DatasetSpec`). `fetch_dataset` puts
-each file in a destination directory:
-
-* already there with the right sha256: left alone;
-* else copied from a mirror directory (`mirror=` or the environment variable
-  `TRANSLATOR_DATA_MIRROR`) when one is given, for machines without internet;
-* else downloaded from `base_url`.
-
-Bytes go to a temporary file in the destination, are checked against the sha256, and
-only then renamed into place, so an interrupted or corrupt fetch never leaves a file
-that looks complete. A mirror directory may hold the files directly or in a
-subdirectory named after the dataset (`$TRANSLATOR_DATA_MIRROR/multi30k/`).
+`fetch_dataset` keeps a file already there with the right sha256, else copies it from a
+mirror directory (for machines without internet), else downloads it; bytes are checked
+before the rename into place.
 """
 
 from __future__ import annotations

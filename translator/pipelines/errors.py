@@ -13,7 +13,17 @@ __all__ = ["CorpusError", "DownloadError", "PipelineError", "VocabularyError"]
 
 
 class VocabularyError(PipelineError, ValueError):
-    """A vocabulary cannot be built or loaded (bad settings, missing or altered files)."""
+    """A vocabulary cannot be built or loaded (bad settings, missing or altered files).
+
+    Args:
+        message: What went wrong, naming the file or setting.
+        supported_size: When the corpus cannot fill the size asked for, the most pieces
+            SentencePiece says it supports (else None).
+    """
+
+    def __init__(self, message: str, supported_size: int | None = None):
+        super().__init__(message)
+        self.supported_size = supported_size
 
 
 class DownloadError(PipelineError, RuntimeError):

@@ -1,13 +1,7 @@
 """`SentencePieceTokenizer` (one SentencePiece model) and `load_vocabulary` (a pair of them).
 
-In-graph (`tokenize`, `detokenize`) it runs `tensorflow_text.SentencepieceTokenizer`, so
-it works inside `tf.data` maps, `tf.function`s and exported SavedModels (it is a
-`tf.Module`: attach it to the exported module and its model resource is tracked and
-saved). From Python (`encode`, `decode`) it runs the `sentencepiece` package on the
-same model bytes; both give the same ids (tested).
-
-Ids follow `translator.constants`: PAD=0, UNK=1, BOS=2, EOS=3. Neither `tokenize`
-nor `encode` adds BOS or EOS; the dataset adds them where the model needs them.
+In-graph (`tokenize`) it runs `tensorflow_text`; from Python (`encode`) the `sentencepiece`
+package, with the same ids. Neither adds BOS or EOS.
 """
 
 from __future__ import annotations
@@ -31,13 +25,8 @@ from translator.pipelines.vocab import METADATA_FILE, VocabularyMetadata
 class _SharedModelResource(sentencepiece_ops._SentencepieceModelResource):
     """tensorflow_text's SentencePiece model resource, under a process-wide shared name.
 
-    tensorflow_text creates the resource private to the kernel that made it. Then
-    `tf.random.set_seed` (so `keras.utils.set_random_seed`), which clears TensorFlow's
-    eager kernel cache, destroys it, and every tf.function or tf.data pipeline that
-    captured it fails with NotFoundError; and each new tf.data iterator parses the model
-    again. With a shared name the resource lives in the device's resource manager for
-    the life of the process: lookups survive cache clears and reuse the parsed model.
-    The name holds the model's sha256, so equal names always mean equal models.
+    A private one dies with `tf.random.set_seed`, failing functions that captured it;
+    a shared name (with the model's sha256) keeps one for the process.
     """
 
     def __init__(self, model: bytes, shared_name: str) -> None:
@@ -122,8 +111,7 @@ class SentencePieceTokenizer(tf.Module):
     def detokenize(self, ids: tf.Tensor | tf.RaggedTensor) -> tf.Tensor:
         """Turns ids back into text in-graph, stopping at the first EOS.
 
-        Every id from the first EOS on is ignored (so decoder output that continues after
-        EOS is cut there), and PAD and BOS are removed wherever they are.
+        PAD and BOS are removed wherever they are.
 
         Args:
             ids: Integer ids `[batch, length]`, dense (padded with PAD) or ragged.
@@ -157,10 +145,8 @@ class SentencePieceTokenizer(tf.Module):
     def normalize(self, text: str) -> str:
         """The text as the model sees it after normalization, in plain spaces.
 
-        With byte fallback (the default of `build_vocabulary`), `decode(encode(text)) ==
-        normalize(text)` for every text; where that differs from `text`, normalization
-        (not a bug) changed it. With the identity rule used here, only spaces change:
-        leading, trailing and repeated spaces are removed.
+        With byte fallback, `decode(encode(text)) == normalize(text)`; under the identity
+        rule used here only leading, trailing and repeated spaces are removed.
         """
         return self._processor.normalize(text).replace("\u2581", " ").lstrip(" ")
 

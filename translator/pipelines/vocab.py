@@ -26,6 +26,7 @@ import io
 import itertools
 import json
 import os
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -236,10 +237,12 @@ def _run_trainer(sentences: Iterable[str], options: dict[str, Any], seed: int) -
     except Exception as error:
         if failure:
             raise failure[0] from None
-        message = str(error)
+        message, supported = str(error), None
         if "Vocabulary size too high" in message or "vocab_size" in message:
             message += " (lower --vocab-size, or train on more text)"
-        raise VocabularyError(f"SentencePiece training failed: {message}") from error
+            most = re.search(r"value <= (\d+)", message)  # SentencePiece's own words
+            supported = int(most.group(1)) if most else None
+        raise VocabularyError(f"SentencePiece training failed: {message}", supported) from error
     return model.getvalue()
 
 

@@ -1,20 +1,8 @@
 """Decoding strategies over the model's incremental step function.
 
-The model exposes `encode`, `init_cache` and `decode_step` (`translator.model`);
-`prepare` encodes a batch once and hands the strategies only the step function, the
-cache and the length limits (`SearchInputs`). One loop (`driver.decode`: a while loop
-with no Python loop per token and no custom ops, so it fits in a SavedModel, or an
-XLA program on JAX) runs each strategy, OpenNMT-tf style; any of them can continue a given
-target prefix (`SearchInputs.prefix_ids`):
-
-- `greedy_search`: the most probable token at each step.
-- `beam_search`: beam search with the GNMT length penalty and n-best output.
-- `sample`: each next token drawn (top-k or nucleus, with a temperature), for
-  back-translation.
-- `search`: picks one by `SearchConfig`; `Decoder` compiles it once, as a
-  `tf.Module` ready for `tf.saved_model.save`; `JaxDecoder` as an XLA program on JAX.
-
-Scoring and length conventions are in `translator.search.common`.
+One while loop (`driver.decode`, no custom ops, so it fits a SavedModel or an XLA program)
+runs `greedy_search`, `beam_search` or `sample`; `search` picks one by `SearchConfig`.
+Conventions are in `translator.search.common`.
 """
 
 from __future__ import annotations
@@ -37,8 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from translator.search.sampling import sample
     from translator.search.tf_decoder import Decoder
 
-# Imported on first use, so that reading `SearchConfig` (the command-line defaults, for
-# `--help`) does not start TensorFlow.
+# Imported on first use, so reading `SearchConfig` for `--help` does not start TensorFlow.
 _LAZY = {
     "BeamState": "beam",
     "beam_search": "beam",

@@ -1,42 +1,17 @@
 """Beam search with the GNMT length penalty, finished-hypothesis set and early stopping.
 
-The algorithm, per sentence, at step t (every candidate then has t + 1 tokens):
+Per sentence, at each step:
 
-1. Each alive hypothesis is extended by every allowed token (see
-   `common.next_token_candidates`); the `beam_size` candidates with the highest
-   log P are kept (they are among the `beam_size` best extensions of each hypothesis,
-   so only those are ranked). All candidates have the same length, so this is also the ranking by
-   score (the length penalty is the same for all of them).
-2. Kept candidates ending in EOS leave the beam for the finished set (scored
-   log P / lp, the `n_best` best kept); the others are next step's alive hypotheses.
-   A beam that lost hypotheses to EOS refills at the next step: the top `beam_size`
-   extensions of the survivors are kept again. With `beam_size = 1` this is exactly
-   greedy search.
-3. Early stop: extending a hypothesis only lowers log P (<= 0), and lp grows with length,
-   so no descendant of an alive hypothesis can score above
-   `max(alive log P) / lp(max_length_i)` (the sentence's length limit). Once the
-   `n_best`-th finished score is >= that bound (or no hypothesis is alive), the sentence
-   is done: its beams are emptied and it no longer changes. Stopping never changes the
-   result compared with running to the length limit (ties aside).
-   With `SearchConfig.exact_stop=False` a sentence is also done as soon as the best
-   candidate of a step (highest log P; all have the same length) ends in EOS and
-   `n_best` hypotheses are finished: the rule of OpenNMT-py and CTranslate2. It saves
-   the steps the bound needs to prove the finished hypothesis best, but returns a
-   shorter hypothesis where a longer one would have scored higher under the length
-   penalty (the decoding benchmark measures both).
-4. The loop ends when every sentence is done; at the latest at the longest
-   length limit, where only EOS is allowed.
-5. Compaction (`translator.search.driver.decode`): a done sentence leaves the loop. Its
-   rows are dropped from the cache by the same gather that reorders it, so each step
-   costs what the sentences still searching cost (a decoding step's time grows almost
-   linearly with its rows beyond a few sentences). Without compaction (XLA) done
-   sentences' beams are emptied and ignored. Both return the same hypotheses.
+1. The `beam_size` extensions with the highest log P (equal lengths: best scores) are kept.
+2. Those ending in EOS join the finished set (log P / lp, the `n_best` best kept).
+3. Early stop: log P only falls and lp grows, so once the `n_best`-th finished score
+   reaches `max(alive log P) / lp(max_length_i)` the sentence is done, exactly
+   (`exact_stop=False`: OpenNMT-py's and CTranslate2's top-beam rule instead).
+4. The loop ends when every sentence is done.
+5. Done sentences leave the loop by the gather that reorders the cache (not under XLA).
 
-Layout: the `active * beam` decoder rows are sentence-major (row i * beam + k), so the
-per-sentence `[active, beam]` tensors reshape to and from it without copies, and the
-cross-attention part of the cache keeps one row per sentence (the beams share it). Finished
-hypotheses are kept per sentence of the whole batch (`[batch, ...]`), written in place
-for the active sentences (`BeamState.sentence` maps active position -> sentence).
+Decoder rows are sentence-major (row i * beam + k); finished hypotheses are kept per
+sentence of the whole batch (`BeamState.sentence` maps active position -> sentence).
 """
 
 from __future__ import annotations
@@ -66,11 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class BeamState(NamedTuple):
-    """The loop variables of beam search.
-
-    `active` is the number of sentences still searching (the whole batch without
-    compaction).
-    """
+    """The loop variables of beam search (`active`: the sentences still searching)."""
 
     # Position being generated next (0 = first token after BOS): int32 scalar.
     step: tf.Tensor
@@ -80,8 +51,7 @@ class BeamState(NamedTuple):
     alive_ids: tf.Tensor
     # log P of the alive hypotheses; -inf = empty slot: float32 [active, beam].
     alive_log_probs: tf.Tensor
-    # The beam each alive hypothesis extends (set by a step, read by its `select`):
-    # int32 [active, beam].
+    # The beam each alive hypothesis extends: int32 [active, beam].
     origins: tf.Tensor
     # Finished hypotheses, EOS included, then PAD: int32 [batch, n_best, cache_length].
     finished_ids: tf.Tensor
@@ -89,8 +59,7 @@ class BeamState(NamedTuple):
     finished_scores: tf.Tensor
     # Their lengths |Y|, EOS included: int32 [batch, n_best].
     finished_lengths: tf.Tensor
-    # Sentence can no longer change (early stop): bool [active]. With compaction a done
-    # sentence leaves at the end of the step, so this is all False between steps.
+    # Sentence can no longer change (early stop): bool [active].
     done: tf.Tensor
     # Decoder keys/values for the alive hypotheses: `DecodingCache` with active * beam rows.
     cache: Cache
@@ -110,11 +79,7 @@ class Candidates(NamedTuple):
 
 
 class Beam(StrategyBase):
-    """The beam strategy of `translator.search.driver.decode` (module docstring).
-
-    Built as `StrategyBase` (config: beam_size, n_best, length_penalty, min_length,
-    exact_stop). While a prefix is forced, its one alive hypothesis is the prefix so far.
-    """
+    """The beam strategy of `driver.decode` (module docstring), built as `StrategyBase`."""
 
     fixed = ("step", "finished_ids", "finished_scores", "finished_lengths")
 
@@ -132,8 +97,7 @@ class Beam(StrategyBase):
         self.best_possible_penalty = self.penalty(self.max_lengths)  # [batch]
         batch, length = ops.shape(inputs.max_lengths)[0], inputs.cache_length
         cache = inputs.cache.for_beams(beam)  # the beams share the cross-attention part
-        # Only beam 0 starts alive, so the first step does not yield `beam` copies of
-        # each candidate.
+        # Only beam 0 starts alive, so the first step yields no `beam` copies of candidates.
         first_alive = ops.where(ops.arange(beam) == 0, 0.0, NEG_INF)  # [beam]
         return BeamState(
             step=ops.convert_to_tensor(0, "int32"),
@@ -170,8 +134,7 @@ class Beam(StrategyBase):
     def top_candidates(self, state: BeamState, logits) -> Candidates:
         """Step 1: the `beam` best extensions of each sentence's alive hypotheses."""
         t, beam, active = state.step, self.beam, ops.shape(state.sentence)[0]
-        # The best `beam` extensions of a sentence are among the best `beam` of each of
-        # its hypotheses: k = min(beam, vocab) candidates per row.
+        # A sentence's best `beam` extensions are among each hypothesis' best `beam`.
         row_limits = ops.repeat(kernels.gather(self.max_lengths, state.sentence), beam)  # [rows]
         forced = forced_tokens(self.prefix_ids, state.sentence, t)  # [active] or None
         log_probs, ids = next_token_candidates(
@@ -233,9 +196,7 @@ class Beam(StrategyBase):
     def early_stop(self, state: BeamState, found: Candidates, finished_scores):
         """Step 3: sentences no alive hypothesis can still improve: bool [active].
 
-        `finished_scores` is the merged `[batch, n_best]` set. The best any alive
-        hypothesis can reach is its log P over the largest penalty it can get; with
-        nothing alive the bound is -inf, so that sentence is done too.
+        `finished_scores`: the merged `[batch, n_best]` set. Nothing alive: done.
         """
         n_best, sentence = self.config.n_best, state.sentence
         worst_kept = kernels.gather(finished_scores, sentence)[:, n_best - 1]  # [active]
@@ -248,11 +209,7 @@ class Beam(StrategyBase):
         return done
 
     def select(self, state: BeamState, stay, compact: bool) -> BeamState:
-        """Step 5: one gather reorders the self-attention cache and drops left sentences.
-
-        The self-attention rows follow each candidate's origin beam; the rows of the
-        sentences that leave are dropped by the same gather.
-        """
+        """Step 5: one gather reorders the self-attention cache and drops left sentences."""
         beam, active = self.beam, ops.shape(state.sentence)[0]
         rows = ops.reshape(kernels.gather(state.origins, stay) + stay[:, None] * beam, (-1,))
         cache = state.cache

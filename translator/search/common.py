@@ -1,13 +1,11 @@
 """What greedy and beam search share: special ids, scoring, length limits, the result.
 
-Definitions used throughout (and by the tests that check them):
+Definitions used throughout:
 
-- A hypothesis Y is the list of generated tokens after BOS, up to and including EOS.
-  Every returned hypothesis ends with EOS (EOS is forced at the length limit), and
-  |Y| counts its tokens *including* EOS.
-- log P(Y) = sum over Y's tokens of the model's log-softmax over the full vocabulary
-  (EOS included; PAD and BOS are never generated, but their probability mass is not
-  redistributed: scores are the model's own log-probabilities).
+- A hypothesis Y is the generated tokens after BOS, up to and including EOS (forced at
+  the length limit); |Y| counts its tokens *including* EOS.
+- log P(Y) = sum over Y's tokens of the model's log-softmax over the full vocabulary,
+  not renormalized for the never-generated PAD and BOS.
 - score(Y) = log P(Y) / lp(Y) with the GNMT length penalty lp(Y) = ((5 + |Y|) / 6) ** alpha
   (Wu et al. 2016, eq. 14), or with `length_penalty_form="power"`, lp(Y) = |Y| ** alpha
   (fairseq's and CTranslate2's form).
@@ -44,11 +42,9 @@ class SpecialIds(NamedTuple):
 class SearchResult(NamedTuple):
     """Best hypotheses per sentence, best first."""
 
-    # Generated tokens, EOS included, then PAD (0): int32 [batch, n_best, length], where
-    # length is the longest returned hypothesis of the batch.
+    # Generated tokens, EOS included, then PAD (0): int32 [batch, n_best, length].
     ids: tf.Tensor | np.ndarray
-    # log P(Y) / lp(Y), descending along n_best; -inf marks an empty slot (fewer than
-    # n_best hypotheses exist, e.g. a 1-token limit): float32 [batch, n_best].
+    # log P(Y) / lp(Y), descending; -inf marks an empty slot: float32 [batch, n_best].
     scores: tf.Tensor | np.ndarray
     # |Y|: tokens of each hypothesis, EOS included; 0 for empty slots: int32 [batch, n_best].
     lengths: tf.Tensor | np.ndarray
@@ -122,18 +118,9 @@ def next_token_candidates(
 ):
     """The `k` most probable allowed next tokens of each row and their log-probabilities.
 
-    Log-probabilities are the model's own log-softmax over the full vocabulary, not
-    renormalized. PAD and BOS are never candidates, nor EOS before position
-    `min_length`; at the last position a sentence may fill (`step + 1 == max_lengths`),
-    EOS is the only one (the limit wins over `min_length`); where a target prefix forces
-    a token (`forced`), it is the only one. Only the `k` best are needed
-    (a beam keeps `beam_size` of `beam_size x vocab` extensions, and they are among the
-    `beam_size` best of each row), so the full `[rows, vocab]` log-softmax is never
-    materialized: the softmax normalizer is subtracted from the `k` selected logits.
-    Nor is a masked copy of the logits: the never-allowed ids are at most 3, so the
-    `k + 3` best raw logits hold the `k` best allowed ones. Their first is the row's
-    largest logit, at the softmax's largest value, so the normalizer needs no max
-    reductions of its own (`log_sum_exp` with `top`).
+    Never PAD, BOS, or EOS before `min_length`; only EOS at the length limit, only a forced
+    prefix token. No full log-softmax or masked copy is made: the `k + 3` best raw logits
+    hold the `k` best allowed ones, and the normalizer is subtracted from those.
 
     Args:
         logits: float `[rows, vocab]` from `decode_step`.
@@ -144,10 +131,9 @@ def next_token_candidates(
         ids: The special ids.
         forced: int32 `[rows]`, the token each row must take (`forced_tokens`), -1 where
             free; or None.
-        max_from_top: Take the normalizer's maximum from the top-k (two passes over
-            `[rows, vocab]` fewer); False: `log_sum_exp`'s own max reductions, which
-            XLA fuses with the softmax and measured faster in an XLA-compiled search
-            (figures: bench/RESULTS.md, design measurements). The same values either way.
+        max_from_top: Take the normalizer's maximum from the top-k (two passes fewer);
+            False: `log_sum_exp`'s own max reductions, which XLA fuses (faster there).
+            The same values either way.
 
     Returns:
         `(log_probs, ids)`: float32 `[rows, k']`, descending, -inf for a slot with no
@@ -190,9 +176,7 @@ def allowed_log_probs(
 ):
     """Every allowed next token's log-probability, -inf for the others: `[rows, vocab]`.
 
-    The rules of `next_token_candidates` (the model's own log-softmax, not
-    renormalized; PAD, BOS, EOS before `min_length`, EOS alone at the limit, a forced
-    prefix token alone), over the whole vocabulary, as sampling needs it.
+    The rules of `next_token_candidates`, over the whole vocabulary (for sampling).
     """
     logits = ops.cast(logits, "float32")  # [rows, vocab]
     log_probs = logits - log_sum_exp(logits)  # [rows, vocab]
@@ -233,14 +217,8 @@ def forced_tokens(prefix_ids, sentence, step):
 def log_sum_exp(logits, top=None):
     """`log(sum(exp(logits)))` over the last axis of float32 `[rows, n]`: `[rows, 1]`.
 
-    As `max - log(max(softmax))`: the softmax's largest value is `exp(max - lse)`, at
-    least 1/n, so its log is exact to float32 rounding. One fused softmax kernel and two
-    max reductions measured faster on CPU than `tf.reduce_logsumexp`'s max, subtract,
-    exp and sum passes. With `top`, each row's largest logit and its id (a top-k's
-    first), both max reductions go: the softmax's largest value is read at that id
-    (exp(0) = 1 over the sum there), the same value. Without XLA that measured faster;
-    in an XLA-compiled search much slower, so it keeps the reductions. Figures:
-    bench/RESULTS.md, design measurements.
+    As `max - log(max(softmax))` (exact, as the largest is >= 1/n): one fused softmax beats
+    `tf.reduce_logsumexp`. With `top`, a read at the known argmax replaces the maxima.
 
     Args:
         logits: float32 `[rows, n]`.
@@ -264,12 +242,9 @@ _TOP_K_MIN_WIDTH = 1024
 def top_k(values, k: int):
     """`tf.math.top_k(values, k)` over the last axis of `[rows, n]`, faster for large n.
 
-    Equal to `tf.math.top_k` in values; the ids can differ among exactly equal values.
-    For a large n (a vocabulary) the CPU kernel of `tf.math.top_k` is the slowest op of
-    a decoding step. Two passes are cheaper: the maximum of each chunk of 64 (a plain,
-    vectorized reduction), then an exact top-k over the k chunks with the largest maxima,
-    which hold the k largest values (every value outside them has k larger chunk
-    maxima, so k larger values, above it). With k = 1 it is an argmax.
+    Equal to `tf.math.top_k` in values (ids may differ among equal values), whose CPU
+    kernel is slow for a vocabulary. Two passes: the maximum of each chunk of 64, then an
+    exact top-k over the k chunks with the largest maxima, which hold the k largest values.
 
     Args:
         values: float `[rows, n]`.

@@ -18,17 +18,14 @@ class SearchConfig(DictConfig):
     """Settings of greedy and beam search.
 
     Output length is limited per sentence to `floor(max_length_a * source_length +
-    max_length_b)` tokens, EOS included, where `source_length` counts the non-padding
-    source ids (the source's EOS included). The limit is clamped to
-    `[1, max_output_length]`; at the limit only EOS may be produced, so every returned
-    hypothesis ends with EOS.
+    max_length_b)` tokens, EOS included (source EOS counted), clamped to
+    `[1, max_output_length]`; at the limit only EOS may be produced.
     """
 
     # Hypotheses kept per sentence; 1 = greedy search (beam search with 1 beam is identical).
     beam_size: int = 4
-    # GNMT length-penalty exponent alpha in lp(Y) = ((5 + |Y|) / 6) ** alpha, score =
-    # log P(Y) / lp(Y); 0 ranks by plain log-probability. Must be >= 0 (early stopping
-    # relies on lp growing with length).
+    # Length-penalty exponent alpha, score = log P(Y) / lp(Y); 0 ranks by plain log P.
+    # Must be >= 0 (early stopping relies on lp growing with length).
     length_penalty: float = 0.6
     # How the length penalty grows: "gnmt" ((5 + |Y|) / 6) ** alpha (Wu et al. 2016), or
     # "power" |Y| ** alpha (fairseq's and CTranslate2's normalization).
@@ -40,24 +37,17 @@ class SearchConfig(DictConfig):
     # Static cap on output tokens, EOS included: bounds the decoding cache of any batch.
     max_output_length: int = 256
     # Hypotheses returned per sentence, best first; at most beam_size (num_samples when
-    # sampling: all the draws are returned, and n_best is how many a caller writes).
+    # sampling, where it is how many a caller writes).
     n_best: int = 1
-    # Fewest tokens before EOS: EOS is not a candidate at positions < min_length (the
-    # length limit wins where it is shorter). The default 1 rules out the empty
-    # translation, which an undertrained model may prefer and no reference ever is (the
-    # caller maps an empty source line to an empty output without searching).
+    # Fewest tokens before EOS (the length limit wins where shorter). The default 1 rules
+    # out the empty translation, which an undertrained model may prefer.
     min_length: int = 1
-    # When a sentence's search ends. True: once no alive hypothesis can still outscore
-    # the n_best-th finished one (exact: the result is that of searching to the length
-    # limit). False: once its best candidate of a step ends in EOS and n_best hypotheses
-    # are finished (the rule of OpenNMT-py and CTranslate2): fewer steps, but a longer
-    # hypothesis that the length penalty would rank higher can be missed.
+    # True: a sentence's search ends once no alive hypothesis can outscore the n_best-th
+    # finished one (exact). False: once a step's best candidate ends in EOS and n_best
+    # are finished (OpenNMT-py's and CTranslate2's rule): fewer steps, may miss a longer one.
     exact_stop: bool = True
-    # Draw each next token instead of searching ("": search): "topk:K" draws among the
-    # K most probable tokens (topk:0: among all), "topp:P" among the fewest most probable
-    # whose probability reaches P (nucleus sampling, Holtzman et al. 2020). Sampled
-    # back-translations train better models than beam ones (Edunov et al. 2018).
-    # beam_size and n_best are then not used; scores are log P / lp as for a search.
+    # Draw each next token instead of searching ("": search): "topk:K" among the K most
+    # probable (topk:0: all), "topp:P" nucleus sampling. beam_size is then not used.
     sampling: str = ""
     # Sampling: the logits are divided by it before the draw (< 1 sharper, > 1 flatter).
     temperature: float = 1.0

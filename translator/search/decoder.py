@@ -31,12 +31,10 @@ def prepare(
             `decode_step`, `config`).
         source_ids: int32 `[batch, source_length]`, 0 = padding.
         config: The `SearchConfig` (its length limits).
-        compact: For a compacting search, whose loop allows changing shapes: the
-            self-attention cache then grows with the written positions (faster); else
-            it has the static `cache_length` XLA needs.
+        compact: For a compacting search: the self-attention cache then grows (faster);
+            else it has the static `cache_length` XLA needs.
         prefix_ids: int32 `[batch, width]`, target pieces each output must begin with,
-            then PAD; or None. A sentence's length limit is raised to hold its prefix and
-            EOS; a prefix longer than the output cap allows is cut to it.
+            then PAD; or None. Length limits are raised to hold the prefix and EOS.
 
     Returns:
         The `SearchInputs` of the batch.
@@ -72,17 +70,14 @@ def search(
 ) -> SearchResult:
     """Sampling when `config.sampling` is set, greedy search for `beam_size == 1`, else beam.
 
-    Works eagerly (slowly: the loop then runs in Python) and inside a compiled function;
-    use `Decoder` (TensorFlow) or `JaxDecoder` for one that does not retrace per batch.
+    Works eagerly (slowly) and compiled; `Decoder` or `JaxDecoder` avoid retracing.
 
     Args:
         model: A built `translator.model.Transformer`.
         source_ids: int32 `[batch, source_length]`, 0 = padding.
         config: A `SearchConfig`.
-        compact: Drop finished sentences from the loop, so a step only costs what the
-            sentences still decoding cost; the loop's batch then shrinks, which XLA
-            cannot compile (pass False there; the default where the backend's shapes
-            are static). The result is the same either way.
+        compact: Drop finished sentences from the loop (False under XLA); the result is
+            the same either way.
         prefix_ids: int32 `[batch, width]`, target prefixes to continue (see `prepare`).
 
     Returns:

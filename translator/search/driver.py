@@ -1,10 +1,7 @@
 """The one decoding loop, shared by greedy and beam search.
 
-A search is a `Strategy` (OpenNMT-tf's decoding strategies, Flax wmt's `beam_search`
-helpers) run by `decode` over a step function: the strategy says which tokens go in, how
-the logits update its state and which sentences are done; the loop feeds the decoder,
-drops done sentences (compaction) and stops when all are done. Strategies never see a
-model: only
+A `Strategy` says which tokens go in, how logits update its state and which sentences
+are done; `decode` runs it. Strategies never see a model, only
 
     step_fn(token_ids [rows], cache, index) -> (logits float32 [rows, vocab], cache)
 
@@ -24,8 +21,7 @@ from translator.search.config import SearchConfig
 if TYPE_CHECKING:  # pragma: no cover
     import tensorflow as tf
 
-# The decoder's cache: a nest of tensors whose axis 0 is the row (`Transformer.init_cache`
-# makes it); the search only gathers and reorders its rows.
+# The decoder's cache: a nest of tensors whose axis 0 is the row (`Transformer.init_cache`).
 Cache = Any
 
 
@@ -49,17 +45,15 @@ class SearchInputs(NamedTuple):
     max_lengths: tf.Tensor
     # Static length of the cache (>= every limit): int32 scalar.
     cache_length: tf.Tensor
-    # Target prefixes the output must begin with: int32 [batch, width >= 1], pieces then
-    # PAD (limits already leave room for them and EOS); None: none.
+    # Target prefixes to begin with: int32 [batch, width >= 1], pieces then PAD; or None.
     prefix_ids: tf.Tensor | None = None
 
 
 class Strategy(Protocol):
     """How one search moves its state through the loop of `decode`.
 
-    The state is a NamedTuple with at least `step` (int32 scalar), `done` (bool
-    [active]) and `cache`; the fields named in `fixed` are whole-batch results, every
-    other field is indexed by the active sentences (or their rows) along axis 0.
+    The state is a NamedTuple with `step`, `done` (bool [active]) and `cache`; fields
+    not named in `fixed` are indexed by the active sentences along axis 0.
     """
 
     fixed: tuple[str, ...]
@@ -113,12 +107,8 @@ def decode(
 ) -> SearchResult:
     """Runs `strategy` as one while loop over positions (`kernels.search_loop`).
 
-    The loop ends when every sentence is done, at the latest at `cache_length`. With
-    `compact` a done sentence leaves the loop at the end of its step, so each step costs
-    what the sentences still searching cost; the active batch then has a dynamic size,
-    which XLA cannot compile (`compact=False` keeps every row; done rows are ignored;
-    the only choice where shapes are static, as on JAX). Both give the same result:
-    rows never interact.
+    Ends when every sentence is done, at the latest at `cache_length`. With `compact`,
+    done sentences leave the loop (XLA keeps every row); the result is the same.
 
     Args:
         strategy: Greedy or beam search.
@@ -144,9 +134,5 @@ def decode(
 
 
 def gather_rows(nest: Cache, rows, count) -> Cache:
-    """The rows `rows` (int32 `[kept]`, increasing) of a nest, of `count` rows now.
-
-    Only a compacting search drops rows (`kernels.gather_rows_if_fewer`: the gather
-    copies the whole cache, so it runs only when a sentence left).
-    """
+    """The rows `rows` (int32 `[kept]`, increasing) of a nest, of `count` rows now."""
     return kernels.gather_rows_if_fewer(nest, rows, count)

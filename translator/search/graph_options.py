@@ -1,22 +1,9 @@
 """How Grappler optimizes a search's graph: the same rewrites, in one pass, not two.
 
-A restored search's first call spends most of its time in Grappler, TensorFlow's graph
-optimizer (bench/RESULTS.md, "Time to the first translation"). By default it runs its
-meta-optimizer twice over the whole graph, the first time with a layout pass (data
-formats for GPU kernels) and a memory pass (recomputing or swapping training's
-activations). On a search, the second pass changes nothing that runs and the other two
-have nothing to rewrite, so `lean_graph_options` turns them off for the calls
-made in its scope: the rewrites that shape the running graph (constant folding,
-arithmetic, the remapper's fused kernels) still run once, and the translations are the
-same as under the defaults (tests/search/test_graph_options.py).
-
-The setting rides on TensorFlow's per-thread function call options (a private API,
-`tensorflow.python.eager.context`), which key a function's instantiation: every call
-of one search must use the same options, or it is optimized and instantiated again.
-`Decoder`, the search cache and the server therefore call their searches only through
-it. Where the private API is missing (another TensorFlow), calls run with the defaults.
-A graph that already went through that pass (the search cache's) is called under
-`optimized_graph_options`, which skips Grappler.
+Grappler dominates a restored search's first call (bench/RESULTS.md, "Time to the first
+translation"); its second, layout and memory passes change nothing in a search, so
+`lean_graph_options` turns them off. The setting rides on per-thread call options (a
+private API) that key a function's instantiation: every call of a search must use them.
 """
 
 from __future__ import annotations
@@ -36,10 +23,7 @@ except ImportError:  # pragma: no cover (a TensorFlow without it: the defaults)
 
 @functools.lru_cache(maxsize=8)
 def _lean_config(serialized: bytes) -> tf.compat.v1.ConfigProto:
-    """The call options' `ConfigProto` with one meta-optimizer pass, no layout or memory pass.
-
-    Cached: every search call asks for it, with the same few default options.
-    """
+    """The call options' `ConfigProto` with one meta-optimizer pass, no layout or memory pass."""
     config = tf.compat.v1.ConfigProto()
     config.ParseFromString(serialized)
     rewrite = config.graph_options.rewrite_options
@@ -67,22 +51,14 @@ def lean_config() -> tf.compat.v1.ConfigProto:
 
 @contextlib.contextmanager
 def lean_graph_options() -> Iterator[None]:
-    """Calls of `tf.function`s in this scope, on this thread, use the lean Grappler setting.
-
-    Thread-local, so a server's threads do not see each other's setting. Nesting is fine.
-    """
+    """Calls of `tf.function`s in this scope, on this thread, use the lean Grappler setting."""
     with _call_config(_lean_config):
         yield
 
 
 @contextlib.contextmanager
 def optimized_graph_options() -> Iterator[None]:
-    """Calls in this scope, on this thread, skip Grappler: for a graph it already rewrote.
-
-    The search cache stores its graph after Grappler's pass under `lean_config`
-    (`translator.engines.search_cache`), so running the pass again at the first call
-    would only cost time.
-    """
+    """Calls in this scope, on this thread, skip Grappler: for a graph it already rewrote."""
     with _call_config(_no_grappler_config):
         yield
 

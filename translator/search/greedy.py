@@ -24,11 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class GreedyState(NamedTuple):
-    """The loop variables of greedy search.
-
-    `active` is the number of sentences still decoding (the whole batch without
-    compaction).
-    """
+    """The loop variables of greedy search (`active`: the sentences still decoding)."""
 
     # Position being generated next (0 = first token after BOS): int32 scalar.
     step: tf.Tensor
@@ -36,8 +32,7 @@ class GreedyState(NamedTuple):
     sentence: tf.Tensor
     # Token fed to the decoder at `step` (BOS at 0, PAD once done): int32 [active].
     last_ids: tf.Tensor
-    # EOS produced: bool [active]. With compaction a done sentence leaves at the end of
-    # the step, so this is all False between steps.
+    # EOS produced: bool [active] (all False between steps with compaction).
     done: tf.Tensor
     # Tokens generated so far, EOS included, then PAD: int32 [batch, cache_length].
     ids: tf.Tensor
@@ -48,10 +43,7 @@ class GreedyState(NamedTuple):
 
 
 class Greedy(StrategyBase):
-    """The greedy strategy of `translator.search.driver.decode`.
-
-    Built as `StrategyBase`; the config's `beam_size` and `n_best` are ignored (n_best = 1).
-    """
+    """The greedy strategy of `driver.decode`, built as `StrategyBase` (n_best = 1)."""
 
     fixed = ("step", "ids", "log_probs")
 
@@ -134,9 +126,7 @@ def greedy_search(
 ) -> SearchResult:
     """Translates a batch by always taking the most probable allowed token.
 
-    Stops once every sentence has produced EOS (forced at its length limit, see
-    `SearchConfig`). Beam search with `beam_size=1` returns the same hypotheses and
-    scores.
+    Stops once every sentence has produced EOS; the same as beam search with one beam.
 
     Args:
         inputs: The step function, cache and length limits (`search.prepare`).

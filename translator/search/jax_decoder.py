@@ -14,11 +14,7 @@ from translator.search.decoder import search
 class JaxDecoder:
     """The search of `translator.search.search` as a `jax.jit` program.
 
-    The model's weights are arguments of the program, not constants baked into it, so
-    one compile serves every call with the same input shape (feed length buckets, as
-    for TensorFlow's XLA search). Shapes are static: every sentence stays in the loop
-    and the self-attention cache has a static length (`compact=False`); the result's
-    padding columns are dropped on the host.
+    The weights are arguments, so one compile serves every call of one input shape.
 
     Args:
         model: A `translator.model.Transformer` under the JAX backend; built if needed.

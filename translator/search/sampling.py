@@ -1,22 +1,9 @@
 """Sampling: each next token drawn from the model's (tempered, truncated) distribution.
 
-The loop is greedy search's (`Greedy`: one row per hypothesis, compaction, the length
-limits, `min_length`, forced prefixes); only the choice of the next token differs:
-
-1. The allowed tokens' log-probabilities (`common.allowed_log_probs`) are divided by the
-   temperature.
-2. `topk:K` keeps the K largest (K = 0: all); `topp:P` keeps the fewest largest whose
-   tempered probability reaches P (the nucleus; the most probable token always stays).
-3. The token is drawn by the Gumbel-max trick: argmax of the kept values plus Gumbel
-   noise, which draws from their softmax. The noise of a row comes from
-   `kernels.uniform` (stateless) over the *whole* batch's rows at `(seed, step)`, indexed by the
-   row's own number, so a hypothesis' draws depend on the seed, its row and the step
-   only: not on which other rows are still decoding (compacted or not, XLA or not).
-
-A hypothesis' score is the model's own log P of its tokens over the length penalty,
-as for greedy and beam search (the temperature and the truncation shape the draw, not
-the score). `num_samples` draws per sentence are `num_samples` rows of the same source,
-sorted best first into the sentence's n-best slots.
+Greedy search's loop; the allowed log-probabilities are divided by the temperature,
+truncated (`topk:K` or the `topp:P` nucleus) and drawn from by the Gumbel-max trick, with
+stateless noise over the *whole* batch's rows at `(seed, step)`, so a draw does not depend
+on which rows are still decoding. Scores are log P / lp, as in the other searches.
 """
 
 from __future__ import annotations

@@ -13,19 +13,13 @@ from translator.search.graph_options import lean_graph_options
 class Decoder(tf.Module):
     """A model and a `SearchConfig` bound into one compiled search function.
 
-    `decoder(source_ids)` runs `decoder.translate`, a `tf.function` with the input
-    signature int32 `[None, None]`: it is traced once, whatever the batch size and source
-    length (with `jit_compile=True`, XLA still compiles once per distinct input shape, so
-    feed length buckets). Being a `tf.Module` with no Python-side state in the function,
-    it can be saved with `tf.saved_model.save(decoder, path)`; the restored object has a
-    `translate` function returning the same `SearchResult` structure. Calling the decoder
-    runs its function under `lean_graph_options` (one Grappler pass; the same results).
+    `decoder(source_ids)` runs `translate`, a `tf.function` over int32 `[None, None]`
+    traced once, under `lean_graph_options`; saveable with `tf.saved_model.save`.
 
     Args:
         model: A `translator.model.Transformer`; built here if needed.
         config: The `SearchConfig`; fixed for the life of the function.
-        jit_compile: Compile the whole search with XLA (then one compile per input shape,
-            and finished sentences stay in the loop: XLA needs static shapes).
+        jit_compile: Compile the whole search with XLA (one compile per input shape).
         name: Module name.
     """
 
