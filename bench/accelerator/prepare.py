@@ -8,7 +8,6 @@ as a run here: `make_dataset` (static shapes, one epoch per batch size) and
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import importlib.metadata
 import json
 import shutil
@@ -171,8 +170,3 @@ def device_command() -> str:
         ".accelerator/wheels/*.whl && PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1 "
         "python3 -m bench.accelerator run --out $OUT"
     )
-
-
-def stamp() -> str:
-    """UTC now, for file names."""
-    return datetime.datetime.now(datetime.UTC).strftime("%Y%m%d-%H%M")
