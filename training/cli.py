@@ -26,7 +26,11 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:
             "What the config and --set leave unset (model shape and dropout, batch tokens,\n"
             "learning rate, warmup, label smoothing, validation cadence) is planned for the\n"
             "run's budget on this machine (RUN/plan.json; --plan shows it). Running it again\n"
-            "on the same run directory resumes from the last checkpoint, with the same plan."
+            "on the same run directory resumes from the last checkpoint, with the same plan.\n"
+            "A resume given --max-minutes M (or --set train.max_minutes=M) has M minutes in\n"
+            "all, measuring included: a finished or interrupted run trains on from its last\n"
+            "checkpoint, its learning-rate schedule stretched to the new end (plan.json is\n"
+            "updated; the other planned values stay). A larger train.max_steps trains on too."
         ),
         epilog=(
             "Examples:\n"

@@ -265,6 +265,19 @@ class Plan:
                 result.append(f"{choice.key}={choice.value}")
         return result
 
+    def with_budget(self, budget: Budget) -> Plan:
+        """The same choices under a resumed run's new budget; what it buys scales with it."""
+        if (budget.seconds is None) != (self.budget.seconds is None):
+            raise ValueError("a resumed run's budget is of the kind it was planned for")
+        scale = (budget.seconds or budget.updates) / (self.budget.seconds or self.budget.updates)
+        return dataclasses.replace(
+            self,
+            budget=budget,
+            tokens=self.tokens * scale,
+            updates=round(self.updates * scale),
+            epochs=self.epochs * scale,
+        )
+
     def value(self, key: str) -> Any:
         """The chosen (or given) value of one key."""
         for choice in self.choices:

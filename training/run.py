@@ -37,7 +37,7 @@ from training.callbacks import (
     Summaries,
 )
 from training.checkpoints import Checkpoints, average_checkpoints
-from training.config import ConfigError, RunConfig, dump_config, load_config
+from training.config import ConfigError, RunConfig, dump_config, explicit_keys, load_config
 from training.finetune import (
     ARCHITECTURE_KEYS,
     InitModel,
@@ -48,7 +48,7 @@ from training.finetune import (
 )
 from training.inputs import training_dataset, validation_dataset
 from training.plan import Plan
-from training.planning import load_plan, plan_run, planned_config, save_plan
+from training.planning import PLAN_FILE, load_plan, plan_run, planned_config, save_plan
 from training.strategy import is_chief, make_strategy, select_precision
 from training.summaries import CURVES_FILE, write_curves
 from training.trainer import TranslationTrainer, build_trainer
@@ -301,6 +301,8 @@ def resolve_plan(
     plan = load_plan(run_dir)
     if plan is not None:
         log.info("plan: resuming with the plan in %s", run_dir / "plan.json")
+        if "train.max_minutes" in explicit_keys(None, request.overrides):
+            plan = _new_time_budget(plan, config.train.max_minutes, run_dir, strategy)
     else:
         plan = plan_run(
             config, request.keys, vocabulary, strategy, precision, request.cache_dir or run_dir
@@ -310,6 +312,43 @@ def resolve_plan(
         log.info("plan: saved in %s", run_dir / "plan.json")
     for line in plan.describe():
         log.info("plan: %s", line)
+    return plan
+
+
+def _new_time_budget(plan: Plan, minutes: float, run_dir: Path, strategy) -> Plan:
+    """The saved plan under the `minutes` a resume gives it (in all, measuring included).
+
+    More minutes continue a finished or interrupted run from its last checkpoint, along its
+    learning-rate schedule stretched to the new end; the plan's other choices stay.
+    """
+    if plan.budget.seconds is None:
+        return plan  # an update budget: train.max_minutes applies as the config says
+    planned = (plan.budget.seconds + plan.measuring_seconds) / 60
+    if round(minutes * 60) == round(planned * 60):
+        return plan
+    if minutes * 60 <= plan.measuring_seconds:
+        raise ConfigError(
+            f"train.max_minutes: {minutes:g} leaves no time to train this run (planned for "
+            f"{planned:.3g} minutes, {plan.measuring_seconds:.0f} s of them measuring speeds); "
+            "give more, or leave it out to keep the plan's"
+        )
+    seconds = minutes * 60 - plan.measuring_seconds
+    plan = plan.with_budget(dataclasses.replace(plan.budget, seconds=seconds))
+    what = (
+        "training goes on from the last checkpoint, the learning-rate schedule stretched "
+        "to the new end"
+        if minutes > planned
+        else "the run stops once it has trained that long (at its next update if it has)"
+    )
+    log.warning(
+        "train.max_minutes: %g minutes in all, where the run was planned for %.3g: %s; %s updated",
+        minutes,
+        planned,
+        what,
+        run_dir / PLAN_FILE,
+    )
+    if is_chief(strategy):
+        save_plan(plan, run_dir)
     return plan
 
 

@@ -65,6 +65,41 @@ def test_train_plans_what_the_user_left_unset_keeps_the_rest_and_resumes_the_sam
     assert Plan.from_json((run_dir / "plan.json").read_text()) == plan
 
 
+def test_more_minutes_on_a_finished_run_train_on_under_the_same_plan(copy_task, tmp_path):
+    # Every planned value set: nothing is timed, so the run's minutes are all training.
+    raw = tiny_raw_config(copy_task, train={"max_minutes": 0.15, "max_steps": 100_000})
+    raw["optimizer"]["label_smoothing"] = 0.1
+    config = tmp_path / "set.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    run_dir = tmp_path / "run"
+    first = translator("train", "--config", config, "--run-dir", run_dir)
+    assert first.returncode == 0, first.stderr[-3000:]
+    plan = Plan.from_json((run_dir / "plan.json").read_text())
+    before = json.loads((run_dir / "model" / "metadata.json").read_text())
+    assert "time budget of" in first.stdout
+
+    again = translator("train", "--run-dir", run_dir, "--max-minutes", "0.3")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "train.max_minutes: 0.3 minutes in all, where the run was planned for 0.15" in (
+        again.stderr
+    )
+    extended = Plan.from_json((run_dir / "plan.json").read_text())
+    assert plan.budget.seconds == 9 and extended.budget.seconds == 18
+    assert extended.choices == plan.choices and extended.shape == plan.shape
+    after = json.loads((run_dir / "model" / "metadata.json").read_text())
+    assert after["step"] > before["step"]
+    assert f"time budget of {extended.budget.seconds / 60:.1f} minutes used" in again.stdout
+    # The budget's clock spans both commands (each stops at its first update past it).
+    assert after["budget_seconds"] >= extended.budget.seconds
+    assert after["budget_seconds"] > before["budget_seconds"] >= plan.budget.seconds
+
+    # No minutes left to train: one line names the key; the run is as it was.
+    refused = translator("train", "--run-dir", run_dir, "--max-minutes", "0")
+    assert refused.returncode == 2
+    assert "error: train.max_minutes: 0 leaves no time to train this run" in refused.stderr
+    assert Plan.from_json((run_dir / "plan.json").read_text()) == extended
+
+
 def test_plan_times_the_shape_and_its_chosen_batch_on_the_real_pipeline_once_and_reuses_them(
     copy_task, tmp_path
 ):

@@ -166,6 +166,32 @@ def test_resumed_time_budget_keeps_the_curve_and_the_time_spent(tmp_path):
     assert rest[0] == pytest.approx(first[-1], rel=0.05)
 
 
+def test_more_minutes_on_a_finished_run_follow_the_longer_run_curve(tmp_path):
+    def fresh(minutes):
+        schedule = BudgetedSchedule(0.003, total_updates=100_000, warmup_fraction=0.05)
+        training = FakeTraining(0.25, seed=3)
+        budget = Budget(max_steps=100_000, max_minutes=minutes, schedule=schedule)
+        budget.clock = training.clock
+        return schedule, training, budget
+
+    schedule, training, budget = fresh(1.0)
+    whole = training.run(budget, schedule)
+
+    # A run planned for 30 s ends at ~0; resumed with a minute in all, it trains on.
+    schedule, training, budget = fresh(0.5)
+    finished = training.run(budget, schedule)
+    assert finished[-1] < 0.02 * 0.003
+    path = tf.train.Checkpoint(budget=budget.state()).save(str(tmp_path / "ckpt"))
+    step = len(finished)
+    schedule, training, budget = fresh(1.0)
+    tf.train.Checkpoint(budget=budget.state()).read(path).assert_existing_objects_matched()
+    training.model.optimizer.iterations.assign(step)
+    rest = training.run(budget, schedule)
+    # From its second update (the first sets the clock) it is on the minute-long curve.
+    assert rest[2:20] == pytest.approx(whole[step + 2 : step + 20], rel=0.15)
+    assert rest[-1] < 0.02 * 0.003 and len(whole) - 16 <= step + len(rest) <= len(whole)
+
+
 def test_the_config_names_the_schedule():
     from tests.support.runs import tiny_run_config
     from training.optimizer import make_schedule
