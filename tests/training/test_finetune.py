@@ -1,16 +1,23 @@
 """Fine-tuning (`--init-from`): weights only, the model's architecture and vocabulary."""
 
+import os
+import signal
+import threading
+import time
+
+import numpy as np
 import pytest
 import sacrebleu
 
 from tests.support.corpora import write_copy_corpus
 from tests.support.runs import (
     killed_and_resumed_equals_straight,
+    latest_step,
     replace,
     tiny_run_config,
 )
 from training.config import ConfigError
-from training.run import train
+from training.run import TrainingInterruptedError, train
 from translator.artifacts import load_model_dir
 from translator.inference import Translator
 from translator.search import SearchConfig
@@ -124,6 +131,42 @@ def test_a_resumed_fine_tuning_equals_an_uninterrupted_one(copy_task, base_model
     killed_and_resumed_equals_straight(config, tmp_path, kill_at=20)
 
 
+def test_ctrl_c_then_resume_of_a_fine_tuning_equals_an_uninterrupted_one(
+    copy_task, base_model, tmp_path
+):
+    """In one process, for the default run: Ctrl-C, then resuming a fine-tuning (the slow
+    tests above and in test_train_command.py run them as the user's processes)."""
+    config = tiny_run_config(
+        copy_task,
+        model={"preset": "tiny", "overrides": {"dropout": 0.1}},  # RNG state must resume too
+        train={"max_steps": 20, "init_from": str(base_model)},
+        checkpoint={"every_steps": 5, "keep_last": 10},
+    )
+    straight = train(config, tmp_path / "straight", verbose=0)
+    run_dir, ended = tmp_path / "interrupted", threading.Event()
+
+    def ctrl_c_after_the_first_checkpoint():
+        while latest_step(run_dir) < 5 and not ended.is_set():
+            time.sleep(0.02)
+        if not ended.is_set():
+            os.kill(os.getpid(), signal.SIGINT)
+
+    thread = threading.Thread(target=ctrl_c_after_the_first_checkpoint, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(TrainingInterruptedError, match="stopped at step"):
+            train(config, run_dir, verbose=0)
+    finally:
+        ended.set()
+        thread.join()
+    stopped = latest_step(run_dir)
+    assert 5 <= stopped < 20 and not (run_dir / "model").exists()
+    resumed = train(config, run_dir, verbose=0)
+    assert resumed.steps == 20
+    for a, b in zip(straight.model.get_weights(), resumed.model.get_weights(), strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+
+
 def test_a_planned_fine_tuning_keeps_the_model_and_plans_what_fine_tuning_changes(
     copy_task, base_model, tmp_path
 ):
@@ -132,7 +175,7 @@ def test_a_planned_fine_tuning_keeps_the_model_and_plans_what_fine_tuning_change
     config = tiny_run_config(
         copy_task, train={"max_steps": 0, "max_minutes": 0.5, "init_from": str(base_model)}
     )
-    plan = preview_plan(config, PlanRequest(None, (), frozenset(), tmp_path), tmp_path / "run")
+    plan = preview_plan(config, PlanRequest(frozenset(), cache_dir=tmp_path), tmp_path / "run")
     by_key = {choice.key: choice for choice in plan.choices}
     model = by_key["model"]
     assert not model.planned and model.reason == f"the fine-tuned model's ({base_model})"

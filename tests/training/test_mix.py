@@ -120,9 +120,8 @@ def test_config_takes_a_list_of_weighted_tagged_corpora(copy_task, tagged, tmp_p
         check_inputs(both)
 
 
-@pytest.mark.slow
 def test_training_on_a_tagged_mix_logs_the_mix_drawn(copy_task, tagged, tmp_path, caplog):
-    config = tiny_run_config(copy_task, train={"max_steps": 5})
+    config = tiny_run_config(copy_task, train={"max_steps": 2})
     corpora = (
         {"source": str(tagged["large"][0]), "target": str(tagged["large"][1]), "weight": 3.0},
         {"source": str(tagged["small"][0]), "target": str(tagged["small"][1]), "tag": "<bt>"},
@@ -137,6 +136,6 @@ def test_training_on_a_tagged_mix_logs_the_mix_drawn(copy_task, tagged, tmp_path
     }
     with caplog.at_level("INFO", logger="training.run"):
         result = train(replace(config, "data", **data), tmp_path / "run", verbose=0)
-    assert result.steps == 5
+    assert result.steps == 2
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("mix:")]
     assert len(lines) == 2 and "weight 75.0%" in lines[0] and "(tag <bt>)" in lines[1]

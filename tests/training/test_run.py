@@ -140,9 +140,9 @@ def _free_ports(count):
 
 @pytest.mark.parametrize(
     "budget",
-    [  # (the step budget's run takes ~40 s: slow; the time budget's stays in the default run)
+    [  # ~40 s each: slow; the planned run below, under a time budget, is the default one
         pytest.param({"max_steps": 8}, id="steps", marks=pytest.mark.slow),
-        pytest.param({"max_steps": 100_000, "max_minutes": 0.5}, id="time"),
+        pytest.param({"max_steps": 100_000, "max_minutes": 0.5}, id="time", marks=pytest.mark.slow),
     ],
 )
 def test_multi_worker_two_processes_end_with_identical_weights(copy_task, tmp_path, budget):
@@ -154,7 +154,6 @@ def test_multi_worker_two_processes_end_with_identical_weights(copy_task, tmp_pa
     _two_workers_agree(config_path, tmp_path, budget)
 
 
-@pytest.mark.slow
 def test_multi_worker_planned_run_times_in_lockstep_and_ends_with_identical_weights(
     copy_task, tmp_path
 ):
@@ -197,7 +196,8 @@ def _two_workers_agree(config_path, tmp_path, budget, *extra):
     steps = [out.strip().splitlines()[-1] for out, _ in outputs]
     assert steps[0] == steps[1]
     if "max_minutes" in budget:  # how many updates fit depends on the machine and its load
-        assert int(steps[0][6:]) >= 2
+        # (a planned run measures inside its budget: on a loaded machine one may be all)
+        assert int(steps[0][6:]) >= (1 if "--plan" in extra else 2)
     else:
         assert steps[0] == "steps=8"
     w0, w1 = np.load(tmp_path / "w0.npz"), np.load(tmp_path / "w1.npz")
