@@ -1,11 +1,6 @@
-"""Every benchmark, one command: `python -m bench [--short] [--only NAMES] [--workdir DIR]`.
-
-Each benchmark runs in its own process; their `bench-target:` lines become the summary. Full
-mode measures decoding, engines and serving again on the quality recipe's 60-minute model
-(one finished in --workdir is reused). Exit code 1 if a benchmark failed.
-"""
-
-from __future__ import annotations
+"""Every benchmark, one command: `python -m bench [--short] [--only NAMES] [--workdir DIR]`,
+each in its own process, their `bench-target:` lines the summary; full mode measures again on
+the recipe's 60-minute model (one finished in --workdir is reused). Exit 1 if one failed."""
 
 import argparse
 import collections

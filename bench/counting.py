@@ -1,7 +1,5 @@
 """`CountingModel`: counts the decoder steps a search runs, to tell slow steps from wasted ones."""
 
-from __future__ import annotations
-
 import tensorflow as tf
 
 

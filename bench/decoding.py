@@ -1,11 +1,8 @@
 """Decoding speed: target tokens/s of greedy and beam search against a naive decoder.
 
-Without --model, random `small` weights: a step's cost does not depend on them, but a random
-model never ranks EOS first, so sources are random ids, 1.23 pieces a word (`RandomPieces`),
-and each output is cut at its source's length (German: 1.03 pieces an English one).
+Without --model, random `small` weights: a random model never ranks EOS first, so sources
+are random ids, 1.23 pieces a word (`RandomPieces`), each output cut at its source's length.
 """
-
-from __future__ import annotations
 
 import collections
 import dataclasses
@@ -26,12 +23,10 @@ from translator.inference import Translator
 from translator.io import read_lines
 from translator.search import Decoder, SearchConfig, search
 from translator.search.common import output_length_limits
-from translator.text import LENGTH_MULTIPLE, batch_ranges, default_max_source_length, prepare
+from translator.text import LENGTH_MULTIPLE, default_max_source_length
 
-# Padded source tokens per batch: batches of 14 to 40 sentences here, near the 32 of the
-# runs before batches were cut by tokens (the library's default makes up to 256).
-BATCH_TOKENS = 640
 render = harness.Template("decoding")
+BATCH_TOKENS = 640  # batches of 14 to 40 sentences here (the library's default: up to 256)
 VOCAB_SIZE = 8000
 PIECES_PER_WORD = 1.23  # English, 8k joint unigram vocabulary of the Multi30k recipe
 BEAM_GOAL = 750  # target tokens/s with beam 4, this model shape, this 2-core CPU
@@ -57,10 +52,7 @@ class RandomPieces:
 
 def make_batches(lines, tokenizer, max_source_length: int, batch_tokens: int, count: int | None):
     """`count` of the batches `translator translate` would search (None: all), spread."""
-    prepared = prepare(tf.constant(lines, tf.string), tokenizer, max_source_length)
-    ids = prepared.source_ids.numpy()  # [searched, width], sorted by length
-    ranges = batch_ranges(prepared.lengths.numpy(), batch_tokens)
-    return spread([ids[start:end, :width] for start, end, width in ranges], count)
+    return spread(harness.source_batches(lines, tokenizer, max_source_length, batch_tokens), count)
 
 
 def spread(items: list, count: int | None) -> list:
@@ -71,33 +63,27 @@ def spread(items: list, count: int | None) -> list:
     return [items[int(i * step + step / 2)] for i in range(count)]
 
 
-class NaiveGreedy:
+def naive_greedy(model, config, compiled: bool):
     """The tutorial decoder: greedy, no cache, the whole prefix recomputed every step; with
     the search's length limits, forbidden ids and forced EOS, so the same ids as greedy."""
 
-    def __init__(self, model, config, compiled: bool):
-        self.config, self.position_limit = config, model.config.position_limit
+    def last_logits(source_ids, target_ids):  # [b, s], [b, t] -> [b, vocab]
+        with warnings.catch_warnings():  # Keras warns about the 1-key softmax of step 0
+            warnings.filterwarnings("ignore", "You are using a softmax over axis")
+            return model((source_ids, target_ids), training=False)[:, -1, :]
 
-        def last_logits(source_ids, target_ids):  # [b, s], [b, t] -> [b, vocab]
-            with warnings.catch_warnings():  # Keras warns about the 1-key softmax of step 0
-                warnings.filterwarnings("ignore", "You are using a softmax over axis")
-                return model((source_ids, target_ids), training=False)[:, -1, :]
+    spec = [tf.TensorSpec([None, None], tf.int32)] * 2
+    last_logits = tf.function(last_logits, input_signature=spec) if compiled else last_logits
 
-        spec = [tf.TensorSpec([None, None], tf.int32)] * 2
-        self.last_logits = (
-            tf.function(last_logits, input_signature=spec) if compiled else last_logits
-        )
-
-    def __call__(self, source):
-        """Translates int32 `[batch, length]`; returns per sentence its ids (EOS incl.)."""
-        limits, _ = output_length_limits(tf.constant(source), self.config, self.position_limit)
-        limits = np.asarray(limits)
+    def decode(source):  # int32 [batch, length] -> per sentence its ids, EOS included
+        limits = output_length_limits(tf.constant(source), config, model.config.position_limit)
+        limits = np.asarray(limits[0])
         target = np.full((len(source), 1), BOS_ID, np.int32)  # [batch, 1 + step]
         ended = np.zeros(len(source), bool)
         for step in range(int(limits.max())):
-            logits = self.last_logits(tf.constant(source), tf.constant(target)).numpy()
+            logits = last_logits(tf.constant(source), tf.constant(target)).numpy()
             logits[:, [PAD_ID, BOS_ID]] = -np.inf  # never generated, as in the search
-            if step < self.config.min_length:
+            if step < config.min_length:
                 logits[:, EOS_ID] = -np.inf
             token = np.argmax(logits, axis=-1).astype(np.int32)
             token = np.where(step + 1 >= limits, EOS_ID, token)  # EOS forced at the limit
@@ -108,15 +94,19 @@ class NaiveGreedy:
                 break
         return [row[row != PAD_ID].tolist() for row in target[:, 1:]]
 
+    return decode
 
-class Search:
-    def __init__(self, model, config, jit_compile: bool):
-        self.decoder = Decoder(model, config, jit_compile=jit_compile)
 
-    def __call__(self, source):
-        result = self.decoder(source)
+def searcher(model, config, jit_compile: bool):
+    """Our search, returning per sentence its best hypothesis' ids."""
+    decoder = Decoder(model, config, jit_compile=jit_compile)
+
+    def decode(source):
+        result = decoder(source)
         ids, lengths = np.asarray(result.ids)[:, 0], np.asarray(result.lengths)[:, 0]
         return [row[:n].tolist() for row, n in zip(ids, lengths, strict=True)]
+
+    return decode
 
 
 @dataclasses.dataclass
@@ -153,9 +143,8 @@ class Measurement:
 
 
 def measure(runs, batches, repeats: int) -> list[Measurement]:
-    """Warm-up, then `repeats` passes, the decoders taking turns on each batch (so a change
-    in load hits them alike); a batch's steady time is its best pass.
-    `runs`: (name, xla, decode, batch indices)."""
+    """Warm-up, then `repeats` passes of `runs` ((name, xla, decode, batch indices)) taking
+    turns on each batch (load hits them alike); a batch's steady time is its best pass."""
     measurements = [Measurement(name, xla, list(ix), [], [], []) for name, xla, _, ix in runs]
     decoders = list(zip(measurements, [decode for _, _, decode, _ in runs], strict=True))
     for m, decode in decoders:
@@ -325,13 +314,13 @@ def main(argv: list[str] | None = None) -> int:
         configs[TOP_BEAM[0]] = SearchConfig(beam_size=4, exact_stop=False, **limits)
     every = list(range(len(batches)))
     runs = [
-        (*NAIVE, NaiveGreedy(model, configs["greedy"], False), spread(every, args.naive_batches)),
-        (*NAIVE_COMPILED, NaiveGreedy(model, configs["greedy"], True), every),
+        (*NAIVE, naive_greedy(model, configs["greedy"], False), spread(every, args.naive_batches)),
+        (*NAIVE_COMPILED, naive_greedy(model, configs["greedy"], True), every),
     ]
-    for xla in (False,) if args.short else (False, True):
-        runs += [(name, xla, Search(model, configs[name], xla), every) for name in BEAM_AND_GREEDY]
+    xlas = (False,) if args.short else (False, True)
+    runs += [(n, x, searcher(model, configs[n], x), every) for x in xlas for n in BEAM_AND_GREEDY]
     if TOP_BEAM[0] in configs:
-        runs.append((*TOP_BEAM, Search(model, configs[TOP_BEAM[0]], False), every))
+        runs.append((*TOP_BEAM, searcher(model, configs[TOP_BEAM[0]], False), every))
     results = {(m.name, m.xla): m for m in measure(runs, batches, args.repeats)}
     greedy = results["greedy", False]
     both = [p for key in (NAIVE, NAIVE_COMPILED) for p in pairs(results[key], greedy)]

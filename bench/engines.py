@@ -1,10 +1,5 @@
-"""Our search against CTranslate2 on the same trained model (--short: a tiny random one).
-
-Every engine translates through the same `Translator` text path, so the figures differ only
-by the search; each row runs in a process of its own (in one, the engines slowed each other).
-"""
-
-from __future__ import annotations
+"""Our search against CTranslate2 on the same trained model (--short: a tiny random one),
+through the same `Translator` text path; each row in a process of its own."""
 
 import argparse
 import dataclasses
@@ -38,16 +33,11 @@ THEIRS = "CTranslate2 float32, beam 4"
 ONE_AT_A_TIME = "one batch at a time"  # our row run with --parallel-batches 1
 REPLICAS = 2  # CTranslate2's row with this many replicas fed at once (--parallel-batches)
 THEIRS_REPLICAS = f"{THEIRS}, {REPLICAS} replicas"
-# The two rows of the ratio take turns for this many rounds of processes (--short, full),
-# each keeping its best pass: the machine's speed drifts over minutes, and one process
-# each measured either engine 15% apart from run to run.
-PAIR_ROUNDS = (1, 3)
-# Time to the first translation: `echo LINE | translator translate --model M`, wall time of
-# the whole process. Ours with its search cache within this factor of CTranslate2's (issue 29).
-FIRST_LINE = "A man is riding a bike."
-FIRST_GOAL = 1.3
+PAIR_ROUNDS = (1, 3)  # (--short, full) rounds of the ratio's rows, each keeping its best
+# Time to the first translation (`echo LINE | translator translate`, the whole process):
+# ours with its search cache within FIRST_GOAL times CTranslate2's (issue 29).
+FIRST_LINE, FIRST_GOAL = "A man is riding a bike.", 1.3
 FIRST_ROUNDS = (1, 3)  # --short, full: rounds of the paths in turn, the median counted
-# The server's row: from starting `translator serve` on the SavedModel export to its answer.
 SERVE = "translator serve on the export, start to first answer"
 
 
@@ -143,10 +133,8 @@ def serve_once(export_base: Path, log: Path) -> float:
 
 
 def first_translation(model: Path, ctranslate2: Path, scratch: Path, rounds: int) -> dict:
-    """Median seconds to the first translation, by path, the paths taking turns.
-
-    On a copy of the model, so its first run writes the search cache as a user's would.
-    """
+    """Median seconds to the first translation by path, the paths taking turns, on a copy of
+    the model (its first run writes the search cache, as a user's does)."""
     from translator.export import export_model
 
     copy = shutil.copytree(resolve_model_dir(model), scratch / "first-translation")

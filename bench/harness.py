@@ -1,7 +1,5 @@
-"""What every benchmark shares: data, options, timing, child processes, templates and the
-sections of RESULTS.md (`publish`: filled from bench/templates/<name>.md, full runs only)."""
-
-from __future__ import annotations
+"""What every benchmark shares: data, options, timing, child processes, models, templates and
+the sections of RESULTS.md. No TensorFlow at import: `bench.accelerator run` imports it."""
 
 import argparse
 import datetime
@@ -19,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from translator.constants import EOS_ID, PAD_ID
 from translator.engines.base import usable_cores
 
 BENCH = Path(__file__).resolve().parent
@@ -39,24 +38,26 @@ def find_data(explicit: str | None, files: tuple[str, ...] = TRAIN) -> Path:
     multi30k/), else <repo>/../shared/data/multi30k; SystemExit if none has them."""
     mirror = os.environ.get("TRANSLATOR_DATA_MIRROR")
     candidates = [Path(mirror) / "multi30k", Path(mirror)] if mirror else [SHARED_MULTI30K]
-    candidates = [Path(explicit)] if explicit else candidates
-    for directory in candidates:
+    for directory in [Path(explicit)] if explicit else candidates:
         if all((directory / name).is_file() for name in files):
             return directory
+    where = ", ".join(map(str, [Path(explicit)] if explicit else candidates))
     raise SystemExit(
-        f"bench: Multi30k {'/'.join(files)} not found in {', '.join(map(str, candidates))}; "
+        f"bench: Multi30k {'/'.join(files)} not found in {where}; "
         "pass --data DIR or set TRANSLATOR_DATA_MIRROR"
     )
 
 
-def make_parser(name: str, doc: str | None) -> argparse.ArgumentParser:
-    """The options of `python -m bench.<name>`: --short, --data, --write, --results."""
+def make_parser(name: str, doc: str | None, model: bool = False) -> argparse.ArgumentParser:
+    """The options of `python -m bench.<name>`: --short, --data, --write, --results (--model)."""
     parser = argparse.ArgumentParser(prog=f"python -m bench.{name}", description=doc)
     parser.add_argument("--short", action="store_true", help="quick check at small sizes")
     parser.add_argument("--data", help="Multi30k directory (default: the mirror)")
     write = argparse.BooleanOptionalAction
     parser.add_argument("--write", action=write, help="update the results (not with --short)")
     parser.add_argument("--results", type=Path, default=RESULTS_PATH, help="the results file")
+    if model:
+        parser.add_argument("--model", help="trained model or run directory")
     return parser
 
 
@@ -94,13 +95,33 @@ def run_for(command: list[str], seconds: float, log: Path, env: dict | None = No
     return log.read_text("utf-8", errors="replace")
 
 
-def run_child(module: str, *arguments: str) -> Any:
+def run_child(module: str, *arguments: str, env: dict | None = None) -> Any:
     """`python -m bench.MODULE ARGUMENTS --child-out=FILE` in a fresh process (so no TensorFlow
     state is shared); returns the JSON it wrote to FILE."""
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         command = [sys.executable, "-m", f"bench.{module}", *arguments, f"--child-out={out.name}"]
-        subprocess.run(command, check=True, cwd=REPO)
+        env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+        subprocess.run(command, check=True, cwd=REPO, env=env)
         return json.loads(Path(out.name).read_text())
+
+
+def quiet() -> None:
+    """No warnings, no pipeline notes: a benchmark's own lines are its output."""
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    logging.getLogger("translator.pipelines").setLevel(logging.ERROR)
+
+
+def vocabulary(directory: Path, data: Path, vocab_size: int = 8000):
+    """The joint Multi30k vocabulary in `directory`, built there first if missing."""
+    from translator.pipelines import build_vocabulary, load_vocabulary
+
+    if not (directory / "vocab.json").is_file():
+        files = [data / name for name in TRAIN]
+        build_vocabulary(files[:1], files[1:], directory, vocab_size=vocab_size)
+    return load_vocabulary(directory)
 
 
 def random_model(root: Path, data: Path, preset: str, vocab_size: int) -> Path:
@@ -109,13 +130,29 @@ def random_model(root: Path, data: Path, preset: str, vocab_size: int) -> Path:
 
     from translator import Transformer, TransformerConfig
     from translator.artifacts import save_model_dir
-    from translator.pipelines import build_vocabulary
 
-    build_vocabulary([data / TRAIN[0]], [data / TRAIN[1]], root / "vocab", vocab_size=vocab_size)
+    vocabulary(root / "vocab", data, vocab_size)
     keras.utils.set_random_seed(0)
     model = Transformer(TransformerConfig.preset(preset, vocab_size=vocab_size, dropout=0.0))
     model.build()
     return save_model_dir(root / "model", model, root / "vocab", {"weights": "random"})
+
+
+def source_batches(lines: list[str], tokenizer, cut: int, batch_tokens: int) -> list:
+    """The length-sorted `[b, width]` id arrays `Translator` searches `lines` in."""
+    import tensorflow as tf
+
+    from translator.text import batch_ranges, prepare
+
+    prepared = prepare(tf.constant(lines, tf.string), tokenizer, cut)
+    ids = prepared.source_ids.numpy()
+    return [ids[a:b, :w] for a, b, w in batch_ranges(prepared.lengths.numpy(), batch_tokens)]
+
+
+def until_eos(ids: list[int]) -> list[int]:
+    """A hypothesis' ids up to its EOS (included), padding left out."""
+    ids = [token for token in ids if token != PAD_ID]
+    return ids[: ids.index(EOS_ID) + 1] if EOS_ID in ids else ids
 
 
 def best_of(function: Callable[[], Any], repeats: int, warmup: int = 1) -> tuple[float, Any]:
@@ -129,6 +166,11 @@ def best_of(function: Callable[[], Any], repeats: int, warmup: int = 1) -> tuple
         result = function()
         best = min(best, (time.perf_counter() - started, result), key=lambda pair: pair[0])
     return best
+
+
+def matmul_rate(product: Callable[[], Any], size: int, repeats: int) -> float:
+    """FLOP/s of `product`: `repeats` square `size` matmuls, finished on return; best of 3."""
+    return 2.0 * size**3 * repeats / best_of(product, 3)[0]
 
 
 def report_target(name: str, measured: float, goal: float, unit: str, higher_is_better=True):
@@ -172,9 +214,8 @@ def machine_summary() -> str:
     cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
     models = re.findall(r"^model name\s*: (.*)$", cpuinfo, re.MULTILINE)
     cpu = models[0].strip() if models else platform.processor() or "unknown CPU"
-    cores = usable_cores()
     return (
-        f"{cores} cores (nproc), {cpu}, {platform.system()} "
+        f"{usable_cores()} cores (nproc), {cpu}, {platform.system()} "
         f"{platform.machine()}, Python {platform.python_version()}, TensorFlow {tf.__version__}"
     )
 
@@ -208,8 +249,7 @@ def update_section(name: str, markdown: str, path: str | os.PathLike[str] = RESU
     text = path.read_text("utf-8") if path.is_file() else Template("summary")("header")
     block = f"<!-- bench:{name}:begin -->\n{markdown.strip()}\n<!-- bench:{name}:end -->"
     text, found = _section_pattern(name).subn(lambda _: block, text, count=1)
-    if not found:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    text = text if found else text.rstrip("\n") + "\n\n" + block + "\n"
     path.write_text(text if text.endswith("\n") else text + "\n", "utf-8")
     return path
 

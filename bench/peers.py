@@ -1,14 +1,6 @@
-"""Training speed against OpenNMT-tf 2.32, both measured here, alternating, in one run.
-
-Three sides take turns each round: ours in float32 (the peer's precision: equal work per
-token), ours in the precision `auto` picks (left out where that is float32), and the peer.
-Each side's rate is what its own log reports, the first report (tracing) left out; its MFU
-is its model FLOPs/s over this machine's matmul FLOP/s in its precision, measured in the
-same run. The short mode trains our side only, for a fixed number of updates, not
-minutes, so that a loaded machine still logs enough progress lines.
-"""
-
-from __future__ import annotations
+"""Training speed against OpenNMT-tf 2.32, both measured here, alternating, in one run: ours
+in float32, ours in `auto`'s precision (unless float32), the peer; each side's rate from its
+own log, the first report left out. Short mode: our side only, a fixed number of updates."""
 
 import json
 import re
@@ -25,7 +17,7 @@ import yaml
 
 from bench import harness
 from translator.io import iter_lines
-from translator.pipelines import PipelineConfig, build_vocabulary
+from translator.pipelines import PipelineConfig
 
 render = harness.Template("peers")
 # Goals: ours over the peer with both in float32, and each side in its default precision.
@@ -97,9 +89,7 @@ def prepare(workdir: Path, data: Path, short: bool) -> dict[str, Path]:
     """The joint vocabulary; in full mode also the peer's environment, its training data cut
     into our pieces, its vocabulary and its run config."""
     vocab = workdir / "vocab"
-    if not (vocab / "vocab.json").is_file():
-        files = [data / name for name in harness.TRAIN]
-        build_vocabulary(files[:1], files[1:], vocab, vocab_size=VOCAB_SIZE)
+    harness.vocabulary(vocab, data, VOCAB_SIZE)
     if short:
         return {"vocab": vocab}
     bin_dir = workdir / "opennmt-tf-venv" / "bin"
@@ -183,16 +173,8 @@ def ratios(runs: dict[str, list[dict]]) -> dict[str, float]:
 
 
 def peers_markdown(runs: dict[str, list[dict]], mfu: dict[str, float], minutes, seconds, auto):
-    """The section: the template filled with this run's figures (its local names).
-
-    Args:
-        runs: Each side's rounds ({side: [{"tokens_per_second", "reports", "precision"}]}),
-            the sides `FLOAT32`, `PEER` and, where `auto` is not float32, `AUTO`.
-        mfu: Each side's MFU over its rounds.
-        minutes: Minutes each side trained per round.
-        seconds: The benchmark's wall time.
-        auto: The precision `auto` picked.
-    """
+    """The section (its local names): `runs`, {side: [{"tokens_per_second", "reports",
+    "precision"}]} a round; `mfu` by side; `minutes` a side and round; `seconds` in all."""
     sides = [side for side in (FLOAT32, AUTO, PEER) if side in runs]
     found = ratios(runs)
     rows = []
@@ -206,10 +188,8 @@ def peers_markdown(runs: dict[str, list[dict]], mfu: dict[str, float], minutes, 
     auto_column = render("auto-column", auto=auto) if AUTO in runs else ""
     auto_rule = "---|" if AUTO in runs else ""
     verdicts = {
-        name: render(
-            "verdict-meets" if found[name] >= goal else "verdict-misses", ratio=found[name]
-        )
-        for name, goal in (("float32", TARGET_RATIO), ("default", DEFAULT_RATIO))
+        n: render("verdict-meets" if found[n] >= goal else "verdict-misses", ratio=found[n])
+        for n, goal in (("float32", TARGET_RATIO), ("default", DEFAULT_RATIO))
     }
     default_note = "" if AUTO in runs else render("no-auto")
     rows, wall_minutes = "\n".join(rows), seconds / 60
@@ -226,12 +206,11 @@ def model_flops(data: Path, vocab: Path) -> tuple[float, dict[str, float], str]:
     from bench.training import flops_per_target_token, matmul_flops_per_second
     from training.config import load_config
     from training.strategy import select_precision
-    from translator.pipelines import load_vocabulary
 
-    vocabulary = load_vocabulary(vocab)
-    run_config = load_config(None, list(OUR_SHAPE))
-    sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
-    config = run_config.model.transformer_config(*sizes)
+    vocabulary, run_config = harness.vocabulary(vocab, data), load_config(None, list(OUR_SHAPE))
+    config = run_config.model.transformer_config(
+        vocabulary.source_vocab_size, vocabulary.target_vocab_size
+    )
     flops = flops_per_target_token(config, data, vocabulary, run_config.data.pipeline)
     peaks = {dtype: matmul_flops_per_second(dtype) for dtype in ("float32", "bfloat16")}
     return flops, peaks, select_precision("auto", tf.distribute.get_strategy())
@@ -266,8 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     found = ratios(runs)
     name = "training tok/s vs OpenNMT-tf 2.32"
     harness.report_target(f"{name}, both float32 (same run)", found["float32"], TARGET_RATIO, "x")
-    harness.report_target(
-        f"{name}, each side's default precision (same run)", found["default"], DEFAULT_RATIO, "x"
-    )
+    default = f"{name}, each side's default precision (same run)"
+    harness.report_target(default, found["default"], DEFAULT_RATIO, "x")
     seconds = time.perf_counter() - started
     return harness.publish(args, "peers", peers_markdown, runs, mfu, args.minutes, seconds, auto)

@@ -1,13 +1,6 @@
-"""The budget planner's trial grid: does the plan match the best setting of each cell?
-
-Trials are time-fair: each trains the updates its own shape and batch size make in the
-cell's minutes on this machine, from speeds timed once per (shape, batch) before any
-trial (a smaller batch makes more updates but fewer tokens). Turning minutes into
-updates keeps trials independent of other load; they are kept in WORKDIR/trials.json,
-so an interrupted run goes on where it stopped.
-"""
-
-from __future__ import annotations
+"""The budget planner's trial grid: does the plan match the best setting of each cell? Each
+trial trains the updates its shape and batch make in the cell's minutes at speeds timed
+first (load-independent), kept in WORKDIR/trials.json to go on where a run stopped."""
 
 import dataclasses
 import json
@@ -20,6 +13,7 @@ from bench import harness
 from training.config import load_config
 from training.plan import SHAPES, Budget, CorpusCounts, Speed, choose_vocab_size, make_plan
 from training.planning import TIMED_BATCH_TOKENS, count_characters, measure_speed
+from training.record import RunRecord
 from training.strategy import make_strategy, select_precision
 from translator.io import read_lines, write_atomic
 from translator.pipelines import PipelineConfig, build_vocabulary, load_vocabulary, scan_corpus
@@ -31,9 +25,7 @@ GRID = {False: ((3000, 10000, 29000), ("en-de", "de-en"), (2.0, 5.0))}
 GRID[True] = ((400,), ("en-de",), (0.05,))
 FIT_BUDGETS = {2.0}  # the cells the rule was fit on (with the minutes table's earlier trials)
 SUBSET_SEED = 1
-# A trial's speed: timed longer than a plan times. A plan spends its run's own budget on
-# 8 updates after 2, which read ~20% below the steady speed (bench/RESULTS.md): its
-# choices tolerate that, trials whose updates come from the speed do not.
+# A trial's speed is timed longer than a plan's 8 updates (~20% slow: bench/RESULTS.md).
 SPEED_WARMUP_UPDATES, SPEED_UPDATES, SPEED_SECONDS = 10, 150, 40.0
 # What a trial trains, as `translator train --set` keys.
 SETTINGS = dict(
@@ -76,16 +68,11 @@ def speed_key(shape_name: str, batch_tokens: int) -> str:
 
 
 def measure_speeds(data: Path, workdir: Path, short: bool, needed: set[tuple[str, int]]) -> dict:
-    """Speeds of (shape name, batch tokens) pairs on this machine, each timed once.
-
-    Kept in WORKDIR/speeds.json: pairs timed before are not timed again. They are timed on
-    the 29k-pair corpus (400 pairs in short mode), whatever the cells' sizes: a token's
-    cost depends on the shape and the batch, not on how many pairs the corpus holds.
-    """
+    """Speeds of (shape name, batch tokens) pairs, each timed once (kept in speeds.json) on
+    the 29k-pair corpus (400 short) whatever the cell's: a token's cost does not depend on it."""
     cache = workdir / "speeds.json"
     result = json.loads(cache.read_text("utf-8")) if cache.is_file() else {}
-    # Entries without a batch (`narrow`, not `narrow@2048`) are an older grid's 8-update
-    # timings: timed again.
+    # Entries without a batch (`narrow`, not `narrow@2048`) are an older grid's: timed again.
     speeds = {k: v for k, v in result.get("speeds", {}).items() if "@" in k}
     result["speeds"] = speeds
     missing = sorted(pair for pair in needed if speed_key(*pair) not in speeds)
@@ -174,9 +161,9 @@ def run_trial(cell: Cell, settings: dict, speeds: dict, corpus: Path, data: Path
     }
     options = [f"--set={key}={value}" for key, value in sets.items()]
     harness.run_translator("train", "--no-plan", f"--run-dir={run_dir}", *options)
-    metadata = json.loads((run_dir / "model" / "metadata.json").read_text("utf-8"))
+    record = RunRecord.read(run_dir / "model")
     kept = {key: settings[key] for key in ("batch_tokens", "dropout", "warmup_fraction")}
-    bleu, updates = metadata["best_validation_bleu"], metadata["step"]
+    bleu, updates = record.best_validation_bleu, record.step
     speed = speeds["speeds"][speed_key(shape.name, settings["batch_tokens"])]
     tokens = updates * speed["tokens_per_update"]
     return {"bleu": bleu, "updates": updates, "tokens": tokens, "shape": shape.name, **kept}
@@ -217,8 +204,7 @@ def run_cell(cell: Cell, data: Path, speeds: dict, results: dict, args) -> None:
     entry = results.setdefault(cell.name, {"trials": {}})
     entry["cell"] = dataclasses.asdict(cell)
     for settings in variants(plan):
-        # A trial without its tokens is an older grid's, trained for equal tokens, not
-        # equal time: trained again.
+        # A trial without its tokens is an older grid's (equal tokens, not time): again.
         if "tokens" not in entry["trials"].get(trial_key(settings), {}):
             trial = run_trial(cell, settings, speeds, corpus, data, args)
             entry["trials"][trial_key(settings)] = trial

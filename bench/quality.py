@@ -1,19 +1,16 @@
 """Time to quality: the recipe's 5-, 15- and 60-minute models on Multi30k test_2016_flickr.
-
-The 60-minute plan works in --workdir, the others beside it (WORKDIR-5min, ...); a finished
-run there is reported on as it is, so the hours are not spent twice.
-"""
-
-from __future__ import annotations
+The 60-minute plan works in --workdir, the others beside it (WORKDIR-5min, ...)."""
 
 import dataclasses
 import json
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from bench import harness
 from training.plan import Plan
+from training.record import RunRecord
 
 render = harness.Template("quality")
 # Test BLEU (cased sacreBLEU, beam 4) each budget's recipe must reach.
@@ -22,28 +19,16 @@ FULL_MINUTES = 60.0  # the published run; decoding and serving measure its model
 DE_EN_MINUTES = (5.0, 15.0)
 # The minutes table the planner replaced (training/budgets.py until issue 24), as the
 # recipe's `--set` overrides: trained beside the plan in the same run as its baseline.
-_NARROW = (
-    "model.preset=small",
-    "model.overrides.num_encoder_layers=4",
-    "model.overrides.num_decoder_layers=4",
-    "model.overrides.d_model=128",
-    "model.overrides.ffn_dim=256",
-    "model.overrides.num_heads=4",
-    "optimizer.peak_learning_rate=0.005",
-    "optimizer.warmup_fraction=0.05",
-    "optimizer.label_smoothing=0.1",
-    "--vocab-size=8000",
-)
+_SHAPE = dict(num_encoder_layers=4, num_decoder_layers=4, d_model=128, ffn_dim=256, num_heads=4)
+_OPTIMIZER = dict(peak_learning_rate=0.005, warmup_fraction=0.05, label_smoothing=0.1)
+_NARROW = ("model.preset=small", *(f"model.overrides.{k}={v}" for k, v in _SHAPE.items()))
+_NARROW += (*(f"optimizer.{k}={v}" for k, v in _OPTIMIZER.items()), "--vocab-size=8000")
 _SHORT = (*_NARROW, "model.overrides.dropout=0.1", "data.pipeline.batch_tokens=2048")
+_LONG = (*_NARROW, "model.overrides.dropout=0.3", "data.pipeline.batch_tokens=4096")
 MINUTES_TABLE = {
     5.0: (*_SHORT, "eval.every_steps=0"),
     15.0: (*_SHORT, "eval.every_steps=0"),
-    60.0: (
-        *_NARROW,
-        "model.overrides.dropout=0.3",
-        "data.pipeline.batch_tokens=4096",
-        "eval.every_steps=1000",
-    ),
+    60.0: (*_LONG, "eval.every_steps=1000"),
 }
 # The short mode: the plumbing, end to end, in about a minute (tiny as it is).
 SHORT_RECIPE = ("--vocab-size=1000", "--test-sentences=50", "--set=model.preset=tiny")
@@ -90,9 +75,8 @@ def recipe_command(args, workdir: Path, data: Path, variant: Variant) -> list[st
 
 @dataclasses.dataclass
 class BudgetRun:
-    """One recipe run and its reports: the beam-4 test report (report.json of `translator
-    evaluate`), the greedy one (full mode), (step, greedy validation BLEU) after each
-    validation, the recipe's wall minutes, run/plan.json (None: trained before the planner)."""
+    """One recipe run: its beam-4 test report.json, the greedy one (full mode), (step, greedy
+    validation BLEU) a validation, its wall minutes, run/plan.json (None: before the planner)."""
 
     minutes: float
     command: list[str]
@@ -107,7 +91,7 @@ class BudgetRun:
     # The plan, EN->DE: the rows the targets are about.
     planned = property(lambda self: self.variant in (None, Variant(self.minutes)))
     bleu = property(lambda self: self.report["scores"]["bleu"]["score"])
-    metadata = property(lambda self: self.report["model"]["metadata"])
+    metadata = property(lambda self: RunRecord.from_dict(self.report["model"]["metadata"]))
 
 
 def run_budget(args, base: Path, data: Path, variant: Variant) -> BudgetRun:
@@ -125,8 +109,7 @@ def run_budget(args, base: Path, data: Path, variant: Variant) -> BudgetRun:
             options = [f"--model={workdir / 'run'}", "--beam-size=1", f"--report={scratch}"]
             harness.run_translator("evaluate", *options, *files)
             greedy = json.loads((Path(scratch) / "report.json").read_text("utf-8"))
-    history = report["model"]["metadata"].get("validation_bleu", [])  # after each validation
-    history = [(int(step), float(bleu)) for step, bleu in history]
+    history = list(RunRecord.from_dict(report["model"]["metadata"]).validation_bleu)
     scores = " ".join(f"{name} {score['score']:.2f}" for name, score in report["scores"].items())
     bleu = report["scores"]["bleu"]["score"]
     print(f"BLEU {bleu:.2f} ({scores}) on {report['sentences']} sentences", flush=True)
@@ -158,19 +141,19 @@ def quality_markdown(runs: list[BudgetRun]) -> str:
 def budget_row(run: BudgetRun) -> str:
     """The table row of one budget (its local names): test scores, target, updates, setting."""
     metadata, goal = run.metadata, TARGETS.get(run.minutes) if run.planned else None
-    tokens, scores = metadata.get("target_tokens"), run.report["scores"]
+    tokens, scores = metadata.target_tokens or None, run.report["scores"]
     verdict = "" if goal is None else ("meets" if run.bleu >= goal else "misses")
     goal = "" if goal is None else render("goal", goal=goal)
     greedy_bleu = score(run.greedy and run.greedy["scores"]["bleu"]["score"])
-    validation_bleu, updates = score(metadata.get("best_validation_bleu")), metadata.get("step", 0)
+    validation_bleu, updates = score(metadata.best_validation_bleu), metadata.step
     target_tokens = score(tokens) if tokens is None else render("tokens", millions=tokens / 1e6)
-    setting = setting_text(metadata.get("config", {}))
+    setting = setting_text(metadata.config)
     return render("budget-row", label=run.label, **locals())
 
 
 def chosen_by(run: BudgetRun) -> str:
     """The bullet of a budget: what the planner chose for it and why (its rule's reasons)."""
-    chosen = setting_text(run.metadata.get("config", {}))
+    chosen = setting_text(run.metadata.config)
     if run.variant and run.variant.table:
         reasons = render("table-reason")
     elif run.plan is None:
@@ -183,7 +166,7 @@ def chosen_by(run: BudgetRun) -> str:
     return render("chosen-by", label=run.label, setting=chosen, chosen_by=reasons)
 
 
-def setting_text(config: dict) -> str:
+def setting_text(config: Mapping) -> str:
     """A run's setting, from its config: preset, shape overrides, learning rate schedule."""
     model, optimizer = config.get("model", {}), config.get("optimizer", {})
     shape = ", ".join(f"{key} {value}" for key, value in model.get("overrides", {}).items())
@@ -210,7 +193,7 @@ def gap_analysis(run: BudgetRun) -> str:
         trend = render("trend-validated-once")
     else:
         trend = render("trend-rising" if history[-1][1] > history[-2][1] + 0.5 else "trend-flat")
-    figures = dict(minutes=run.minutes, updates=run.metadata.get("step", 0), curve=curve(history))
+    figures = dict(minutes=run.minutes, updates=run.metadata.step, curve=curve(history))
     return render("why-misses", **figures, gap=gap, trend=trend)
 
 

@@ -1,17 +1,10 @@
 """Where our search's time goes, by op class: `python -m bench.search_profile --model M`.
 
-Runs the search of `translator translate` (beam 4 by default) over test sentences in
-length-sorted batches, as `Translator` batches them, with TensorFlow's per-op step
-statistics on (a TensorFlow 1 session over the same traced graph, saved and reloaded:
-the one API that hands them back to Python). Each op's time is summed into a class by
-its type and name scope; the table is the share of all op time. Op times overlap on
-several cores and leave out the executor's own overhead, so the shares say where
-kernels spend time, not how the wall time splits.
+The search of `translator translate` (beam 4) over test sentences in `Translator`'s batches,
+with TensorFlow's per-op step statistics (a TensorFlow 1 session over the same traced graph,
+saved and reloaded: the one API that hands them to Python). The method: bench/RESULTS.md.
 """
 
-from __future__ import annotations
-
-import collections
 import re
 import tempfile
 import time
@@ -19,21 +12,17 @@ import time
 import tensorflow as tf
 
 from bench import harness
-from bench.profiling import op_class, share_tables
+from bench.profiling import MATMUL, MATMULS, OpTimes, share_tables
 from translator.artifacts import load_model_dir
 from translator.constants import DEFAULT_BATCH_TOKENS
 from translator.io import read_lines
 from translator.search import Decoder, SearchConfig
-from translator.text import batch_ranges, default_max_source_length, prepare
+from translator.text import default_max_source_length
 
-# (class, op types, name-scope pattern or None): the first match names an op's class.
+CACHE = "TensorScatterUpdate ConcatV2 DynamicUpdateSlice XlaDynamicUpdateSlice TensorListSetItem"
 CLASSES = (
     ("layer norm", None, re.compile(r"norm", re.I)),
-    (
-        "matmul (projections, attention scores)",
-        {"MatMul", "_FusedMatMul", "FusedMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum"},
-        None,
-    ),
+    (MATMUL, MATMULS, None),
     ("softmax, log-softmax", {"Softmax", "LogSoftmax"}, None),
     ("transposes (attention heads' layout)", {"Transpose"}, None),
     (
@@ -41,17 +30,7 @@ CLASSES = (
         {"TopKV2", "GatherV2", "GatherNd", "ResourceGather", "ResourceGatherNd"},
         None,
     ),
-    (
-        "cache writes, concat",
-        {
-            "TensorScatterUpdate",
-            "ConcatV2",
-            "DynamicUpdateSlice",
-            "XlaDynamicUpdateSlice",
-            "TensorListSetItem",
-        },
-        None,
-    ),
+    ("cache writes, concat", set(CACHE.split()), None),
     ("loop control", {"Enter", "Exit", "Merge", "Switch", "NextIteration", "LoopCond"}, None),
     ("casts", {"Cast"}, None),
 )
@@ -60,18 +39,8 @@ TOP_TYPES = 15  # op types listed apart
 LABEL = re.compile(r"^(?:\[[^\]]*\] )?\S+ = (?:_MklNative|_Mkl)?(\S+?)\(")
 
 
-def saveable_search(decoder: Decoder) -> tf.Module:
-    """A module holding `decoder.translate`, traced, and the weights it reads, to save."""
-    decoder.translate.get_concrete_function()
-    module = tf.Module()
-    module.weights = [getattr(weight, "value", weight) for weight in decoder.model.weights]
-    module.translate = decoder.translate
-    return module
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = harness.make_parser("search_profile", __doc__)
-    parser.add_argument("--model", required=True, help="trained model or run directory")
+    parser = harness.make_parser("search_profile", __doc__, model=True)
     parser.add_argument("--beam-size", type=int, default=4)
     parser.add_argument("--sentences", type=int, help="test sentences (default 1000; 16 short)")
     args = harness.parse(parser, argv, sentences=(1000, 16))
@@ -79,18 +48,15 @@ def main(argv: list[str] | None = None) -> int:
     lines = read_lines(data / harness.TEST_SOURCE, args.sentences)
     trained = load_model_dir(args.model)
     decoder = Decoder(trained.model.for_inference("model"), SearchConfig(beam_size=args.beam_size))
-    limit = default_max_source_length(trained.model_config)
-    prepared = prepare(tf.constant(lines), trained.vocabulary.source, limit)
-    batches = [  # as `Translator` cuts them: [b, width] each
-        prepared.source_ids[start:end, :width].numpy()
-        for start, end, width in batch_ranges(prepared.lengths.numpy(), DEFAULT_BATCH_TOKENS)
-    ]
+    cut, source = default_max_source_length(trained.model_config), trained.vocabulary.source
+    batches = harness.source_batches(lines, source, cut, DEFAULT_BATCH_TOKENS)
     with tempfile.TemporaryDirectory() as scratch:
         signature = decoder.translate.get_concrete_function()
-        module = saveable_search(decoder)
+        module = tf.Module()  # the traced search and the weights it reads, to save
+        module.weights = [getattr(weight, "value", weight) for weight in decoder.model.weights]
+        module.translate = decoder.translate
         tf.saved_model.save(module, scratch, signatures={"translate": signature})
-        graph = tf.Graph()
-        with graph.as_default():
+        with tf.Graph().as_default() as graph:
             session = tf.compat.v1.Session(graph=graph)
             meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], scratch)
     definition = meta.signature_def["translate"]
@@ -99,28 +65,23 @@ def main(argv: list[str] | None = None) -> int:
     for batch in batches:  # warm-up: every shape once
         session.run(fetches, {feed: batch})
     options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
-    totals, counts, wall = collections.Counter(), collections.Counter(), 0.0
-    by_type = collections.Counter()
+    times, wall = OpTimes(CLASSES), 0.0
     for batch in batches:
         metadata = tf.compat.v1.RunMetadata()
         started = time.perf_counter()
         session.run(fetches, {feed: batch}, options=options, run_metadata=metadata)
         wall += time.perf_counter() - started
-        for device in metadata.step_stats.dev_stats:
-            for node in device.node_stats:
-                match = LABEL.match(node.timeline_label)
-                op = match.group(1) if match else node.node_name.split(":")[0]
-                micros = node.op_end_rel_micros - node.op_start_rel_micros
-                label = op_class(CLASSES, node.node_name, op)
-                totals[label] += micros
-                counts[label] += 1
-                by_type[label, op] += micros
-    total = sum(totals.values())
+        for node in (
+            node for device in metadata.step_stats.dev_stats for node in device.node_stats
+        ):
+            match = LABEL.match(node.timeline_label)
+            op = match.group(1) if match else node.node_name.split(":")[0]
+            times.add(node.node_name, op, node.op_end_rel_micros - node.op_start_rel_micros)
     print(
         f"{len(lines)} sentences, {len(batches)} batches, beam {args.beam_size}, "
-        f"traced wall {wall:.2f} s, op time {total / 1e6:.2f} s"
+        f"traced wall {wall:.2f} s, op time {sum(times.by_class.values()) / 1e6:.2f} s"
     )
-    print(share_tables(totals, by_type, TOP_TYPES, counts))
+    print(share_tables(times.by_class, times.by_type, TOP_TYPES, times.counts))
     return 0
 
 

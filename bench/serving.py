@@ -1,10 +1,5 @@
-"""Serving: latency and throughput of `translator serve`, dynamic batching on and off.
-
-Both servers run at once on the same export, measured interleaved, so other load falls on
-both alike. Without --model, random `small` weights: every translation runs to its limit.
-"""
-
-from __future__ import annotations
+"""Serving: latency and throughput of `translator serve`, dynamic batching on and off, both
+servers at once on one export, measured interleaved. Without --model, random `small` weights."""
 
 import concurrent.futures
 import http.client

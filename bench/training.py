@@ -1,80 +1,65 @@
-"""Training step speed on Multi30k: the ways to a faster step, measured side by side.
-
-MFU: model FLOPs/s (`translator.flops`) over this machine's matmul FLOP/s in the same dtype,
-both measured in this run.
-"""
-
-from __future__ import annotations
+"""Training step speed on Multi30k: the ways to a faster step, measured side by side. MFU:
+model FLOPs/s (`translator.flops`) over this machine's matmul FLOP/s in the same dtype."""
 
 import collections
-import logging
 import tempfile
 import time
-import warnings
 from pathlib import Path
 
 import keras
 import tensorflow as tf
 
 from bench import harness
+from training import strategy
 from training.config import load_config
 from training.optimizer import make_optimizer
-from training.strategy import select_precision
 from training.trainer import TranslationTrainer
 from translator import Transformer
 from translator.flops import training_flops
-from translator.pipelines import build_vocabulary, load_vocabulary, make_dataset, scan_corpus
+from translator.pipelines import make_dataset, scan_corpus
 
 render = harness.Template("training")
 PRECISIONS = ("float32", "mixed_bfloat16")
-NARROW = (
-    "model.overrides={num_encoder_layers: 4, num_decoder_layers: 4, d_model: 128, "
-    "ffn_dim: 256, num_heads: 4}"
-)
+NARROW = "model.overrides={num_encoder_layers: 4, num_decoder_layers: 4, d_model: 128, "
+NARROW += "ffn_dim: 256, num_heads: 4}"
 # The static shapes an XLA step compiles one program each for (buckets; 128 the longest).
 STATIC = (
     "data.pipeline.static_shapes=true",
     "data.pipeline.bucket_boundaries=[16, 24, 32, 48, 64]",
 )
-# The narrow shape's variants, in the precision `auto` picks: (label, `--set`s).
+# The narrow shape's variants, in the precision `auto` picks: (label, `--set`s). The plain
+# step on the static shapes tells their padding's cost from what XLA gains or loses.
 NARROW_VARIANTS = {
-    # The XLA step needs static shapes; the plain step on the same shapes tells the cost
-    # of their padding apart from what XLA itself gains or loses.
     "plain step, 6 static shapes": STATIC,
     "XLA step, 6 static shapes": ("train.jit_compile=true", *STATIC),
     "4 steps per execution": ("train.steps_per_execution=4",),
     "buckets of 2": ("data.pipeline.bucket_width=2",),
     "buckets of 8": ("data.pipeline.bucket_width=8",),
 }
-# The static-shape variants compared in each precision: (plain, XLA).
-XLA_PAIR = ("plain step, 6 static shapes", "XLA step, 6 static shapes")
-# A step over this many times the median of the timed steps compiled a new XLA program
-# (a new batch shape): it counts as warm-up, not as steady speed.
-COMPILE_STEP = 5.0
-# One way of running the training step: its shape, table label, precision, `--set`s.
+XLA_PAIR = ("plain step, 6 static shapes", "XLA step, 6 static shapes")  # (plain, XLA)
+COMPILE_STEP = 5.0  # a step over this many medians compiled a new shape: warm-up, not speed
 Variant = collections.namedtuple("Variant", "shape label precision overrides", defaults=[()])
 
 
 def variants(auto: str, short: bool) -> list[Variant]:
-    """The variants in the order they run; `auto` is the precision `auto` picks here."""
+    """The variants in the order they run; `auto` is the precision `auto` picks here. XLA runs
+    in the other precision too: its CPU code differs from oneDNN's most in bfloat16."""
     if short:
         return [Variant("tiny", "default", "float32")]
-    shapes = (("small", ()), ("narrow", (NARROW,)))
-    runs = [Variant(s, p, p, o) for s, o in shapes for p in PRECISIONS] + [
-        Variant("narrow", f"{auto}, {label}", auto, (NARROW, *sets))
-        for label, sets in NARROW_VARIANTS.items()
-    ]
-    # XLA in the other precision too: XLA's CPU code differs from the plain step's
-    # kernels (oneDNN) most in bfloat16.
     other = next(p for p in PRECISIONS if p != auto)
+    runs = [
+        Variant(s, p, p, o) for s, o in (("small", ()), ("narrow", (NARROW,))) for p in PRECISIONS
+    ]
+    runs += [
+        Variant("narrow", f"{auto}, {k}", auto, (NARROW, *v)) for k, v in NARROW_VARIANTS.items()
+    ]
     return runs + [
-        Variant("narrow", f"{other}, {label}", other, (NARROW, *NARROW_VARIANTS[label]))
-        for label in XLA_PAIR
+        Variant("narrow", f"{other}, {k}", other, (NARROW, *NARROW_VARIANTS[k])) for k in XLA_PAIR
     ]
 
 
 def matmul_flops_per_second(dtype: str, size: int = 2048, repeats: int = 8) -> float:
-    """Sustained FLOP/s of a square matmul in `dtype` (the MFU denominator), best of 3."""
+    """Sustained FLOP/s of a square matmul in `dtype` (the MFU denominator)."""
     a = tf.cast(tf.random.normal((size, size)), dtype)
 
     @tf.function
@@ -83,38 +68,34 @@ def matmul_flops_per_second(dtype: str, size: int = 2048, repeats: int = 8) -> f
             x = tf.matmul(x, a) * tf.cast(1e-3, dtype)  # scaled to stay finite
         return x
 
-    seconds, _ = harness.best_of(lambda: run(a).numpy(), 3)
-    return 2.0 * size**3 * repeats / seconds
+    return harness.matmul_rate(lambda: run(a).numpy(), size, repeats)
 
 
 def make_trainer(variant: Variant, data: Path, vocabulary):
-    """The variant's compiled trainer, its endless training dataset, its steps per
-    execution and its model FLOPs per target token. Sets the global dtype policy to the
-    variant's precision (the caller sets it back)."""
+    """The variant's compiled trainer, its endless training dataset, its steps per execution
+    and its model FLOPs per target token. Sets the global dtype policy to the variant's."""
     keras.config.set_dtype_policy(variant.precision)
     keras.utils.set_random_seed(1)
     preset = "tiny" if variant.shape == "tiny" else "small"
     lengths = ("data.pipeline.max_source_length=128", "data.pipeline.max_target_length=128")
     run_config = load_config(None, [f"model.preset={preset}", *lengths, *variant.overrides])
     pipeline, per_call = run_config.data.pipeline, run_config.train.steps_per_execution
-    sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
-    config = run_config.model.transformer_config(*sizes)
+    config = run_config.model.transformer_config(
+        vocabulary.source_vocab_size, vocabulary.target_vocab_size
+    )
     trainer = TranslationTrainer(Transformer(config))
-    optimizer = make_optimizer(run_config, config.d_model)
-    jit = run_config.train.jit_compile
+    optimizer, jit = make_optimizer(run_config, config.d_model), run_config.train.jit_compile
     trainer.compile(optimizer=optimizer, jit_compile=jit, steps_per_execution=per_call)
-    source, target = data / "train.en.gz", data / "train.de.gz"
-    dataset = make_dataset(source, target, vocabulary, pipeline, training=True).repeat()
+    files = [data / name for name in harness.TRAIN]
+    dataset = make_dataset(*files, vocabulary, pipeline, training=True).repeat()
     return trainer, dataset, per_call, flops_per_target_token(config, data, vocabulary, pipeline)
 
 
 def flops_per_target_token(config, data: Path, vocabulary, pipeline) -> float:
-    """Training FLOPs per target token of Multi30k EN-DE (`translator.flops`: matmuls
-    only, padding excluded) at the corpus' mean lengths, EOS/BOS included."""
-    source, target = data / "train.en.gz", data / "train.de.gz"
-    stats = scan_corpus(source, target, vocabulary, pipeline)
-    mean_source, mean_target = stats.source_tokens / stats.kept, stats.target_tokens / stats.kept
-    return float(training_flops(config, mean_source, mean_target)) / mean_target
+    """Training FLOPs (matmuls, no padding) per target token at Multi30k's mean lengths."""
+    stats = scan_corpus(*(data / name for name in harness.TRAIN), vocabulary, pipeline)
+    source, target = stats.source_tokens / stats.kept, stats.target_tokens / stats.kept
+    return float(training_flops(config, source, target)) / target
 
 
 def train_throughput(variant: Variant, data: Path, vocabulary, warmup: int, steps: int) -> dict:
@@ -128,8 +109,7 @@ def train_throughput(variant: Variant, data: Path, vocabulary, warmup: int, step
         def on_train_batch_end(self, batch, logs=None):
             marks[batch + 1] = (time.perf_counter() - self.begun, float(logs["tokens"]))
 
-    total = warmup + steps
-    total += -total % per_call  # whole executions
+    total = warmup + steps + (-(warmup + steps) % per_call)  # whole executions
     started = time.perf_counter()
     trainer.fit(dataset, epochs=1, steps_per_epoch=total, verbose=0, callbacks=[Clock()])
     ended = time.perf_counter()
@@ -152,7 +132,7 @@ def train_throughput(variant: Variant, data: Path, vocabulary, warmup: int, step
 
 def throughput_table(runs: list[dict], peaks: dict[str, float]) -> str:
     first, rows = {}, []
-    for run in runs:
+    for run in runs:  # the row's fields: these local names
         v, rate, model = run["variant"], run["tokens_per_second"], run["model_flops_per_second"]
         peak = peaks["mixed_bfloat16" if "bfloat16" in v.precision else "float32"]
         vs_first, mfu, warmup = (
@@ -197,9 +177,7 @@ def xla_against_plain(runs: list[dict]) -> str:
 
 def training_markdown(runs, peaks, auto, warmup, steps, table) -> str:
     """The section: the template filled with this run's figures (its local names)."""
-    from training.strategy import cpu_has_native_bfloat16
-
-    native_bfloat16 = "has" if cpu_has_native_bfloat16() else "does not have"
+    native_bfloat16 = "has" if strategy.cpu_has_native_bfloat16() else "does not have"
     bfloat16_gflops, float32_gflops = peaks["mixed_bfloat16"] / 1e9, peaks["float32"] / 1e9
     flops = {run["variant"].shape: run["flops_per_target_token"] / 1e6 for run in runs}
     flops = ", ".join(f"{shape} {value:.1f}" for shape, value in flops.items())
@@ -209,17 +187,18 @@ def training_markdown(runs, peaks, auto, warmup, steps, table) -> str:
 
 @harness.command
 def main(argv: list[str] | None = None) -> int:
-    parser = harness.make_parser("training", __doc__)
-    args = harness.parse(parser, argv, steps=(40, 2), warmup=(10, 1))
-    warnings.filterwarnings("ignore")
-    logging.getLogger("translator.pipelines").setLevel(logging.ERROR)
-    auto = select_precision("auto", tf.distribute.get_strategy())
-    data = harness.find_data(args.data)
+    args = harness.parse(
+        harness.make_parser("training", __doc__), argv, steps=(40, 2), warmup=(10, 1)
+    )
+    harness.quiet()
+    auto, data = (
+        strategy.select_precision("auto", tf.distribute.get_strategy()),
+        harness.find_data(args.data),
+    )
     peaks = {p: matmul_flops_per_second(p.removeprefix("mixed_")) for p in PRECISIONS}
-    runs, files = [], [data / name for name in harness.TRAIN]
+    runs = []
     with tempfile.TemporaryDirectory() as scratch:
-        build_vocabulary(files[:1], files[1:], Path(scratch) / "vocab", vocab_size=8000)
-        vocabulary = load_vocabulary(Path(scratch) / "vocab")
+        vocabulary = harness.vocabulary(Path(scratch) / "vocab", data)
         for variant in variants(auto, args.short):
             runs.append(train_throughput(variant, data, vocabulary, args.warmup, args.steps))
             print(f"{variant.shape} {variant.label}: {runs[-1]['tokens_per_second']:,.0f} tok/s")

@@ -5,14 +5,9 @@ from __future__ import annotations
 import argparse
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from training.config import DEFAULT_CONFIG
 from translator.errors import ConfigError
-
-if TYPE_CHECKING:
-    from training.run import TrainResult
-
-DEFAULT_CONFIG = Path(__file__).parent / "configs" / "multi30k_en_de.yaml"
 
 
 def register_train(subparsers: argparse._SubParsersAction) -> None:
@@ -96,7 +91,7 @@ def run_train(args: argparse.Namespace) -> int:
     if args.run_dir is None:
         raise ConfigError("train: --run-dir is required")
     from training.config import explicit_keys, load_config
-    from training.run import PlanRequest, preview_plan, train
+    from training.run import PlanRequest, preview_plan, summary_line, train
 
     args.config = run_config_path(args.config, args.run_dir)
     overrides = list(args.overrides)
@@ -107,7 +102,7 @@ def run_train(args: argparse.Namespace) -> int:
     config = load_config(args.config, overrides)
     request = None
     if not args.no_plan:
-        request = PlanRequest(args.config, tuple(overrides), explicit_keys(args.config, overrides))
+        request = PlanRequest(explicit_keys(args.config, overrides), explicit_keys(None, overrides))
     if args.plan:
         if request is None:
             raise ConfigError("--plan and --no-plan: choose one")
@@ -132,25 +127,6 @@ def run_config_path(given: Path | None, run_dir: Path) -> Path:
     why = "--config" if given else ("the run's own" if path == own else "the default")
     logging.getLogger("training.run").info("config: %s (%s)", path, why)
     return path
-
-
-def summary_line(result: TrainResult) -> str:
-    """What a run bought: the plan, the updates made, the validation BLEU reached."""
-    planned = ""
-    if result.plan is not None:
-        plan = result.plan
-        bought = f", {plan.epochs:,.1f} epochs" if plan.updates else ""
-        planned = (
-            (f" of the plan's ~{plan.updates:,}" if plan.updates else "")
-            + f" ({plan.shape.describe()}, "
-            f"{plan.value('data.pipeline.batch_tokens'):,} batch tokens{bought}; RUN/plan.json)"
-        )
-    best = (
-        f"; best validation BLEU {result.best_bleu:.2f} at step {result.best_step:,}"
-        if result.best_bleu is not None
-        else ""
-    )
-    return f"trained {result.steps:,} updates{planned} ({result.stop_reason}){best}"
 
 
 def register_average(subparsers: argparse._SubParsersAction) -> None:

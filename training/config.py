@@ -22,6 +22,8 @@ from translator.errors import ConfigError, FieldError, check_ranges
 from translator.pipelines.config import PipelineConfig
 
 # A number in exponent notation, which YAML 1.1 (PyYAML) reads as a string without a dot.
+# The run config `translator train` starts from: Multi30k EN->DE, everything else planned.
+DEFAULT_CONFIG = Path(__file__).parent / "configs" / "multi30k_en_de.yaml"
 FLOAT_TEXT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 Strategy = Literal["auto", "one_device", "mirrored", "multi_worker", "tpu"]
 Precision = Literal["auto", "float32", "mixed_bfloat16", "mixed_float16"]
@@ -240,6 +242,101 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         """A plain nested dict, as written to the run directory's config.yaml."""
         return dataclasses.asdict(self)
+
+
+# A value a key of the run config may hold (a section's leaf, or a `model.overrides` entry).
+ConfigValue = bool | int | float | str
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigKey:
+    """One key of the run config by its path of fields, checked when made.
+
+    `model.overrides` is a mapping: its entries are keys too (`model.overrides.dropout`).
+    """
+
+    path: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        node: Any = RunConfig
+        for index, name in enumerate(self.path):
+            if not dataclasses.is_dataclass(node):
+                if node is dict or typing.get_origin(node) is dict:
+                    return  # a mapping's entry: any name
+                raise ConfigError(f"{'.'.join(self.path[:index])}: not a section")
+            hints = typing.get_type_hints(node)
+            if name not in hints:
+                raise ConfigError(f"{'.'.join(self.path[: index + 1])}: unknown key")
+            node = hints[name]
+
+    @classmethod
+    def of(cls, dotted: str) -> ConfigKey:
+        """The key of `section.field` (`data.pipeline.batch_tokens`)."""
+        return cls(tuple(dotted.split(".")))
+
+    def child(self, name: str) -> ConfigKey:
+        """The key `name` inside this one (`model.overrides` -> `model.overrides.dropout`)."""
+        return ConfigKey((*self.path, name))
+
+    def within(self, keys: typing.Collection[str]) -> bool:
+        """True when `keys` names this key or a section that holds it."""
+        return any(".".join(self.path[:end]) in keys for end in range(1, len(self.path) + 1))
+
+    def __str__(self) -> str:
+        return ".".join(self.path)
+
+
+@dataclasses.dataclass(frozen=True)
+class Change:
+    """A typed change of the run config: `key` set to `value`."""
+
+    key: ConfigKey
+    value: ConfigValue
+
+
+def replace_value(config: RunConfig, key: ConfigKey, value: ConfigValue) -> RunConfig:
+    """`config` with one key replaced (sections rebuilt with `dataclasses.replace`).
+
+    Raises:
+        ConfigError: naming the key, for a value out of its range.
+    """
+
+    def replaced(node: Any, path: tuple[str, ...]) -> Any:
+        name, rest = path[0], path[1:]
+        if isinstance(node, dict):
+            return {**node, name: replaced(node.get(name), rest) if rest else value}
+        child = replaced(getattr(node, name), rest) if rest else value
+        return dataclasses.replace(node, **{name: child})
+
+    try:
+        return replaced(config, key.path)
+    except FieldError as error:
+        raise ConfigError(f"{key}: {error.message}") from None
+
+
+def apply_changes(
+    config: RunConfig, changes: typing.Iterable[Change], keep: typing.Collection[str] = ()
+) -> RunConfig:
+    """`config` with each change made, but for the keys in `keep` (and their sections)."""
+    for change in changes:
+        if not change.key.within(keep):
+            config = replace_value(config, change.key, change.value)
+    return config
+
+
+# The keys the planner and the recipe set, spelled once.
+DATA = ConfigKey.of("data")
+TRAIN = ConfigKey.of("train")
+MODEL = ConfigKey.of("model")
+MODEL_PRESET = ConfigKey.of("model.preset")
+MODEL_OVERRIDES = ConfigKey.of("model.overrides")
+DROPOUT = MODEL_OVERRIDES.child("dropout")
+BATCH_TOKENS = ConfigKey.of("data.pipeline.batch_tokens")
+PEAK_LEARNING_RATE = ConfigKey.of("optimizer.peak_learning_rate")
+WARMUP_FRACTION = ConfigKey.of("optimizer.warmup_fraction")
+LABEL_SMOOTHING = ConfigKey.of("optimizer.label_smoothing")
+EVAL_EVERY_STEPS = ConfigKey.of("eval.every_steps")
+MAX_MINUTES = TRAIN.child("max_minutes")
 
 
 # ---- Loading and validation ------------------------------------------------------------

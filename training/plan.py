@@ -43,7 +43,23 @@ import dataclasses
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
+
+from training.config import (
+    BATCH_TOKENS,
+    DROPOUT,
+    EVAL_EVERY_STEPS,
+    LABEL_SMOOTHING,
+    MODEL,
+    MODEL_OVERRIDES,
+    MODEL_PRESET,
+    PEAK_LEARNING_RATE,
+    WARMUP_FRACTION,
+    Change,
+    ConfigKey,
+)
+
+# A planned value: a number, or the chosen shape's name (the key `model`).
+PlanValue = int | float | str
 
 # The width every other width's learning rate and warmup are scaled from.
 REFERENCE_WIDTH = 128
@@ -223,9 +239,9 @@ class Given:
 class Choice:
     """One planned value and why."""
 
-    # The run-config key it sets (dotted).
+    # The run-config key it sets (dotted, as plan.json has it; `model`: the shape).
     key: str
-    value: Any
+    value: PlanValue
     # The rule's reason, or "set by you".
     reason: str
     # False when the user set it (the plan then writes no override for it).
@@ -249,21 +265,21 @@ class Plan:
     # Seconds spent measuring speeds (counted inside a time budget).
     measuring_seconds: float = 0.0
 
-    def overrides(self) -> list[str]:
-        """`--set` strings of the planned (not user-set) values, shape first."""
-        result = []
+    def changes(self) -> tuple[Change, ...]:
+        """The planned (not user-set) values as typed changes of the run config, shape first."""
+        result: list[Change] = []
         for choice in self.choices:
             if not choice.planned:
                 continue
-            if choice.key == "model":
-                result.append(f"model.preset={self.shape.preset}")
+            if choice.key == str(MODEL):
+                result.append(Change(MODEL_PRESET, self.shape.preset))
                 result += [
-                    f"model.overrides.{key}={value}"
-                    for key, value in self.shape.model_overrides().items()
+                    Change(MODEL_OVERRIDES.child(name), value)
+                    for name, value in self.shape.model_overrides().items()
                 ]
             else:
-                result.append(f"{choice.key}={choice.value}")
-        return result
+                result.append(Change(ConfigKey.of(choice.key), choice.value))
+        return tuple(result)
 
     def with_budget(self, budget: Budget) -> Plan:
         """The same choices under a resumed run's new budget; what it buys scales with it."""
@@ -278,12 +294,17 @@ class Plan:
             epochs=self.epochs * scale,
         )
 
-    def value(self, key: str) -> Any:
+    def value(self, key: ConfigKey | str) -> PlanValue:
         """The chosen (or given) value of one key."""
         for choice in self.choices:
-            if choice.key == key:
+            if choice.key == str(key):
                 return choice.value
-        raise KeyError(key)
+        raise KeyError(str(key))
+
+    @property
+    def batch_tokens(self) -> int:
+        """The chosen (or given) batch tokens per replica."""
+        return int(self.value(BATCH_TOKENS))
 
     def describe(self) -> list[str]:
         """The plan as lines: counts, speeds, what the budget buys, each choice and why."""
@@ -303,7 +324,7 @@ class Plan:
             if not speed.tokens_per_second:
                 continue  # an update budget: nothing timed
             how = "measured" if speed.measured else "estimated from FLOPs"
-            batch = self.value("data.pipeline.batch_tokens")
+            batch = self.batch_tokens
             bought = tokens_bought(speed, self.budget, batch)
             lines.append(
                 f"speed: {name} {speed.tokens_per_second:,.0f} target tokens/s at "
@@ -320,7 +341,7 @@ class Plan:
         else:
             lines.append("buys: not measured (every planned value is set; nothing timed)")
         for choice in self.choices:
-            value = self.shape.describe() if choice.key == "model" else choice.value
+            value = self.shape.describe() if choice.key == str(MODEL) else choice.value
             lines.append(f"{choice.key} = {value}: {choice.reason}")
         return lines
 
@@ -502,32 +523,32 @@ def vocab_size_reason(characters: int) -> str:
 # ---- The plan ----------------------------------------------------------------------------
 
 
-def _choice(key: str, fixed: Any, value: Any, reason: str) -> Choice:
+def _choice(key: ConfigKey, fixed: PlanValue | None, value: PlanValue, reason: str) -> Choice:
     """The user's value ("set by you") when they fixed one, else the rule's."""
     if fixed is not None:
-        return Choice(key, fixed, "set by you", planned=False)
-    return Choice(key, value, reason)
+        return Choice(str(key), fixed, "set by you", planned=False)
+    return Choice(str(key), value, reason)
 
 
 def _shape_choice(
     corpus: CorpusCounts, budget: Budget, speeds: Mapping[str, Speed], given: Given
 ) -> tuple[Shape, Choice]:
     if given.shape is not None:
-        return given.shape, Choice("model", given.shape.name, given.shape_reason, planned=False)
+        return given.shape, Choice(str(MODEL), given.shape.name, given.shape_reason, planned=False)
     shape, reason = choose_shape(corpus, budget, speeds)
-    return shape, Choice("model", shape.name, reason)
+    return shape, Choice(str(MODEL), shape.name, reason)
 
 
 def _batch_choice(budget: Budget, speed: Speed, given: Given, memory: int) -> Choice:
     if given.batch_tokens is not None:
-        return _choice("data.pipeline.batch_tokens", given.batch_tokens, None, "")
+        return _choice(BATCH_TOKENS, given.batch_tokens, 0, "")
     if budget.seconds is not None:
         batch = choose_batch_tokens(tokens_bought(speed, budget, batch_tokens=0), memory)
     else:
         fill = speed.tokens_per_update / speed.batch_tokens
         batch = batch_tokens_for_updates(budget.updates, fill, memory)
     return Choice(
-        "data.pipeline.batch_tokens",
+        str(BATCH_TOKENS),
         batch,
         f"{REFERENCE_BATCH_TOKENS:,} x (tokens bought / {REFERENCE_TOKENS_BOUGHT / 1e6:g}M) "
         f"** {BATCH_EXPONENT:.2g}, the nearest power of two (memory allows {memory:,})",
@@ -541,31 +562,31 @@ def _training_choices(
     warmup = warmup_updates(width)
     return (
         _choice(
-            "model.overrides.dropout",
+            DROPOUT,
             given.dropout,
             choose_dropout(epochs),
             f"{epochs:,.1f} epochs: 0.1 from 2 to 20 epochs, up to 0.3 at 80, down to 0 below 2",
         ),
         _choice(
-            "optimizer.peak_learning_rate",
+            PEAK_LEARNING_RATE,
             given.peak_learning_rate,
             choose_learning_rate(width),
             f"{REFERENCE_LEARNING_RATE} x ({REFERENCE_WIDTH} / d_model {width}) ** 0.75",
         ),
         _choice(
-            "optimizer.warmup_fraction",
+            WARMUP_FRACTION,
             given.warmup_fraction,
             choose_warmup_fraction(width, updates),
             f"{warmup:.0f} warmup updates of {updates:,}, within [0.05, 0.25]",
         ),
         _choice(
-            "optimizer.label_smoothing",
+            LABEL_SMOOTHING,
             given.label_smoothing,
             0.1,
             "the paper's value (the trials do not vary it)",
         ),
         _choice(
-            "eval.every_steps",
+            EVAL_EVERY_STEPS,
             given.eval_every_steps,
             choose_eval_every(budget, updates),
             "validate once at the end under 20 minutes, else about 8 times",
@@ -611,7 +632,7 @@ def make_plan(
     speed = speeds[shape.name]
     memory = (memory_batch_tokens or {}).get(shape.name, MAX_BATCH_TOKENS)
     batch_choice = _batch_choice(budget, speed, given, memory)
-    batch = batch_choice.value
+    batch = int(batch_choice.value)
     if budget.seconds is not None and (shape.name, batch) in (batch_speeds or {}):
         speed = batch_speeds[shape.name, batch]
         speeds = {**speeds, shape.name: speed}

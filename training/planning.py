@@ -34,9 +34,23 @@ import platform
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
-from training.config import RunConfig, load_config
+from training.config import (
+    BATCH_TOKENS,
+    DROPOUT,
+    EVAL_EVERY_STEPS,
+    LABEL_SMOOTHING,
+    MAX_MINUTES,
+    MODEL_OVERRIDES,
+    MODEL_PRESET,
+    PEAK_LEARNING_RATE,
+    WARMUP_FRACTION,
+    Change,
+    ConfigKey,
+    RunConfig,
+    apply_changes,
+)
 from training.plan import (
     MIN_BATCH_TOKENS,
     SHAPES,
@@ -53,7 +67,8 @@ from training.plan import (
     make_plan,
     tokens_bought,
 )
-from translator.io import write_atomic
+from translator.flops import training_flops
+from translator.io import iter_lines, write_atomic
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -62,6 +77,7 @@ if TYPE_CHECKING:
     from translator.pipelines.tokenizer import Vocabulary
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 PLAN_FILE = "plan.json"
 SPEED_FILE = "speed.json"
@@ -81,10 +97,10 @@ DEFAULT_GPU_BYTES = 16 * 2**30
 # `model.*` keys that fix the architecture when the user sets them (`model.overrides`
 # as a whole replaces every override, the planned ones too).
 SHAPE_KEYS = frozenset(
-    {"model.preset", "model.overrides"}
+    {str(MODEL_PRESET), str(MODEL_OVERRIDES)}
     | {
-        f"model.overrides.{key}"
-        for key in ("num_encoder_layers", "num_decoder_layers", "d_model", "num_heads", "ffn_dim")
+        str(MODEL_OVERRIDES.child(name))
+        for name in ("num_encoder_layers", "num_decoder_layers", "d_model", "num_heads", "ffn_dim")
     }
 )
 
@@ -95,28 +111,20 @@ def given_settings(config: RunConfig, keys: frozenset[str], vocab_sizes: tuple[i
     if keys & SHAPE_KEYS:
         shape = shape_of(config.model.transformer_config(*vocab_sizes), config.model.preset)
 
-    def value(key: str, read: Callable[[], object]) -> object:
-        whole = key.startswith("model.overrides.") and "model.overrides" in keys
-        return read() if key in keys or whole else None
+    def value(key: ConfigKey, read: Callable[[], T]) -> T | None:
+        whole = key.path[:-1] == MODEL_OVERRIDES.path and str(MODEL_OVERRIDES) in keys
+        return read() if str(key) in keys or whole else None
 
     init_from = config.train.init_from
     return Given(
         shape=shape,
         shape_reason=f"the fine-tuned model's ({init_from})" if init_from else "set by you",
-        dropout=value(
-            "model.overrides.dropout", lambda: config.model.transformer_config(*vocab_sizes).dropout
-        ),
-        batch_tokens=value("data.pipeline.batch_tokens", lambda: config.data.pipeline.batch_tokens),
-        peak_learning_rate=value(
-            "optimizer.peak_learning_rate", lambda: config.optimizer.peak_learning_rate
-        ),
-        warmup_fraction=value(
-            "optimizer.warmup_fraction", lambda: config.optimizer.warmup_fraction
-        ),
-        label_smoothing=value(
-            "optimizer.label_smoothing", lambda: config.optimizer.label_smoothing
-        ),
-        eval_every_steps=value("eval.every_steps", lambda: config.eval.every_steps),
+        dropout=value(DROPOUT, lambda: config.model.transformer_config(*vocab_sizes).dropout),
+        batch_tokens=value(BATCH_TOKENS, lambda: config.data.pipeline.batch_tokens),
+        peak_learning_rate=value(PEAK_LEARNING_RATE, lambda: config.optimizer.peak_learning_rate),
+        warmup_fraction=value(WARMUP_FRACTION, lambda: config.optimizer.warmup_fraction),
+        label_smoothing=value(LABEL_SMOOTHING, lambda: config.optimizer.label_smoothing),
+        eval_every_steps=value(EVAL_EVERY_STEPS, lambda: config.eval.every_steps),
     )
 
 
@@ -134,8 +142,6 @@ def shape_of(model: TransformerConfig, preset: str) -> Shape:
 
 def count_characters(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> int:
     """Characters of both sides of a parallel corpus (streamed; line ends not counted)."""
-    from translator.io import iter_lines
-
     return sum(len(line) for path in (source, target) for line in iter_lines(path))
 
 
@@ -363,8 +369,6 @@ def flops_per_token(
     shape: Shape, config: RunConfig, vocab_sizes: tuple[int, int], length: float
 ) -> float:
     """Training FLOPs per target token of a shape, for pairs of `length` tokens a side."""
-    from translator.flops import training_flops
-
     model = with_shape(config, shape, MIN_BATCH_TOKENS).model.transformer_config(*vocab_sizes)
     return float(training_flops(model, length, length)) / length
 
@@ -494,7 +498,7 @@ def plan_run(
     plan = make_plan(
         counts, budget, speeds, given=given, memory_batch_tokens=memory, measuring_seconds=spent
     )
-    chosen = plan.value("data.pipeline.batch_tokens")
+    chosen = plan.batch_tokens
     if cache is None or chosen == batch:
         return plan
     # The rule chose another batch than the one timed: what the budget buys (updates,
@@ -581,17 +585,15 @@ def _net_budget(config: RunConfig, spent: float) -> Budget:
     return Budget(seconds=max(config.train.max_minutes * 60 - spent, 1.0))
 
 
-def planned_config(
-    config_path: str | Path | None, overrides: list[str] | tuple[str, ...], plan: Plan
-) -> RunConfig:
-    """The run config: the file, the plan's values, then the user's `--set` (which win).
+def planned_config(config: RunConfig, plan: Plan, keep: frozenset[str] = frozenset()) -> RunConfig:
+    """The run config with the plan's values, but for the keys in `keep`, which win.
 
-    Under a time budget, the minutes left after measuring become `train.max_minutes`.
+    `keep`: the keys the user gives this run (`--set`); over a saved plan too. Under a
+    time budget, the minutes left after measuring become `train.max_minutes`.
     """
-    config = load_config(config_path, [*plan.overrides(), *overrides])
+    config = apply_changes(config, plan.changes(), keep)
     if plan.budget.seconds is not None:
-        train = dataclasses.replace(config.train, max_minutes=plan.budget.seconds / 60)
-        config = dataclasses.replace(config, train=train)
+        config = apply_changes(config, [Change(MAX_MINUTES, plan.budget.seconds / 60)])
     return config
 
 

@@ -37,7 +37,7 @@ from training.callbacks import (
     Summaries,
 )
 from training.checkpoints import Checkpoints, average_checkpoints
-from training.config import ConfigError, RunConfig, dump_config, explicit_keys, load_config
+from training.config import MAX_MINUTES, ConfigError, RunConfig, dump_config, load_config
 from training.finetune import (
     ARCHITECTURE_KEYS,
     InitModel,
@@ -49,15 +49,18 @@ from training.finetune import (
 from training.inputs import training_dataset, validation_dataset
 from training.plan import Plan
 from training.planning import PLAN_FILE, load_plan, plan_run, planned_config, save_plan
+from training.record import RunRecord
 from training.strategy import is_chief, make_strategy, select_precision
 from training.summaries import CURVES_FILE, write_curves
 from training.trainer import TranslationTrainer, build_trainer
 from translator.artifacts import save_model_dir
 from translator.errors import TranslatorError
+from translator.inference import Translator
 from translator.io import read_lines
 from translator.model import Transformer
 from translator.pipelines.dataset import WeightedCorpus, drawn_shares, make_mixed_dataset
 from translator.pipelines.tokenizer import Vocabulary, load_vocabulary
+from translator.search import SearchConfig
 
 log = logging.getLogger(__name__)
 
@@ -112,19 +115,33 @@ class TrainResult:
     curves: Path | None = None
 
 
+def summary_line(result: TrainResult) -> str:
+    """What a run bought: the plan, the updates made, the validation BLEU reached."""
+    planned = ""
+    if result.plan is not None:
+        plan = result.plan
+        bought = f", {plan.epochs:,.1f} epochs" if plan.updates else ""
+        planned = (
+            f" of the plan's ~{plan.updates:,}" if plan.updates else ""
+        ) + f" ({plan.shape.describe()}, {plan.batch_tokens:,} batch tokens{bought}; RUN/plan.json)"
+    best = (
+        f"; best validation BLEU {result.best_bleu:.2f} at step {result.best_step:,}"
+        if result.best_bleu is not None
+        else ""
+    )
+    return f"trained {result.steps:,} updates{planned} ({result.stop_reason}){best}"
+
+
 @dataclasses.dataclass(frozen=True)
 class PlanRequest:
-    """Plan what the user left unset (`training.planning`), for the run's budget.
+    """Plan what the user left unset (`training.planning`), for the run's budget."""
 
-    The run config is rebuilt as the file, then the plan's values, then `overrides`.
-    """
-
-    # The YAML run config the user gave (None: the built-in defaults).
-    config_path: Path | None
-    # The user's `--set key=value` overrides.
-    overrides: tuple[str, ...]
-    # The keys the user set (`training.config.explicit_keys`): never planned.
+    # The keys the user set, in the config file or with `--set`
+    # (`training.config.explicit_keys`): never planned.
     keys: frozenset[str]
+    # The keys this command gives (`--set`, the recipe's options): they win over the
+    # plan's values, a saved plan's too.
+    set_keys: frozenset[str] = frozenset()
     # Where measured speeds are cached (None: the run directory).
     cache_dir: Path | None = None
 
@@ -238,7 +255,7 @@ def train(
     plan = None
     if planning is not None:
         plan = resolve_plan(config, planning, run_dir, vocabulary, strategy, precision)
-        config = planned_config(planning.config_path, planning.overrides, plan)
+        config = planned_config(config, plan, planning.set_keys)
         config = with_init_architecture(config, init) if init is not None else config
         check_inputs(config)
     keras.utils.set_random_seed(config.train.seed)
@@ -301,7 +318,7 @@ def resolve_plan(
     plan = load_plan(run_dir)
     if plan is not None:
         log.info("plan: resuming with the plan in %s", run_dir / "plan.json")
-        if "train.max_minutes" in explicit_keys(None, request.overrides):
+        if str(MAX_MINUTES) in request.set_keys:
             plan = _new_time_budget(plan, config.train.max_minutes, run_dir, strategy)
     else:
         plan = plan_run(
@@ -547,20 +564,18 @@ def _finish(
             model_dir,
             run.transformer,
             run.run_dir / "vocab",
-            {
-                "step": steps,
-                "averaged_checkpoints": max(config.checkpoint.average_last, 1),
-                "best_validation_bleu": bleu.best if bleu and bleu.best >= 0 else None,
-                "best_validation_step": bleu.best_step if bleu else None,
-                # (step, greedy validation BLEU) after each validation, in order.
-                "validation_bleu": [[step, score] for step, score in bleu.history] if bleu else [],
-                "training_seconds": round(seconds, 1),
-                # The wall time and real target tokens of the whole budget (all resumes).
-                "budget_seconds": round(float(budget.elapsed_seconds.numpy()), 1),
-                "target_tokens": int(budget.target_tokens.numpy()),
-                "precision": precision,
-                "config": config.to_dict(),
-            },
+            RunRecord(
+                step=steps,
+                config=config.to_dict(),
+                averaged_checkpoints=max(config.checkpoint.average_last, 1),
+                best_validation_bleu=bleu.best if bleu and bleu.best >= 0 else None,
+                best_validation_step=bleu.best_step if bleu else None,
+                validation_bleu=tuple(bleu.history) if bleu else (),
+                training_seconds=round(seconds, 1),
+                budget_seconds=round(float(budget.elapsed_seconds.numpy()), 1),
+                target_tokens=int(budget.target_tokens.numpy()),
+                precision=precision,
+            ).to_dict(),
         )
         curves = write_curves(run.run_dir / "logs", run.run_dir / CURVES_FILE)
         if curves is not None:
@@ -644,8 +659,5 @@ def greedy_translator(
     model: Transformer, vocabulary: Vocabulary, tag: str = ""
 ) -> Callable[[Sequence[str]], list[str]]:
     """Greedy translation for validation BLEU, through the one decoding path."""
-    from translator.inference import Translator
-    from translator.search import SearchConfig
-
     config = SearchConfig(beam_size=1)
     return Translator.from_model(model, vocabulary, config, tag=tag).translate

@@ -1,7 +1,5 @@
 """`python -m bench.accelerator prepare | run | publish` (see the package's docstring)."""
 
-from __future__ import annotations
-
 import argparse
 import json
 import os
@@ -15,22 +13,15 @@ render = harness.Template("accelerator")
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
+    doc, raw = sys.modules["bench.accelerator"].__doc__, argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(
-        prog="python -m bench.accelerator",
-        description=sys.modules["bench.accelerator"].__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "python -m bench.accelerator", description=doc, formatter_class=raw
     )
     commands = parser.add_subparsers(dest="command", required=True)
     prepare = commands.add_parser("prepare", help="here, with TensorFlow: write the bundle")
     prepare.add_argument("--bundle", type=Path, default=BUNDLE, help="default: .accelerator/")
     prepare.add_argument("--data", help="Multi30k directory (default: the mirror)")
-    prepare.add_argument(
-        "--batch-tokens",
-        type=int,
-        nargs="+",
-        default=list(BATCH_TOKENS),
-        help="batch sizes to prepare (default: every one the planner may choose)",
-    )
+    prepare.add_argument("--batch-tokens", type=int, nargs="+", default=list(BATCH_TOKENS))
     prepare.add_argument("--no-wheels", action="store_true", help="skip the pip download")
     run = commands.add_parser("run", help="on the accelerator, no TensorFlow: the benchmark")
     run.add_argument("--bundle", type=Path, default=BUNDLE)
@@ -47,14 +38,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def section(result: dict, command: str) -> str:
     """The RESULTS.md section of one run's `accelerator.json`."""
     plan, scores, stages = result["plan"], result["scores"], result["stages"]
-    limited = f" (first {result['eval_limit']} lines)" if result["eval_limit"] else ""
     figures = dict(
         tflops=result["matmul"]["flops_per_second"] / 1e12,
         minutes=result["training"]["seconds"] / 60,
         signature=scores["test"]["signature"],
         valid_bleu=scores["valid"]["bleu"],
         test_bleu=scores["test"]["bleu"],
-        limited=limited,
+        limited=f" (first {result['eval_limit']} lines)" if result["eval_limit"] else "",
         compile_seconds=stages["compile_timing"] + stages["compile"],
         measure_seconds=stages["measure"] + stages.get("measure_batch", 0.0),
         decode=stages["decode_valid"] + stages["decode_test"],
@@ -71,11 +61,11 @@ def section(result: dict, command: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if args.command == "prepare":
-        from bench.accelerator import prepare
+        from bench.accelerator import prepare  # TensorFlow: not in `run`
 
         data = harness.find_data(args.data, (*harness.TRAIN, *prepare.VALID, *prepare.TEST))
         prepare.prepare(args.bundle, data, tuple(args.batch_tokens), wheels=not args.no_wheels)
-        print(f"device call: carry [{args.bundle.name!r}], command:\n{prepare.device_command()}")
+        print(f"device call: carry [{args.bundle.name!r}], command:\n{prepare.DEVICE_COMMAND}")
     elif args.command == "run":
         os.environ.setdefault("KERAS_BACKEND", "jax")  # before Keras is imported
         from bench.accelerator import run

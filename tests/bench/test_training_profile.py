@@ -8,8 +8,8 @@ pytest.importorskip("tensorflow")
 
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-from bench.profiling import OTHER, op_class, share_tables
-from bench.training_profile import CLASSES, MATMUL, classify, matmul_only_bound
+from bench.profiling import MATMUL, OTHER, op_class, share_tables
+from bench.training_profile import CLASSES, classify, matmul_only_bound
 
 
 def trace(events: dict[str, list[tuple[str, int]]]) -> xplane_pb2.XSpace:

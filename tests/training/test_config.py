@@ -2,8 +2,7 @@ import re
 
 import pytest
 
-from training.cli import DEFAULT_CONFIG
-from training.config import ConfigError, RunConfig, dump_config, load_config
+from training.config import DEFAULT_CONFIG, ConfigError, RunConfig, dump_config, load_config
 
 
 def write(tmp_path, text):

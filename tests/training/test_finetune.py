@@ -99,7 +99,6 @@ def _bleu(model_dir, sources, references):
     return sacrebleu.corpus_bleu(texts, [references]).score
 
 
-@pytest.mark.slow
 def test_fine_tuning_on_a_new_domain_raises_its_bleu(copy_task, base_model, tmp_path):
     """The base model copies; the new domain reverses. A short fine-tuning learns it."""
     train_files = write_copy_corpus(tmp_path / "reverse", 3000, seed=11, reverse=True)

@@ -4,6 +4,7 @@ import dataclasses
 
 import pytest
 
+from training.config import PEAK_LEARNING_RATE, Change, RunConfig, apply_changes
 from training.plan import (
     SHAPES,
     Budget,
@@ -145,17 +146,16 @@ def test_what_the_user_set_is_kept_and_planned_around():
     assert p.shape is user_shape
     assert p.value("model.overrides.dropout") == 0.2
     assert p.value("data.pipeline.batch_tokens") == 8192
-    overrides = p.overrides()
-    assert not any(o.startswith(("model.", "data.pipeline.batch_tokens")) for o in overrides)
+    changes = p.changes()
+    keys = [str(change.key) for change in changes]
+    assert not any(key.startswith(("model.", "data.pipeline.batch_tokens")) for key in keys)
     # The planned values follow the user's choices: base's learning rate, updates at 8,192.
-    assert "optimizer.peak_learning_rate=0.0018" in overrides
+    assert Change(PEAK_LEARNING_RATE, 0.0018) in changes
     assert p.updates == int(p.tokens / CPU["base"].at_batch(8192))
 
 
-def test_planned_overrides_load_as_a_run_config():
-    from training.config import load_config
-
-    config = load_config(None, plan(minutes=60).overrides())
+def test_planned_changes_make_a_run_config():
+    config = apply_changes(RunConfig(), plan(minutes=60).changes())
     assert config.model.overrides["d_model"] == 128
     assert config.data.pipeline.batch_tokens == 4096
     assert config.model.transformer_config(8000, 8000).num_encoder_layers == 4

@@ -8,19 +8,11 @@ import pytest
 from tests.support.cli import NOISE, translator
 from tests.support.corpora import write_copy_corpus
 from tests.support.images import assert_png
-from training.recipe import (
-    RecipePaths,
-    RecipeSettings,
-    TrainFiles,
-    _request,
-    _settings_files,
-    build_vocab,
-    held_out_size,
-    hold_out,
-    language_of,
-    languages,
-    prepare_data,
-)
+from training.corpus_prep import held_out_size, hold_out, language_of, languages, prepare_data
+from training.recipe_cli import settings_files
+from training.recipe_config import run_request
+from training.recipe_settings import RecipePaths, RecipeSettings, TrainFiles
+from training.vocab_stage import build_vocab
 from translator.cli import build_parser
 from translator.errors import ConfigError
 
@@ -103,7 +95,7 @@ def test_train_weight_and_tag_apply_to_the_files_before_them():
         *("--train", "b.de", "b.en", "--tag", "<2en>"),
         *("--valid", "v.de", "v.en", "--tag", "<2en>", "--test", "t.en", "t.de"),
     )
-    files = _settings_files(args)
+    files = settings_files(args)
     assert files["train"] == (
         TrainFiles(Path("a.en"), Path("a.de"), 2.0, "<2de>"),
         TrainFiles(Path("b.de"), Path("b.en"), 1.0, "<2en>"),
@@ -137,7 +129,7 @@ def test_several_tagged_corpora_become_the_configs_weighted_list(tmp_path):
         *("--train", *forward, "--tag", "<2yy>", "--weight", "3"),
         *("--train", *backward, "--tag", "<2xx>"),
     )
-    settings = RecipeSettings(2, None, None, langs="xx-yy", **_settings_files(args))
+    settings = RecipeSettings(2, None, None, langs="xx-yy", **settings_files(args))
     paths = RecipePaths(tmp_path / "work")
     corpus = prepare_data(paths, settings)
     # The validation slice comes out of the first corpus only, and is tagged as it is.
@@ -150,7 +142,7 @@ def test_several_tagged_corpora_become_the_configs_weighted_list(tmp_path):
 
     vocabulary = load_vocabulary(paths.vocabulary)
     assert vocabulary.metadata.tags == ("<2yy>", "<2xx>")
-    config, _ = _request(paths, settings, corpus)
+    config, _ = run_request(paths, settings, corpus)
     got = [(c.source, c.weight, c.tag) for c in config.data.corpora()]
     assert got == [
         (str(paths.data / "train.xx"), 3.0, "<2yy>"),
@@ -186,6 +178,33 @@ def test_bad_corpus_files_are_one_error_line_naming_the_file(tmp_path):
     result = translator("recipe", "--workdir", tmp_path / "w4", "--train", source, target)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1].endswith(f"{target}: no sentence pairs")
+
+
+def test_a_short_recipe_runs_every_stage_then_skips_them(tmp_path):
+    """The default run's recipe end to end on a tagged mix (the slow tests below train
+    for real): vocabulary, plan, training, a report per test set, the SavedModel."""
+    forward = write_copy_corpus(tmp_path / "f", 300, seed=5)
+    test = write_copy_corpus(tmp_path / "t", 20, seed=6)
+    work = tmp_path / "work"
+    args = ["recipe", "--workdir", work, "--minutes", "0.2", "--langs", "xx-yy"]
+    args += ["--train", *forward, "--train", *reversed(forward), "--tag", "<2xx>"]
+    args += ["--test", *test, "--test-sentences", "5", "--beam-size", "2"]
+    args += ["--set", "model.preset=tiny", "--set", "eval.max_sentences=10"]
+    result = translator(*args, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    for stage in range(1, 6):
+        assert f"[{stage}/5] " in out, stage
+    assert "(tag <2xx>)" in out and "trained:     " in out
+    plan = json.loads((work / "run" / "plan.json").read_text())
+    assert plan["budget"]["seconds"] <= 12  # measuring counted inside the budget
+    report = json.loads(next((work / "eval").glob("*/report.json")).read_text())
+    assert report["sentences"] == 5
+    assert (work / "export" / "1" / "saved_model.pb").is_file()
+    assert not NOISE.search(result.stderr)
+    again = translator(*args, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "already trained" in again.stdout and "already exported" in again.stdout
 
 
 @pytest.mark.slow
@@ -253,5 +272,5 @@ def test_multi30k_is_one_untagged_corpus_given_as_the_configs_pair(multi30k_dir,
     assert train.files == (paths.data / "train.de.gz", paths.data / "train.en.gz")
     assert corpus.tags == () and corpus.valid_tag == ""
     assert [test.name for test in corpus.reports] == ["test_2016_flickr"]
-    config, _ = _request(paths, settings, corpus)
+    config, _ = run_request(paths, settings, corpus)
     assert config.data.train_source == str(train.source) and config.data.train == ()

@@ -19,6 +19,7 @@ from tests.support.runs import (
     tiny_run_config,
 )
 from training.config import ConfigError, dump_config
+from training.record import RunRecord
 from training.run import TrainingError, train
 from translator.artifacts import load_model_dir
 from translator.pipelines.dataset import make_dataset
@@ -32,6 +33,8 @@ def test_run_directory_layout_and_final_model(copy_task, tmp_path):
     result = train(config, tmp_path / "run", verbose=0)
     run = tmp_path / "run"
     assert result.steps == 20 and result.stop_reason == "reached max_steps (20)"
+    record = RunRecord.read(result.model_dir)
+    assert (record.step, record.config["train"]["max_steps"]) == (20, 20)
     assert (run / "config.yaml").is_file() and (run / "vocab" / "vocab.json").is_file()
     checkpoints = sorted(p.name for p in (run / "checkpoints").glob("ckpt-*.index"))
     assert checkpoints == ["ckpt-15.index", "ckpt-20.index"]  # keep_last 2

@@ -20,7 +20,7 @@ if __name__ == "__main__":
     config_path, run_dir, weights_path = sys.argv[1:4]
     planning = None
     if "--plan" in sys.argv[4:]:
-        planning = PlanRequest(config_path, (), explicit_keys(config_path))
+        planning = PlanRequest(explicit_keys(config_path))
     result = train(load_config(config_path), run_dir, verbose=0, planning=planning)
     np.savez(weights_path, *result.model.get_weights())
     print(f"steps={result.steps}")

@@ -1,0 +1,263 @@
+"""`translator recipe`'s command line: its options, and the lines it prints.
+
+The stages run in `training.recipe`, imported when the command runs (it imports
+TensorFlow; `--help` does not need it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from training.config import DROPOUT
+from training.recipe_settings import (
+    MULTI30K_PAIRS,
+    RecipePaths,
+    RecipeSettings,
+    TestFiles,
+    TrainFiles,
+)
+from translator.errors import ConfigError
+
+if TYPE_CHECKING:
+    from training.reports import RecipeSummary
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Adds the `recipe` subcommand."""
+    parser = subparsers.add_parser(
+        "recipe",
+        help="the whole job: data, vocabulary, planned training, test reports, export",
+        description=(
+            "Runs the whole job in one work directory: the corpus (Multi30k when no\n"
+            "--train is given), a joint vocabulary, training planned for the budget on this\n"
+            "machine (model, batch, dropout, learning rate: --plan shows the plan),\n"
+            "beam-search translation of each test set scored with sacreBLEU into a report,\n"
+            "and a SavedModel. Stages already done are skipped; an interrupted training\n"
+            "resumes (delete WORKDIR/run to train again)."
+        ),
+        epilog=(
+            "Examples:\n"
+            "  translator recipe --workdir runs/multi30k --minutes 5\n"
+            "  translator recipe --workdir runs/m30k-de-en --pair de-en --minutes 15\n"
+            "  translator recipe --workdir runs/fr-en --minutes 30 \\\n"
+            "      --train corpus.fr.gz corpus.en.gz --test news.fr news.en --plan\n"
+            "  translator recipe --workdir runs/en-de-bidi --minutes 30 \\\n"
+            "      --train train.en train.de --tag '<2de>' --train train.de train.en --tag '<2en>'"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--workdir", type=Path, default=Path("runs/multi30k"), help="default: runs/multi30k"
+    )
+    parser.add_argument(
+        "--minutes",
+        type=float,
+        default=60.0,
+        help="training time budget, measuring this machine's speed included (default: 60)",
+    )
+    corpus = parser.add_argument_group(
+        "corpus (default: Multi30k); --weight and --tag apply to the --train, --valid or "
+        "--test before them"
+    )
+    corpus.add_argument(
+        "--train",
+        nargs=2,
+        type=Path,
+        action=_Files,
+        metavar=("SRC", "TGT"),
+        help="training files, aligned line by line (plain or .gz); repeatable: several "
+        "corpora are mixed by weight",
+    )
+    corpus.add_argument(
+        "--weight",
+        type=float,
+        action=_Attribute,
+        metavar="W",
+        help="the share of the --train before it among the corpora (default: 1; "
+        "e.g. 2 draws its pairs twice as often as a weight-1 corpus of any size)",
+    )
+    corpus.add_argument(
+        "--tag",
+        action=_Attribute,
+        metavar="T",
+        help="prepend T to the sources of the --train, --valid or --test before it, e.g. "
+        "<bt> for back-translated data or <2de> for a target language (kept one piece "
+        "by the vocabulary)",
+    )
+    corpus.add_argument(
+        "--valid",
+        nargs=2,
+        type=Path,
+        action=_Files,
+        metavar=("SRC", "TGT"),
+        help="validation files (default: a seeded slice of the first --train, held out)",
+    )
+    corpus.add_argument(
+        "--test",
+        nargs=2,
+        type=Path,
+        action=_Files,
+        metavar=("SRC", "REF"),
+        help="a test set to report on (repeatable; default: the validation set)",
+    )
+    corpus.add_argument(
+        "--langs",
+        metavar="SRC-TGT",
+        help="language codes, e.g. fr-en (default: the files' suffixes, train.fr.gz -> fr)",
+    )
+    corpus.add_argument(
+        "--pair",
+        choices=MULTI30K_PAIRS,
+        default="en-de",
+        help="Multi30k's direction, without --train (default: en-de)",
+    )
+    corpus.add_argument("--mirror", help="local directory with the Multi30k files (no network)")
+    parser.add_argument(
+        "--init-from",
+        type=Path,
+        metavar="MODEL",
+        help="fine-tune MODEL (a model or run directory) on --train within the budget: its "
+        "vocabulary and architecture are kept, the plan chooses the learning rate, warmup, "
+        "dropout and batch",
+    )
+    parser.add_argument(
+        "--vocab-size", type=int, help="joint vocabulary size (default: planned from the corpus)"
+    )
+    parser.add_argument(
+        "--beam-size", type=int, default=4, help="beam of the test reports and export (default: 4)"
+    )
+    parser.add_argument(
+        "--test-sentences",
+        type=int,
+        default=0,
+        metavar="N",
+        help="translate only the first N sentences of each test set (default: all)",
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a value of the training config; it is kept, and planned around (repeatable)",
+    )
+    parser.add_argument(
+        "--plan",
+        action="store_true",
+        help="get the data and vocabulary, print the training plan and exit",
+    )
+    parser.set_defaults(handler=run, log_level=logging.INFO)
+
+
+class _Files(argparse.Action):
+    """`--train/--valid/--test A B`: a list of `{"files", "weight", "tag"}` entries.
+
+    It remembers which came last, for the --weight or --tag that follows.
+    """
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        entries = list(getattr(namespace, self.dest) or [])
+        if self.dest == "valid" and entries:
+            parser.error("--valid: give one validation set")
+        entries.append({"files": tuple(values), "weight": None, "tag": None})
+        setattr(namespace, self.dest, entries)
+        namespace.last_files = (option_string, entries[-1])
+
+
+class _Attribute(argparse.Action):
+    """`--weight W` / `--tag T`: set on the --train (--valid, --test) before it."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        option, entry = getattr(namespace, "last_files", None) or (None, None)
+        if entry is None or (self.dest == "weight" and option != "--train"):
+            wanted = "--train" if self.dest == "weight" else "--train, --valid or --test"
+            parser.error(f"{option_string} {values}: give it after the {wanted} it applies to")
+        if entry[self.dest] is not None:
+            parser.error(f"{option_string}: {option} {' '.join(map(str, entry['files']))} has one")
+        if self.dest == "weight" and not values > 0:
+            parser.error(f"--weight {values:g}: must be > 0 (leave a corpus out by not giving it)")
+        entry[self.dest] = values
+
+
+def settings_files(args: argparse.Namespace) -> dict[str, object]:
+    """The corpora, validation and test sets of the parsed options, with their attributes."""
+    train = tuple(
+        TrainFiles(*entry["files"], weight=entry["weight"] or 1.0, tag=entry["tag"] or "")
+        for entry in args.train or ()
+    )
+    valid = (args.valid or [None])[0]
+    tests = tuple(TestFiles(*entry["files"], tag=entry["tag"] or "") for entry in args.test or ())
+    return {
+        "train": train,
+        "valid": valid and valid["files"],
+        "valid_tag": (valid and valid["tag"]) or "",
+        "tests": tests,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    """Runs `translator recipe`."""
+    if args.minutes <= 0:
+        raise ConfigError(f"--minutes must be positive, got {args.minutes:g}")
+    if not args.train and (args.valid or args.test or args.langs):
+        raise ConfigError("--valid, --test and --langs need --train (Multi30k: --pair)")
+    paths = RecipePaths(args.workdir)
+    settings = RecipeSettings(
+        minutes=args.minutes,
+        mirror=args.mirror,
+        vocab_size=args.vocab_size,
+        overrides=tuple(args.overrides),
+        test_sentences=args.test_sentences,
+        beam_size=args.beam_size,
+        langs=args.langs,
+        **settings_files(args),
+        pair=args.pair,
+        init_from=args.init_from,
+    )
+    from training import recipe  # TensorFlow: not for --help
+
+    if args.plan:
+        print("\n".join(recipe.plan_recipe(paths, settings).describe()))
+        return 0
+    print_summary(recipe.run_recipe(paths, settings))
+    return 0
+
+
+def print_summary(summary: RecipeSummary) -> None:
+    """Where each result is: the plan, what training bought, the scores."""
+    paths, corpus, plan = summary.paths, summary.corpus, summary.plan
+    print()
+    print(f"languages:   {corpus.source_lang} -> {corpus.target_lang}")
+    for files in corpus.train:
+        print(f"data:        {files.describe()}")
+    tagged = f" (tag {corpus.valid_tag})" if corpus.valid_tag else ""
+    print(f"validation:  {corpus.valid_origin}{tagged}")
+    print(f"vocabulary:  {paths.vocabulary}")
+    if plan is not None:
+        print(
+            f"plan:        {paths.run / 'plan.json'}  ({plan.shape.describe()}, "
+            f"{plan.batch_tokens:,} batch tokens, dropout {plan.value(DROPOUT)}, "
+            f"~{plan.updates:,} updates, "
+            f"{plan.epochs:,.1f} epochs)"
+        )
+    bleu = summary.best_bleu
+    print(
+        f"trained:     {summary.steps:,} updates"
+        + (f", validation BLEU (greedy) {bleu:.2f}" if bleu is not None else "")
+    )
+    print(f"run:         {paths.run}  (tensorboard --logdir {paths.run / 'logs'})")
+    if summary.curves is not None:
+        print(f"curves:      {summary.curves}  (loss, learning rate, validation BLEU)")
+    print(f"model:       {paths.run / 'model'}")
+    for scores in summary.scores:
+        print(
+            f"report:      {scores.markdown}  (BLEU {scores.bleu:.2f}, chrF {scores.chrf:.2f}, "
+            f"TER {scores.ter:.2f} on {scores.sentences} sentences of {scores.name})"
+        )
+    print(
+        f"export:      {paths.export_version}  (translator serve --model "
+        f"{paths.export}" + (f"; tags {', '.join(corpus.tags)}" if corpus.tags else "") + ")"
+    )

@@ -1,0 +1,88 @@
+"""The training config of a recipe run, built typed, and what its plan keeps.
+
+The default config with the user's `--set`, then the corpus, the vocabulary and the
+budget of the recipe, but for the keys the user set (theirs win).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from training.config import (
+    DATA,
+    DEFAULT_CONFIG,
+    TRAIN,
+    ConfigKey,
+    RunConfig,
+    TrainCorpus,
+    explicit_keys,
+    load_config,
+)
+from training.corpus_prep import RecipeCorpus
+from training.recipe_settings import RecipePaths, RecipeSettings, TrainFiles, one_plain_pair
+from training.run import PlanRequest
+
+# A section's fields the recipe sets, by name.
+Fields = dict[str, str | float | tuple[TrainCorpus, ...]]
+
+
+def run_request(
+    paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus
+) -> tuple[RunConfig, PlanRequest]:
+    """The run config and its plan request.
+
+    Raises:
+        ConfigError: a bad `--set`, naming its key.
+    """
+    config = load_config(DEFAULT_CONFIG, settings.overrides)
+    user = explicit_keys(None, settings.overrides)
+    sections = {DATA: _data_fields(paths, corpus), TRAIN: _train_fields(settings)}
+    for section, fields in sections.items():
+        kept = {name: v for name, v in fields.items() if not section.child(name).within(user)}
+        config = _replace_section(config, section, kept)
+    recipe_keys = frozenset(
+        str(section.child(name)) for section, fields in sections.items() for name in fields
+    )
+    request = PlanRequest(
+        keys=explicit_keys(DEFAULT_CONFIG, settings.overrides) | recipe_keys,
+        set_keys=user | recipe_keys,
+        cache_dir=paths.workdir,
+    )
+    return config, request
+
+
+def _data_fields(paths: RecipePaths, corpus: RecipeCorpus) -> Fields:
+    """The corpus, the validation set and the vocabulary (`data.*`)."""
+    fields: Fields = {
+        **_corpus_fields(corpus.train),
+        "valid_source": str(corpus.valid[0]),
+        "valid_target": str(corpus.valid[1]),
+    }
+    if corpus.valid_tag:
+        fields["valid_tag"] = corpus.valid_tag
+    fields["vocabulary"] = str(paths.vocabulary)
+    return fields
+
+
+def _corpus_fields(train: tuple[TrainFiles, ...]) -> Fields:
+    """The training data: one pair of files, or `data.train`, a weighted list."""
+    if one_plain_pair(train):
+        return {"train_source": str(train[0].source), "train_target": str(train[0].target)}
+    corpora = tuple(TrainCorpus(str(c.source), str(c.target), c.weight, c.tag) for c in train)
+    return {"train_source": "", "train_target": "", "train": corpora}
+
+
+def _train_fields(settings: RecipeSettings) -> Fields:
+    """The budget, and the model to fine-tune (`train.*`)."""
+    fields: Fields = {"max_minutes": float(settings.minutes)}
+    if settings.init_from is not None:
+        fields["init_from"] = str(settings.init_from)
+    return fields
+
+
+def _replace_section(config: RunConfig, section: ConfigKey, fields: Fields) -> RunConfig:
+    """`config` with fields of one top-level section replaced."""
+    (name,) = section.path
+    return dataclasses.replace(
+        config, **{name: dataclasses.replace(getattr(config, name), **fields)}
+    )

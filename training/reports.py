@@ -1,0 +1,114 @@
+"""Stage 4 of the recipe, and what its summary reports.
+
+Each report set is translated with beam search and scored with sacreBLEU into
+`eval/<name>/`; `summarize` reads a finished recipe's results back as typed records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from training.corpus_prep import RecipeCorpus
+from training.plan import Plan
+from training.planning import load_plan
+from training.recipe_settings import RecipePaths, RecipeSettings
+from training.record import RunRecord
+from training.summaries import CURVES_FILE
+from translator.engines.base import InferenceOptions
+from translator.evaluation import evaluate_model
+from translator.io import read_lines, write_atomic
+from translator.search.config import SearchConfig
+
+
+def evaluate_sets(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus) -> None:
+    """Stage 4: beam-search translation of each report set, scored into a report."""
+    for test in corpus.reports:
+        report = paths.report(test.name)
+        print(f"[4/5] {test.name} with beam {settings.beam_size} -> {report}", flush=True)
+        if (report / "report.json").is_file():
+            print("  already evaluated")
+            continue
+        source, reference = test.source, test.reference
+        if settings.test_sentences:
+            source, reference = (
+                _head(path, settings.test_sentences, report.parent / f"{test.name}.head{i}")
+                for i, path in enumerate((source, reference))
+            )
+        report.mkdir(parents=True, exist_ok=True)
+        written = evaluate_model(
+            paths.run,
+            source,
+            reference,
+            SearchConfig(beam_size=settings.beam_size),
+            options=InferenceOptions(tag=test.tag),
+            hypotheses_out=report / f"translations.{corpus.target_lang}",
+            report_dir=report,
+        )
+        print(written.summary(), flush=True)
+
+
+def _head(path: Path, count: int, out: Path) -> Path:
+    """The first `count` lines of a text file (plain or gzip), written to `out`."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(out, "".join(f"{line}\n" for line in read_lines(path, count)))
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class SetScores:
+    """One report set's scores, as its report.json has them."""
+
+    name: str
+    # The report's Markdown file.
+    markdown: Path
+    bleu: float
+    chrf: float
+    ter: float
+    sentences: int
+
+
+@dataclasses.dataclass(frozen=True)
+class RecipeSummary:
+    """What a finished recipe produced, for the lines that say where each result is."""
+
+    corpus: RecipeCorpus
+    paths: RecipePaths
+    # The plan trained (None: nothing was planned).
+    plan: Plan | None
+    # Updates made, and the best greedy validation BLEU (None without validation).
+    steps: int
+    best_bleu: float | None
+    # The curves' PNG (None: not written).
+    curves: Path | None
+    scores: tuple[SetScores, ...]
+
+
+def read_scores(paths: RecipePaths, name: str) -> SetScores:
+    """The scores of one report set, from its report.json."""
+    report = json.loads((paths.report(name) / "report.json").read_text("utf-8"))
+    scores = report["scores"]
+    return SetScores(
+        name,
+        paths.report(name) / "report.md",
+        scores["bleu"]["score"],
+        scores["chrf"]["score"],
+        scores["ter"]["score"],
+        report["sentences"],
+    )
+
+
+def summarize(paths: RecipePaths, corpus: RecipeCorpus) -> RecipeSummary:
+    """Reads a finished recipe's plan, model metadata and reports."""
+    record = RunRecord.read(paths.run / "model")
+    curves = paths.run / CURVES_FILE
+    return RecipeSummary(
+        corpus=corpus,
+        paths=paths,
+        plan=load_plan(paths.run),
+        steps=record.step,
+        best_bleu=record.best_validation_bleu,
+        curves=curves if curves.is_file() else None,
+        scores=tuple(read_scores(paths, test.name) for test in corpus.reports),
+    )
