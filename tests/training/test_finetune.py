@@ -11,7 +11,6 @@ import sacrebleu
 
 from tests.support.corpora import write_copy_corpus
 from tests.support.runs import (
-    killed_and_resumed_equals_straight,
     latest_step,
     replace,
     tiny_run_config,
@@ -119,22 +118,11 @@ def test_fine_tuning_on_a_new_domain_raises_its_bleu(copy_task, base_model, tmp_
     assert after > before + 10, (before, after)
 
 
-@pytest.mark.slow
-def test_a_resumed_fine_tuning_equals_an_uninterrupted_one(copy_task, base_model, tmp_path):
-    config = tiny_run_config(
-        copy_task,
-        model={"preset": "tiny", "overrides": {"dropout": 0.1}},
-        train={"max_steps": 40, "init_from": str(base_model)},
-        checkpoint={"every_steps": 10, "keep_last": 10},
-    )
-    killed_and_resumed_equals_straight(config, tmp_path, kill_at=20)
-
-
 def test_ctrl_c_then_resume_of_a_fine_tuning_equals_an_uninterrupted_one(
     copy_task, base_model, tmp_path
 ):
-    """In one process, for the default run: Ctrl-C, then resuming a fine-tuning (the slow
-    tests above and in test_train_command.py run them as the user's processes)."""
+    """Ctrl-C in one process, then resuming a fine-tuning (test_train_command.py's slow test
+    runs Ctrl-C as the user's process)."""
     config = tiny_run_config(
         copy_task,
         model={"preset": "tiny", "overrides": {"dropout": 0.1}},  # RNG state must resume too
