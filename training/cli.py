@@ -6,7 +6,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from training.config import DEFAULT_CONFIG
+from training.config import DEFAULT_CONFIG, explicit_keys, load_config
 from translator.errors import ConfigError
 
 
@@ -90,7 +90,6 @@ def run_train(args: argparse.Namespace) -> int:
         return 0
     if args.run_dir is None:
         raise ConfigError("train: --run-dir is required")
-    from training.config import explicit_keys, load_config
     from training.run import PlanRequest, preview_plan, summary_line, train
 
     args.config = run_config_path(args.config, args.run_dir)
