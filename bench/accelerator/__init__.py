@@ -6,6 +6,9 @@
    with `JaxTrainer`, decodes with beam 4 (`JaxDecoder`), scores, writes accelerator.json.
 3. Here: `python -m bench.accelerator publish DIR/accelerator.json` writes the section.
 
+There, `python -m bench.accelerator speeds --out DIR` times every planner shape at one batch
+size (tokens/s and MFU, one compiled step each) into DIR/speeds.json.
+
 `prepare` prints the device call (carry [".accelerator"]); bench/RESULTS.md has the runs.
 """
 

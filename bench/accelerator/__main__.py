@@ -29,6 +29,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     run.add_argument("--minutes", type=float, default=3.0, help="training time (default 3)")
     run.add_argument("--matmul-size", type=int, default=8192, help="n of the n^3 bf16 product")
     run.add_argument("--eval-limit", type=int, default=0, help="decode only the first N lines")
+    speeds = commands.add_parser("speeds", help="on the accelerator: each shape's speed, MFU")
+    speeds.add_argument("--bundle", type=Path, default=BUNDLE)
+    speeds.add_argument("--out", type=Path, required=True, help="where speeds.json goes")
+    speeds.add_argument("--batch-tokens", type=int, default=16384)
+    speeds.add_argument("--seconds", type=float, default=5.0, help="of updates per shape")
+    speeds.add_argument("--matmul-size", type=int, default=8192)
     publish = commands.add_parser("publish", help="here: write RESULTS.md's section")
     publish.add_argument("results", type=Path, help=f"the run's {RESULTS_FILE}")
     publish.add_argument("--results-md", type=Path, default=harness.RESULTS_PATH)
@@ -66,11 +72,16 @@ def main(argv: list[str] | None = None) -> int:
         data = harness.find_data(args.data, (*harness.TRAIN, *prepare.VALID, *prepare.TEST))
         prepare.prepare(args.bundle, data, tuple(args.batch_tokens), wheels=not args.no_wheels)
         print(f"device call: carry [{args.bundle.name!r}], command:\n{prepare.DEVICE_COMMAND}")
-    elif args.command == "run":
+    elif args.command in ("run", "speeds"):
         os.environ.setdefault("KERAS_BACKEND", "jax")  # before Keras is imported
         from bench.accelerator import run
 
-        run.run(args.bundle, args.out, args.minutes, args.matmul_size, args.eval_limit)
+        if args.command == "run":
+            run.run(args.bundle, args.out, args.minutes, args.matmul_size, args.eval_limit)
+        else:
+            run.shape_speeds(
+                args.bundle, args.out, args.batch_tokens, args.seconds, args.matmul_size
+            )
     else:
         result = json.loads(args.results.read_text())
         path = harness.update_section(

@@ -53,6 +53,13 @@ class Batches:
             self.batches.append(jax.device_put((features, labels)))
             self.lengths.append(((source > 0).sum(1), (labels > 0).sum(1)))
 
+    def keep_shape(self, shape: tuple[int, ...]) -> "Batches":
+        """Only the batches of one labels shape (one compiled step)."""
+        kept = [i for i, (_, labels) in enumerate(self.batches) if labels.shape == shape]
+        self.batches = [self.batches[i] for i in kept]
+        self.lengths = [self.lengths[i] for i in kept]
+        return self
+
     def shapes(self) -> dict[tuple[int, ...], int]:
         """The first batch of each distinct shape: {labels shape: batch index}."""
         first: dict[tuple[int, ...], int] = {}
@@ -317,4 +324,32 @@ def run(bundle: Path, out: Path, minutes: float, matmul_size: int, eval_limit: i
     }
     (out / RESULTS_FILE).write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {out / RESULTS_FILE} ({result['wall_seconds']:.0f} s in all)", flush=True)
+    return result
+
+
+def shape_speeds(bundle: Path, out: Path, batch_tokens: int, seconds: float, size: int) -> dict:
+    """Every planner shape's measured speed and MFU at `batch_tokens`, on the most common batch
+    shape of the bundle (one compile each): what FLOPs scaling from the smallest would say."""
+    manifest = json.loads((bundle / MANIFEST).read_text())
+    vocab_size, stages = manifest["vocab_size"], Stages()
+    rate = matmul_rate(size)
+    stages.mark("matmul", f"bf16 matmul {size}^3: {rate / 1e12:,.1f} TFLOP/s")
+    batches = Batches(bundle_file(bundle, batch_tokens))
+    shapes = [tuple(labels.shape) for _, labels in batches.batches]
+    common = max(set(shapes), key=shapes.count)
+    batches.keep_shape(common)
+    rows = {}
+    for shape in SHAPES:
+        session = Session.of(with_shape(RunConfig(), shape, batch_tokens), vocab_size, 1e4)
+        session.compile(batches)
+        speed = measure(session, batches, batch_tokens, seconds)
+        per_token = batches.flops(session.model_config).sum() / batches.tokens().sum()
+        mfu = per_token * speed.tokens_per_second / rate
+        rows[shape.name] = {"tokens_per_second": speed.tokens_per_second, "mfu": mfu}
+        stages.mark(shape.name, f"{speed.tokens_per_second:,.0f} target tokens/s, MFU {mfu:.1%}")
+    result = {"device": device_name(), "batch_shape": common, "batch_tokens": batch_tokens,
+              "matmul_flops_per_second": rate, "policy": POLICY, "shapes": rows,
+              "stages": stages.seconds}  # fmt: skip
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "speeds.json").write_text(json.dumps(result, indent=2) + "\n")
     return result
