@@ -1,4 +1,4 @@
-"""bench.training_profile: a profiler trace's ops summed into classes."""
+"""bench.profiles training: a profiler trace's ops summed into classes."""
 
 import collections
 
@@ -8,8 +8,8 @@ pytest.importorskip("tensorflow")
 
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-from bench.profiling import MATMUL, OTHER, op_class, share_tables
-from bench.training_profile import CLASSES, classify, matmul_only_bound
+from bench.profiles import MATMUL, OTHER, classify, matmul_only_bound, op_class, share_tables
+from bench.profiles import TRAINING_CLASSES as CLASSES
 
 
 def trace(events: dict[str, list[tuple[str, int]]]) -> xplane_pb2.XSpace:
