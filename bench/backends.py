@@ -123,25 +123,14 @@ def _decode(backend: str, model, batches: list[np.ndarray]) -> dict:
 
 
 def section(info: dict, rounds: list[dict[str, dict]], args) -> str:
-    """The RESULTS.md section: the best of the rounds per backend."""
+    """The RESULTS.md section: the best of the rounds per backend (its local names)."""
     keys = ("training_tokens_per_second", "decode_tokens_per_second")
     tf, jax = ({k: max(r[b][k] for r in rounds) for k in keys} for b in BACKENDS)
     training_ratio, decode_ratio = (jax[k] / tf[k] for k in keys)
     last = rounds[-1]
     pairs = zip(last["tensorflow"]["hypotheses"], last["jax"]["hypotheses"], strict=True)
-    return render(
-        "section",
-        **harness.footer(),
-        tf=tf,
-        jax=jax,
-        training_ratio=training_ratio,
-        decode_ratio=decode_ratio,
-        same=sum(a == b for a, b in pairs),
-        sentences=len(last["jax"]["hypotheses"]),
-        rounds=len(rounds),
-        info=info,
-        args=args,
-    )
+    same, sentences = sum(a == b for a, b in pairs), len(last["jax"]["hypotheses"])
+    return render("section", **{**harness.footer(), **locals(), "rounds": len(rounds)})
 
 
 @harness.command

@@ -297,8 +297,7 @@ def section_markdown(args, results: dict, best, agree, steps: dict[str, StepCoun
 
 @harness.command
 def main(argv: list[str] | None = None) -> int:
-    parser = harness.make_parser("decoding", __doc__)
-    parser.add_argument("--model", help="trained model or run directory (default: random)")
+    parser = harness.make_parser("decoding", __doc__, model=True)
     parser.add_argument("--batch-tokens", type=int, default=BATCH_TOKENS, help="as translate's")
     args = harness.parse(parser, argv)
     # Batches (None: all, spread over the lengths), the eager naive decoder's, steady passes.

@@ -182,8 +182,7 @@ def first_ratio_of(first: dict) -> float:
 
 @harness.command
 def main(argv: list[str] | None = None) -> int:
-    parser = harness.make_parser("engines", __doc__)
-    parser.add_argument("--model", help="trained model or run directory")
+    parser = harness.make_parser("engines", __doc__, model=True)
     for internal in ("--row", "--exports", "--child-out"):  # one row, in a child process
         parser.add_argument(internal, help=argparse.SUPPRESS)
     args = harness.parse(parser, argv, sentences=(0, 48), repeats=(2, 1))

@@ -2,7 +2,6 @@
 in float32, ours in `auto`'s precision (unless float32), the peer; each side's rate from its
 own log, the first report left out. Short mode: our side only, a fixed number of updates."""
 
-import json
 import re
 import shutil
 import statistics
@@ -16,6 +15,8 @@ import sentencepiece
 import yaml
 
 from bench import harness
+from training.record import RunRecord
+from translator.artifacts import METADATA_FILE
 from translator.io import iter_lines
 from translator.pipelines import PipelineConfig
 
@@ -152,10 +153,9 @@ def train(side: str, workdir: Path, inputs: dict, data: Path, args, tag: str) ->
     text = harness.run_for(command, seconds, log, {"TF_CPP_MIN_LOG_LEVEL": quiet})
     if not (found := rates(text)):
         raise RuntimeError(f"{log.name}: no training rate in the log, which ends:\n{text[-3000:]}")
-    metadata = run_dir / "model" / "metadata.json"  # ours, unless the run had to be stopped
     precision = "float32" if side == PEER else "?"
-    if metadata.is_file():
-        precision = json.loads(metadata.read_text()).get("precision", "?")
+    if (run_dir / "model" / METADATA_FILE).is_file():  # ours, unless the run had to be stopped
+        precision = RunRecord.read(run_dir / "model").precision
     rate = statistics.mean(found)
     return {"tokens_per_second": rate, "reports": len(found), "precision": precision}
 

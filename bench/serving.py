@@ -154,8 +154,7 @@ def section_markdown(modes: dict, ceiling: dict[str, float], args, model: str) -
 
 @harness.command
 def main(argv: list[str] | None = None) -> int:
-    parser = harness.make_parser("serving", __doc__)
-    parser.add_argument("--model", help="a trained run or model directory to export and serve")
+    parser = harness.make_parser("serving", __doc__, model=True)
     parser.add_argument("--single", type=int, help="1-client requests a round (30; short 6)")
     # Interleaved rounds, requests per client a round at CLIENTS clients.
     args = harness.parse(parser, argv, rounds=(2, 1), single=(30, 6), per_client=(8, 2))

@@ -47,14 +47,12 @@ def variants(auto: str, short: bool) -> list[Variant]:
     if short:
         return [Variant("tiny", "default", "float32")]
     other = next(p for p in PRECISIONS if p != auto)
-    runs = [
-        Variant(s, p, p, o) for s, o in (("small", ()), ("narrow", (NARROW,))) for p in PRECISIONS
-    ]
-    runs += [
-        Variant("narrow", f"{auto}, {k}", auto, (NARROW, *v)) for k, v in NARROW_VARIANTS.items()
-    ]
+    shapes = (("small", ()), ("narrow", (NARROW,)))
+    narrow = [(auto, label) for label in NARROW_VARIANTS] + [(other, label) for label in XLA_PAIR]
+    runs = [Variant(shape, p, p, overrides) for shape, overrides in shapes for p in PRECISIONS]
     return runs + [
-        Variant("narrow", f"{other}, {k}", other, (NARROW, *NARROW_VARIANTS[k])) for k in XLA_PAIR
+        Variant("narrow", f"{p}, {label}", p, (NARROW, *NARROW_VARIANTS[label]))
+        for p, label in narrow
     ]
 
 
@@ -135,14 +133,9 @@ def throughput_table(runs: list[dict], peaks: dict[str, float]) -> str:
     for run in runs:  # the row's fields: these local names
         v, rate, model = run["variant"], run["tokens_per_second"], run["model_flops_per_second"]
         peak = peaks["mixed_bfloat16" if "bfloat16" in v.precision else "float32"]
-        vs_first, mfu, warmup = (
-            rate / first.setdefault(v.shape, rate),
-            model / peak,
-            run["warmup_seconds"],
-        )
-        rows.append(
-            render("table-row", model_gflops=model / 1e9, peak_gflops=peak / 1e9, **locals())
-        )
+        vs_first, mfu = rate / first.setdefault(v.shape, rate), model / peak
+        warmup, model_gflops, peak_gflops = run["warmup_seconds"], model / 1e9, peak / 1e9
+        rows.append(render("table-row", **locals()))
     return render("table", rows="\n".join(rows))
 
 
@@ -187,14 +180,11 @@ def training_markdown(runs, peaks, auto, warmup, steps, table) -> str:
 
 @harness.command
 def main(argv: list[str] | None = None) -> int:
-    args = harness.parse(
-        harness.make_parser("training", __doc__), argv, steps=(40, 2), warmup=(10, 1)
-    )
+    parser = harness.make_parser("training", __doc__)
+    args = harness.parse(parser, argv, steps=(40, 2), warmup=(10, 1))
     harness.quiet()
-    auto, data = (
-        strategy.select_precision("auto", tf.distribute.get_strategy()),
-        harness.find_data(args.data),
-    )
+    auto = strategy.select_precision("auto", tf.distribute.get_strategy())
+    data = harness.find_data(args.data)
     peaks = {p: matmul_flops_per_second(p.removeprefix("mixed_")) for p in PRECISIONS}
     runs = []
     with tempfile.TemporaryDirectory() as scratch:
