@@ -25,8 +25,9 @@ GRID = {False: ((3000, 10000, 29000), ("en-de", "de-en"), (2.0, 5.0))}
 GRID[True] = ((400,), ("en-de",), (0.05,))
 FIT_BUDGETS = {2.0}  # the cells the rule was fit on (with the minutes table's earlier trials)
 SUBSET_SEED = 1
-# A trial's speed is timed longer than a plan's 8 updates (~20% slow: bench/RESULTS.md).
-SPEED_WARMUP_UPDATES, SPEED_UPDATES, SPEED_SECONDS = 10, 150, 40.0
+# A trial's speed is timed longer than a plan's 8 updates (~20% slow: bench/RESULTS.md):
+# (seconds at most, warm-up updates, timed updates), full and short.
+SPEED_TIMING = {False: (40.0, 10, 150), True: (5, 2, 8)}
 # What a trial trains, as `translator train --set` keys.
 SETTINGS = dict(
     batch_tokens="data.pipeline.batch_tokens",
@@ -84,31 +85,26 @@ def measure_speeds(data: Path, workdir: Path, short: bool, needed: set[tuple[str
     config, strategy = load_config(None, files + lengths), make_strategy("auto")
     vocabulary, shapes = load_vocabulary(corpus / "vocab"), {s.name: s for s in SHAPES}
     result["precision"] = select_precision("auto", strategy)
+    seconds, warmup, updates = SPEED_TIMING[short]
     for name, batch in missing:
-        speed = measure_speed(
-            shapes[name],
-            batch,
-            config,
-            vocabulary,
-            strategy,
-            5 if short else SPEED_SECONDS,
-            warmup=2 if short else SPEED_WARMUP_UPDATES,
-            updates=8 if short else SPEED_UPDATES,
-        )
+        timing = dict(warmup=warmup, updates=updates)
+        speed = measure_speed(shapes[name], batch, config, vocabulary, strategy, seconds, **timing)
         speeds[speed_key(name, batch)] = dataclasses.asdict(speed)
         print(f"speed {name} at {batch:,} batch tokens: {speed}", flush=True)
         write_atomic(cache, json.dumps(result, indent=2))
     return result
 
 
+def speeds_by_batch(speeds: dict) -> dict[tuple[str, int], Speed]:
+    """Every timed speed by (shape name, batch tokens)."""
+    keys = {key: key.split("@") for key in speeds["speeds"]}
+    return {(keys[k][0], int(keys[k][1])): Speed(**s) for k, s in speeds["speeds"].items()}
+
+
 def timed_speeds(speeds: dict, batch_tokens: int = TIMED_BATCH_TOKENS) -> dict[str, Speed]:
     """Per shape name, its speed at `batch_tokens` (the planner's table)."""
-    table = {}
-    for key, speed in speeds["speeds"].items():
-        name, batch = key.split("@")
-        if int(batch) == batch_tokens:
-            table[name] = Speed(**speed)
-    return table
+    by_batch = speeds_by_batch(speeds).items()
+    return {name: speed for (name, batch), speed in by_batch if batch == batch_tokens}
 
 
 def settings_of(plan) -> dict:
@@ -177,14 +173,8 @@ def cell_plan(cell: Cell, data: Path, speeds: dict, args):
     files = [corpus / f"train.{side}" for side in cell.direction.split("-")]
     stats = scan_corpus(*files, load_vocabulary(corpus / "vocab"), PipelineConfig())
     counts = CorpusCounts(stats.pairs, count_characters(*files), stats.target_tokens)
-    batch_speeds = {
-        (key.split("@")[0], int(key.split("@")[1])): Speed(**speed)
-        for key, speed in speeds["speeds"].items()
-    }
-    plan = make_plan(
-        counts, Budget(seconds=cell.minutes * 60), timed_speeds(speeds), batch_speeds=batch_speeds
-    )
-    return corpus, plan
+    budget, batch_speeds = Budget(seconds=cell.minutes * 60), speeds_by_batch(speeds)
+    return corpus, make_plan(counts, budget, timed_speeds(speeds), batch_speeds=batch_speeds)
 
 
 def needed_speeds(cells: list[Cell], data: Path, args) -> set[tuple[str, int]]:
@@ -239,12 +229,12 @@ def cell_rows(cells: list[Cell], results: dict, data: Path, speeds: dict, args):
 
 def section_markdown(rows: str, speeds: dict, worst: float | None, date: str) -> str:
     """The section: the template filled with the grid's rows and figures (its local names)."""
-    timed = [
-        f"{key.split('@')[0]} {s['tokens_per_second']:,.0f} target tok/s at "
-        f"{int(key.split('@')[1]):,} batch tokens"
-        for key, s in sorted(speeds["speeds"].items())
-    ]
-    timed, precision = ", ".join(timed), speeds["precision"]
+    by_batch = sorted(speeds_by_batch(speeds).items(), key=lambda pair: speed_key(*pair[0]))
+    timed = ", ".join(
+        f"{name} {s.tokens_per_second:,.0f} target tok/s at {batch:,} batch tokens"
+        for (name, batch), s in by_batch  # in speeds.json's key order
+    )
+    precision = speeds["precision"]
     worst = render("not-available") if worst is None else f"{worst:.2f}"
     return render("section", **{**harness.footer(), **locals()})  # the date the run started
 
