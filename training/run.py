@@ -287,6 +287,8 @@ def preview_plan(config: RunConfig, request: PlanRequest, run_dir: str | Path) -
     precision = select_precision(config.train.precision, strategy)
     config, request = _fine_tuning(config, request, init, vocabulary)
     saved = load_plan(run_dir)
+    if saved is not None and str(MAX_MINUTES) in request.set_keys:
+        return _rebudgeted(saved, config.train.max_minutes)  # as `train` will; nothing saved
     if saved is not None:
         return saved
     return plan_run(
@@ -332,11 +334,11 @@ def resolve_plan(
     return plan
 
 
-def _new_time_budget(plan: Plan, minutes: float, run_dir: Path, strategy) -> Plan:
-    """The saved plan under the `minutes` a resume gives it (in all, measuring included).
+def _rebudgeted(plan: Plan, minutes: float) -> Plan:
+    """The saved `plan` under the `minutes` a resume gives it (in all, measuring included).
 
-    More minutes continue a finished or interrupted run from its last checkpoint, along its
-    learning-rate schedule stretched to the new end; the plan's other choices stay.
+    Raises:
+        ConfigError: `minutes` leave no time to train after the plan's measuring.
     """
     if plan.budget.seconds is None:
         return plan  # an update budget: train.max_minutes applies as the config says
@@ -350,7 +352,19 @@ def _new_time_budget(plan: Plan, minutes: float, run_dir: Path, strategy) -> Pla
             "give more, or leave it out to keep the plan's"
         )
     seconds = minutes * 60 - plan.measuring_seconds
-    plan = plan.with_budget(dataclasses.replace(plan.budget, seconds=seconds))
+    return plan.with_budget(dataclasses.replace(plan.budget, seconds=seconds))
+
+
+def _new_time_budget(plan: Plan, minutes: float, run_dir: Path, strategy) -> Plan:
+    """The saved plan under a resume's `minutes`, said in one warning and saved.
+
+    More minutes continue a finished or interrupted run from its last checkpoint, along its
+    learning-rate schedule stretched to the new end; the plan's other choices stay.
+    """
+    new = _rebudgeted(plan, minutes)
+    if new is plan:
+        return plan
+    planned = (plan.budget.seconds + plan.measuring_seconds) / 60
     what = (
         "training goes on from the last checkpoint, the learning-rate schedule stretched "
         "to the new end"
@@ -365,8 +379,8 @@ def _new_time_budget(plan: Plan, minutes: float, run_dir: Path, strategy) -> Pla
         run_dir / PLAN_FILE,
     )
     if is_chief(strategy):
-        save_plan(plan, run_dir)
-    return plan
+        save_plan(new, run_dir)
+    return new
 
 
 @dataclasses.dataclass

@@ -78,6 +78,11 @@ def test_more_minutes_on_a_finished_run_train_on_under_the_same_plan(copy_task, 
     before = json.loads((run_dir / "model" / "metadata.json").read_text())
     assert "time budget of" in first.stdout
 
+    # `--plan` shows the plan the new minutes give, and changes nothing.
+    preview = translator("train", "--run-dir", run_dir, "--max-minutes", "0.3", "--plan")
+    assert preview.returncode == 0, preview.stderr[-3000:]
+    assert "budget: 0.3 minutes" in preview.stdout, preview.stdout
+    assert Plan.from_json((run_dir / "plan.json").read_text()) == plan
     again = translator("train", "--run-dir", run_dir, "--max-minutes", "0.3")
     assert again.returncode == 0, again.stderr[-3000:]
     assert "train.max_minutes: 0.3 minutes in all, where the run was planned for 0.15" in (

@@ -120,6 +120,7 @@ def test_nan_loss_stops_naming_the_step_and_keeps_the_last_good_checkpoint(
     assert not (tmp_path / "run" / "model").exists()  # no final model from a broken run
 
 
+@pytest.mark.slow  # ~95 s; test_finetune.py's in-process Ctrl-C resume is the default check
 def test_resume_after_sigkill_matches_an_uninterrupted_run(copy_task, tmp_path):
     """SIGKILL mid-training, restart: same final weights as a run never interrupted."""
     config = tiny_run_config(

@@ -85,7 +85,7 @@ def test_a_corpus_with_no_pair_to_learn_from_is_refused_before_any_step(
     assert not list(run_dir.glob("checkpoints/ckpt-*")) and not (run_dir / "model").exists()
 
 
-@pytest.mark.slow  # ~47 s; test_run.py's SIGKILL resume stays in the default run
+@pytest.mark.slow  # ~47 s; test_finetune.py's in-process Ctrl-C resume is the default check
 def test_ctrl_c_saves_the_step_and_the_resumed_run_equals_an_uninterrupted_one(copy_task, tmp_path):
     """SIGINT mid-training: checkpoint at that step, exit 130, resume = never interrupted.
 
