@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import tensorflow as tf
-
-from training.checkpoints import average_checkpoints
+from training.checkpoints import average_checkpoints, kept_checkpoints
 from training.config import load_config
 from translator.artifacts import save_model_dir
 from translator.errors import ConfigError
@@ -32,8 +30,7 @@ def average_run(
     for needed in ("config.yaml", "vocab"):
         if not (run_dir / needed).exists():
             raise FileNotFoundError(f"{run_dir}: no {needed}; is this a training run directory?")
-    state = tf.train.get_checkpoint_state(str(run_dir / "checkpoints"))
-    paths = list(state.all_model_checkpoint_paths)[-last:] if state else []
+    paths = kept_checkpoints(run_dir / "checkpoints")[-last:]
     if not paths:
         raise FileNotFoundError(f"{run_dir / 'checkpoints'}: no checkpoints")
     config = load_config(run_dir / "config.yaml")

@@ -27,11 +27,12 @@ log = logging.getLogger(__name__)
 
 
 def _step(model) -> int:
-    return int(model.optimizer.iterations.numpy())
+    return model.updates_done()
 
 
 def _learning_rate(model) -> float:
     """The rate of the current update (a schedule's value, or a plain float)."""
+    model.sync_state()  # (the schedule reads the optimizer's step counter)
     rate = model.optimizer.learning_rate
     return float(rate.numpy() if hasattr(rate, "numpy") else rate)
 
@@ -130,6 +131,7 @@ class Budget(keras.callbacks.Callback):
         self.end_step = end
         self.elapsed_seconds.assign(elapsed)
         if self.schedule is not None and self.max_seconds and step > self._first[1]:
+            self.model.sync_state()  # so that the next update reads the new end
             self.schedule.total_updates.assign(end)
         if step >= self.max_steps:
             self.reason = f"reached max_steps ({self.max_steps})"
@@ -178,6 +180,7 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         """Saves unless this step is saved already or the loss went NaN."""
         step = _step(self.model)
         if self.nan_guard.failed_step is None and step != self.last_saved and step > 0:
+            self.model.sync_state()
             path = self.checkpoints.save()
             self.last_saved = step
             log.info("saved %s", path)

@@ -61,6 +61,10 @@ class Checkpoints:
         """Path prefix of the newest complete checkpoint, or None."""
         return tf.train.latest_checkpoint(str(self.directory))
 
+    def latest_written(self) -> str | None:
+        """The newest checkpoint this process wrote (or found at start): a worker's own."""
+        return self.manager.latest_checkpoint
+
     def restore_latest(self) -> int:
         """Restores the newest checkpoint that reads; returns the step it was saved at.
 
@@ -96,7 +100,7 @@ class Checkpoints:
         """
         numbered = {str(p.with_suffix("")) for p in self.directory.glob("ckpt-*.index")}
         paths = {os.path.abspath(path) for path in [*self.all(), *numbered]}
-        return sorted(paths, key=_checkpoint_number, reverse=True)
+        return sorted(paths, key=checkpoint_number, reverse=True)
 
     def save(self) -> str:
         """Saves the current state, numbered by step; returns its path prefix."""
@@ -109,6 +113,139 @@ class Checkpoints:
         """Path prefixes of the kept checkpoints, oldest first."""
         state = tf.train.get_checkpoint_state(str(self.directory))
         return list(state.all_model_checkpoint_paths) if state else []
+
+
+class ArrayCheckpoints:
+    """`Checkpoints`' API over one NumPy file a checkpoint: what a JAX run keeps.
+
+    `ckpt-N.npz` holds the model's weights, its dropout seed states, the optimizer's
+    variables and the `state` ones, by position, with their paths and shapes
+    checked on restore. A save writes a temporary file and renames it, so a process
+    killed at any moment leaves complete checkpoints only; one that does not read is
+    skipped for the next older one, as with `Checkpoints`. The values are plain arrays,
+    so any backend reads them (`average_checkpoints`).
+
+    Args: as `Checkpoints` (`strategy` is a `training.jax_engine.JaxStrategy`: one
+        process writes).
+    """
+
+    def __init__(self, directory: str | Path, model, optimizer, keep_last: int, strategy, **state):
+        self.directory = Path(directory)
+        self.optimizer = optimizer
+        self.keep_last = max(keep_last, 1)
+        weights = {id(w) for w in model.weights}
+        self.groups = {
+            "weights": list(model.weights),
+            "random": [v for v in model.variables if id(v) not in weights],
+            "optimizer": list(optimizer.variables),
+            "state": [variable for _, variable in sorted(_flat(state))],
+        }
+
+    @property
+    def step(self) -> int:
+        """Optimizer updates so far."""
+        return int(np.asarray(self.optimizer.iterations))
+
+    def latest(self) -> str | None:
+        """Path of the newest checkpoint, or None."""
+        paths = self.all()
+        return paths[-1] if paths else None
+
+    def all(self) -> list[str]:
+        """Paths of the kept checkpoints, oldest first."""
+        return kept_checkpoints(self.directory)
+
+    def latest_written(self) -> str | None:
+        """As `latest` (one process writes)."""
+        return self.latest()
+
+    def candidates(self) -> list[str]:
+        """Paths of the checkpoints on disk, newest first."""
+        return self.all()[::-1]
+
+    def save(self) -> str:
+        """Saves the current state as `ckpt-STEP.npz`; keeps the newest `keep_last`."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        arrays = {}
+        for group, variables in self.groups.items():
+            for index, variable in enumerate(variables):
+                arrays[f"{group}/{index}"] = np.asarray(variable)
+            arrays[f"{group}/paths"] = np.array([_path(v) for v in variables] or [""])
+        path = self.directory / f"ckpt-{self.step}.npz"
+        partial = path.with_name(path.name + ".partial")
+        with open(partial, "wb") as file:
+            np.savez(file, **arrays)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(partial, path)
+        for old in self.all()[: -self.keep_last]:
+            Path(old).unlink(missing_ok=True)
+        return str(path)
+
+    def restore_latest(self) -> int:
+        """Restores the newest checkpoint that reads; returns its step (0 without any).
+
+        Raises:
+            CheckpointError: there are checkpoints, and none reads.
+        """
+        bad = []
+        for path in self.candidates():
+            try:
+                values = self._read(path)
+            except (OSError, ValueError, KeyError, EOFError) as error:
+                why = f"{type(error).__name__}: {(str(error).splitlines() or [''])[0][:200]}"
+                log.warning("checkpoint %s does not read (%s); trying an older one", path, why)
+                bad.append(f"{Path(path).name}: {why}")
+                continue
+            for variable, value in values:
+                variable.assign(value)
+            log.info("resumed from %s at step %d", path, self.step)
+            return self.step
+        if bad:
+            raise CheckpointError(
+                f"{self.directory}: no checkpoint reads ({'; '.join(bad)}); move the directory "
+                "away to train from the start"
+            )
+        return 0
+
+    def _read(self, path: str) -> list[tuple]:
+        """Every `(variable, value)` of a checkpoint, all read before any is assigned."""
+        pairs = []
+        with np.load(path) as arrays:
+            for group, variables in self.groups.items():
+                pairs += _matched(arrays, group, variables, path)
+        return pairs
+
+
+def _flat(state: dict, prefix: str = "") -> list[tuple[str, object]]:
+    """`(name, variable)` of a nest of dicts of variables (`budget=Budget.state()`)."""
+    pairs = []
+    for name, value in state.items():
+        if isinstance(value, dict):
+            pairs += _flat(value, f"{prefix}{name}/")
+        else:
+            pairs.append((f"{prefix}{name}", value))
+    return pairs
+
+
+def _path(variable) -> str:
+    return getattr(variable, "path", None) or variable.name
+
+
+def _matched(arrays, group: str, variables: list, path: str) -> list[tuple]:
+    """The `(variable, value)` pairs of one group of a checkpoint, shapes checked."""
+    pairs = []
+    for index, variable in enumerate(variables):
+        value = arrays[f"{group}/{index}"]
+        if tuple(value.shape) != tuple(variable.shape):
+            raise ValueError(
+                f"{group} variable {_path(variable)} has shape {tuple(variable.shape)}, "
+                f"{tuple(value.shape)} in {path}"
+            )
+        pairs.append((variable, value))
+    if f"{group}/{len(variables)}" in arrays:
+        raise ValueError(f"{path} holds more {group} variables than this run has")
+    return pairs
 
 
 class CheckpointError(TranslatorError, RuntimeError):
@@ -131,9 +268,9 @@ def unreadable(path: str) -> str | None:
     return None
 
 
-def _checkpoint_number(path: str) -> int:
-    """N of a `.../ckpt-N` path prefix (-1 if it has none)."""
-    number = Path(path).name.rpartition("-")[2]
+def checkpoint_number(path: str) -> int:
+    """N of a `.../ckpt-N` path prefix or `.../ckpt-N.npz` file (-1 if it has none)."""
+    number = Path(path).name.removesuffix(".npz").rpartition("-")[2]
     return int(number) if number.isdigit() else -1
 
 
@@ -145,6 +282,19 @@ def random_states(model) -> list:
     """
     weights = {id(w) for w in model.weights}
     return [v.value for v in model.variables if id(v) not in weights]
+
+
+def kept_checkpoints(directory: str | Path) -> list[str]:
+    """The checkpoints a run directory's `checkpoints/` keeps, oldest first, either kind.
+
+    TensorFlow's (path prefixes from its `checkpoint` state file) or a JAX run's
+    (`ckpt-N.npz` files); [] without any.
+    """
+    arrays = sorted(map(str, Path(directory).glob("ckpt-*.npz")), key=checkpoint_number)
+    if arrays:
+        return arrays
+    state = tf.train.get_checkpoint_state(str(directory))
+    return list(state.all_model_checkpoint_paths) if state else []
 
 
 def average_checkpoints(model, paths: list[str]) -> None:
@@ -163,9 +313,14 @@ def average_checkpoints(model, paths: list[str]) -> None:
     if not paths:
         raise ValueError("no checkpoints to average")
     total = None
-    reader = tf.train.Checkpoint(model=model)
     for path in paths:
-        reader.read(path).expect_partial().assert_existing_objects_matched()
-        weights = [np.asarray(w, dtype=np.float64) for w in model.get_weights()]
+        if path.endswith(".npz"):  # an `ArrayCheckpoints` file
+            with np.load(path) as arrays:
+                values = [value for _, value in _matched(arrays, "weights", model.weights, path)]
+        else:
+            reader = tf.train.Checkpoint(model=model)
+            reader.read(path).expect_partial().assert_existing_objects_matched()
+            values = model.get_weights()
+        weights = [np.asarray(w, dtype=np.float64) for w in values]
         total = weights if total is None else [t + w for t, w in zip(total, weights, strict=True)]
     model.set_weights([t / len(paths) for t in total])

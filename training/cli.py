@@ -6,6 +6,7 @@ import argparse
 import logging
 from pathlib import Path
 
+from training.backend import choose_backend
 from training.config import DEFAULT_CONFIG, explicit_keys, load_config
 from translator.errors import ConfigError
 
@@ -16,8 +17,10 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:
         "train",
         help="train a model from a YAML run config (resumes an interrupted run)",
         description=(
-            "Trains a Transformer as a YAML run config says, under a tf.distribute strategy,\n"
-            "with checkpoints, validation BLEU and TensorBoard logs in the run directory.\n"
+            "Trains a Transformer as a YAML run config says, under a tf.distribute strategy\n"
+            "(or on Keras' JAX backend: --set train.backend=jax, for GPUs and TPUs set up\n"
+            "for JAX), with checkpoints, validation BLEU and TensorBoard logs in the run\n"
+            "directory.\n"
             "What the config and --set leave unset (model shape and dropout, batch tokens,\n"
             "learning rate, warmup, label smoothing, validation cadence) is planned for the\n"
             "run's budget on this machine (RUN/plan.json; --plan shows it). Running it again\n"
@@ -30,6 +33,7 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:
         epilog=(
             "Examples:\n"
             "  translator train --run-dir runs/m30k --set train.max_minutes=5\n"
+            "  translator train --run-dir runs/m30k-jax --max-minutes 5 --set train.backend=jax\n"
             "  translator train --run-dir runs/news --init-from runs/m30k --max-minutes 10 \\\n"
             "      --set data.train_source=news.en.gz --set data.train_target=news.de.gz\n"
             f"Default config: {DEFAULT_CONFIG}"
@@ -90,8 +94,6 @@ def run_train(args: argparse.Namespace) -> int:
         return 0
     if args.run_dir is None:
         raise ConfigError("train: --run-dir is required")
-    from training.run import PlanRequest, preview_plan, summary_line, train
-
     args.config = run_config_path(args.config, args.run_dir)
     overrides = list(args.overrides)
     if args.max_minutes is not None:
@@ -99,6 +101,9 @@ def run_train(args: argparse.Namespace) -> int:
     if args.init_from is not None:
         overrides.append(f"train.init_from={args.init_from}")
     config = load_config(args.config, overrides)
+    choose_backend(config)  # before Keras is imported
+    from training.run import PlanRequest, preview_plan, summary_line, train
+
     request = None
     if not args.no_plan:
         request = PlanRequest(explicit_keys(args.config, overrides), explicit_keys(None, overrides))

@@ -27,6 +27,7 @@ DEFAULT_CONFIG = Path(__file__).parent / "configs" / "multi30k_en_de.yaml"
 FLOAT_TEXT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 Strategy = Literal["auto", "one_device", "mirrored", "multi_worker", "tpu"]
 Precision = Literal["auto", "float32", "mixed_bfloat16", "mixed_float16"]
+Backend = Literal["auto", "tensorflow", "jax"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,6 +163,10 @@ class TrainSection:
     max_minutes: float = 0.0
     # Seed of weights initialization, dropout and data shuffling.
     seed: int = 1234
+    # The Keras backend that trains: tensorflow (tf.distribute, SavedModel's own) or jax
+    # (XLA; GPUs and TPUs set up for JAX). auto: KERAS_BACKEND, else tensorflow. Set, it
+    # wins over KERAS_BACKEND. Either backend's model works with every command.
+    backend: Backend = "auto"
     # auto: TPU if one is configured, else mirrored over GPUs if > 1, else one device.
     strategy: Strategy = "auto"
     # auto: mixed_float16 on GPU, mixed_bfloat16 on TPU and on CPUs with native bfloat16

@@ -5,7 +5,8 @@ label-smoothed cross-entropy summed over the real target tokens and divided by t
 number, the global gradient norm clipped, and Adam with the run's schedule. JAX wants
 the state passed in and returned, so the variables' values travel as a `TrainState`
 and are written back to the Keras variables only when asked (`write_back`). One
-device; multi-device training on JAX is `keras.distribution`'s, a later step.
+device, no TensorFlow: `bench/accelerator`'s loop. `translator train` on JAX goes through
+Keras' `fit` instead (`training.jax_engine`), with the same loss and clipping.
 """
 
 from __future__ import annotations
@@ -129,26 +130,59 @@ class JaxTrainer:
         (_, (non_trainable, loss_sum, tokens)), gradients = grad_fn(
             state.trainable, state.non_trainable, *batch
         )
-        norm = ops.sqrt(sum(ops.sum(ops.square(g)) for g in gradients))
-        if self.clip_norm:  # as tf.clip_by_global_norm: scale by clip / max(norm, clip)
-            scale = self.clip_norm / ops.maximum(norm, self.clip_norm)
-            gradients = [g * scale for g in gradients]
+        gradients, norm = clip_by_global_norm(gradients, self.clip_norm)
         trainable, optimizer = self._apply(state, gradients)
         new_state = TrainState(trainable, non_trainable, optimizer, state.total_updates)
         return new_state, StepResult(loss_sum, tokens, norm)
 
     def _apply(self, state: TrainState, gradients):
         """The optimizer's update, with the schedule's `total_updates` from the state."""
-        variables = self.model.trainable_variables
-        mapping = [
-            *zip(variables, state.trainable, strict=True),
-            *zip(self.optimizer.variables, state.optimizer, strict=True),
-        ]
+        extra = []
         if self._total_updates is not None:
-            mapping.append((self._total_updates, state.total_updates))
-        with keras.StatelessScope(state_mapping=mapping) as scope:
-            self.optimizer.apply(gradients, variables)
-        return (
-            [scope.get_current_value(v) for v in variables],
-            [scope.get_current_value(v) for v in self.optimizer.variables],
+            extra.append((self._total_updates, state.total_updates))
+        return apply_stateless(
+            self.optimizer,
+            self.model.trainable_variables,
+            state.trainable,
+            state.optimizer,
+            gradients,
+            extra,
         )
+
+
+def clip_by_global_norm(gradients: list, clip_norm: float) -> tuple[list, jax.Array]:
+    """The gradients clipped to a global norm, as `tf.clip_by_global_norm`, and that norm.
+
+    Scaled by `clip / max(norm, clip)`; unchanged when `clip_norm` is 0.
+    """
+    norm = ops.sqrt(sum(ops.sum(ops.square(g)) for g in gradients))
+    if clip_norm:
+        scale = clip_norm / ops.maximum(norm, clip_norm)
+        gradients = [g * scale for g in gradients]
+    return gradients, norm
+
+
+def apply_stateless(
+    optimizer: keras.optimizers.Optimizer,
+    variables: list,
+    values: list,
+    optimizer_values: list,
+    gradients: list,
+    extra: list = (),
+) -> tuple[list, list]:
+    """`optimizer.apply` on values rather than variables: `(new values, new optimizer values)`.
+
+    `extra` maps more variables the update reads (the schedule's `total_updates`) to
+    their values, so a compiled step reads them as arguments, not as traced constants.
+    """
+    mapping = [
+        *zip(variables, values, strict=True),
+        *zip(optimizer.variables, optimizer_values, strict=True),
+        *extra,
+    ]
+    with keras.StatelessScope(state_mapping=mapping) as scope:
+        optimizer.apply(gradients, variables)
+    return (
+        [scope.get_current_value(v) for v in variables],
+        [scope.get_current_value(v) for v in optimizer.variables],
+    )

@@ -313,6 +313,7 @@ def measure_speed(
     """
     import keras
 
+    from training.backend import engine
     from training.inputs import training_dataset
     from training.strategy import spans_workers, worker_means
     from training.trainer import build_trainer
@@ -332,7 +333,11 @@ def measure_speed(
 
     sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
     trainer, _ = build_trainer(
-        config, config.model.transformer_config(*sizes), strategy, steps_per_execution=1
+        config,
+        config.model.transformer_config(*sizes),
+        strategy,
+        steps_per_execution=1,
+        trainer_class=engine().trainer,
     )
     data = training_dataset(config, vocabulary, strategy, skip=0)
     fit_started = time.monotonic()

@@ -11,7 +11,8 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from training.config import DROPOUT
+from training.backend import choose_backend
+from training.config import DEFAULT_CONFIG, DROPOUT, load_config
 from training.recipe_settings import (
     MULTI30K_PAIRS,
     RecipePaths,
@@ -217,6 +218,7 @@ def run(args: argparse.Namespace) -> int:
         pair=args.pair,
         init_from=args.init_from,
     )
+    choose_backend(load_config(DEFAULT_CONFIG, settings.overrides))  # before Keras' import
     from training import recipe  # TensorFlow: not for --help
 
     if args.plan:

@@ -27,6 +27,7 @@ from typing import Any
 
 import keras
 
+from training.backend import engine, resolved
 from training.callbacks import (
     BleuValidation,
     Budget,
@@ -36,7 +37,7 @@ from training.callbacks import (
     Progress,
     Summaries,
 )
-from training.checkpoints import Checkpoints, average_checkpoints
+from training.checkpoints import Checkpoints, average_checkpoints, checkpoint_number
 from training.config import MAX_MINUTES, ConfigError, RunConfig, dump_config, load_config
 from training.finetune import (
     ARCHITECTURE_KEYS,
@@ -50,7 +51,7 @@ from training.inputs import training_dataset, validation_dataset
 from training.plan import Plan
 from training.planning import PLAN_FILE, load_plan, plan_run, planned_config, save_plan
 from training.record import RunRecord
-from training.strategy import is_chief, make_strategy, select_precision
+from training.strategy import is_chief
 from training.summaries import CURVES_FILE, write_curves
 from training.trainer import TranslationTrainer, build_trainer
 from translator.artifacts import save_model_dir
@@ -202,6 +203,13 @@ def _prepare_run_dir(run_dir: Path, config: RunConfig, vocabulary: Vocabulary) -
                 f"the run being resumed ({vocab_copy}); use a new run directory"
             )
         previous_config = load_config(run_dir / "config.yaml")
+        began_on = previous_config.train.backend
+        if began_on not in ("auto", config.train.backend):  # its checkpoints are that backend's
+            raise ConfigError(
+                f"train.backend: the run in {run_dir} began on {began_on}; resume it there "
+                f"(--set train.backend={began_on}), or start a new run directory from its "
+                "model with --init-from"
+            )
         if previous_config.model != config.model:
             raise ConfigError(
                 f"model: differs from the run being resumed ({run_dir / 'config.yaml'}): "
@@ -248,9 +256,8 @@ def train(
     run_dir = Path(run_dir)
     check_inputs(config)
     init = find_init_model(config.train.init_from) if config.train.init_from else None
-    strategy = make_strategy(config.train.strategy)  # before anything starts TensorFlow
+    config, strategy, precision = _on_backend(config)
     vocabulary = _load_vocabulary(config)
-    precision = select_precision(config.train.precision, strategy)
     config, planning = _fine_tuning(config, planning, init, vocabulary)
     plan = None
     if planning is not None:
@@ -282,9 +289,8 @@ def preview_plan(config: RunConfig, request: PlanRequest, run_dir: str | Path) -
     run_dir = Path(run_dir)
     check_inputs(config)
     init = find_init_model(config.train.init_from) if config.train.init_from else None
-    strategy = make_strategy(config.train.strategy)
+    config, strategy, precision = _on_backend(config)
     vocabulary = _load_vocabulary(config)
-    precision = select_precision(config.train.precision, strategy)
     config, request = _fine_tuning(config, request, init, vocabulary)
     saved = load_plan(run_dir)
     if saved is not None and str(MAX_MINUTES) in request.set_keys:
@@ -294,6 +300,18 @@ def preview_plan(config: RunConfig, request: PlanRequest, run_dir: str | Path) -
     return plan_run(
         config, request.keys, vocabulary, strategy, precision, request.cache_dir or run_dir
     )
+
+
+def _on_backend(config: RunConfig) -> tuple[RunConfig, Any, str]:
+    """The config on this process' backend, its strategy and its precision policy.
+
+    The strategy comes first: a multi-worker one must be made before TensorFlow starts.
+    """
+    config = resolved(config)
+    on = engine()
+    strategy = on.make_strategy(config.train.strategy)
+    precision = on.select_precision(config.train.precision, strategy)
+    return on.adapt(config, strategy), strategy, precision
 
 
 def _fine_tuning(
@@ -388,6 +406,7 @@ class _Run:
     """What training builds before its first step."""
 
     run_dir: Path
+    strategy: Any
     transformer: Transformer
     trainer: TranslationTrainer
     budget: Budget
@@ -424,10 +443,11 @@ def _build(
         keras.config.dtype_policy().name,
         strategy.num_replicas_in_sync,
     )
-    trainer, schedule = build_trainer(config, model_config, strategy)
+    on = engine()
+    trainer, schedule = build_trainer(config, model_config, strategy, trainer_class=on.trainer)
     transformer = trainer.transformer
     budget = Budget(config.train.max_steps, config.train.max_minutes, schedule)
-    checkpoints = Checkpoints(
+    checkpoints = on.checkpoints(
         run_dir / "checkpoints",
         transformer,
         trainer.optimizer,
@@ -442,7 +462,7 @@ def _build(
     if start_step >= config.train.max_steps:
         log.info("run already at step %d >= max_steps", start_step)
     micro_steps = start_step * max(config.optimizer.accumulation_steps, 1)
-    return _Run(run_dir, transformer, trainer, budget, checkpoints, micro_steps)
+    return _Run(run_dir, strategy, transformer, trainer, budget, checkpoints, micro_steps)
 
 
 def _datasets(config: RunConfig, vocabulary: Vocabulary, strategy):
@@ -550,7 +570,7 @@ def _last_checkpoint(run: _Run, watch: _Watch) -> int:
             "warm up longer (warmup_fraction or warmup_steps) or set optimizer.clip_norm"
         )
     steps = checkpoints.step
-    if checkpoints.manager.latest_checkpoint is None or steps != _checkpoint_step(checkpoints):
+    if checkpoints.latest_written() is None or steps != _checkpoint_step(checkpoints):
         checkpoints.save()
     if watch.interrupt.step is not None:
         raise TrainingInterruptedError(steps, checkpoints.latest())
@@ -573,7 +593,7 @@ def _finish(
         log.info("final model: average of %d checkpoints", len(paths))
     bleu, budget = watch.bleu, run.budget
     model_dir, curves = run.run_dir / "model", None
-    if is_chief(run.trainer.distribute_strategy):
+    if is_chief(run.strategy):
         save_model_dir(
             model_dir,
             run.transformer,
@@ -611,8 +631,8 @@ def _finish(
 
 
 def _checkpoint_step(checkpoints: Checkpoints) -> int:
-    latest = checkpoints.manager.latest_checkpoint
-    return int(latest.rsplit("-", 1)[-1]) if latest else -1
+    latest = checkpoints.latest_written()
+    return checkpoint_number(latest) if latest else -1
 
 
 # Batches of the training mix counted for the log line that reports it.

@@ -116,6 +116,20 @@ class TranslationTrainer(keras.Model):
             self.transformer.build()
         self.built = True
 
+    def track_schedule(self, schedule) -> None:
+        """Nothing on TensorFlow: its step reads the schedule's variables as they are.
+
+        (On JAX the compiled step reads only the values passed in: see
+        `training.jax_engine.JaxTranslationTrainer`.)
+        """
+
+    def updates_done(self) -> int:
+        """Optimizer updates so far."""
+        return int(self.optimizer.iterations.numpy())
+
+    def sync_state(self) -> None:
+        """Nothing on TensorFlow: its variables are current after every step."""
+
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
         # Under a strategy, Keras' fit pulls a batch and all-reduces it (MEAN) to build the
         # model symbolically, before checking whether anything is unbuilt. That fails for
@@ -226,6 +240,7 @@ def build_trainer(
     model_config: TransformerConfig,
     strategy: tf.distribute.Strategy,
     steps_per_execution: int | None = None,
+    trainer_class: type[TranslationTrainer] = TranslationTrainer,
 ) -> tuple[TranslationTrainer, keras.optimizers.schedules.LearningRateSchedule]:
     """A new model, its trainer and optimizer, built under `strategy`, ready for `fit`.
 
@@ -237,18 +252,20 @@ def build_trainer(
         model_config: The model's architecture.
         strategy: Variables are created under its scope.
         steps_per_execution: Overrides `config.train.steps_per_execution` (timing: 1).
+        trainer_class: The backend's trainer (`training.backend.engine().trainer`).
 
     Returns:
         The trainer (its model is `trainer.transformer`) and the optimizer's schedule.
     """
     with strategy.scope():
         transformer = Transformer(model_config, name="transformer")
-        trainer = TranslationTrainer(
+        trainer = trainer_class(
             transformer,
             label_smoothing=config.optimizer.label_smoothing,
             clip_norm=config.optimizer.clip_norm,
         )
         schedule = make_schedule(config, model_config.d_model)
+        trainer.track_schedule(schedule)
         trainer.compile(
             optimizer=make_optimizer(config, model_config.d_model, schedule),
             steps_per_execution=steps_per_execution or config.train.steps_per_execution,

@@ -15,12 +15,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import tensorflow as tf
 
+from translator.backends import BACKEND
 from translator.engines.base import check_max_source_length
 from translator.errors import TranslatorError
 from translator.io import atomic_directory
@@ -296,6 +299,8 @@ def export_model(
     from translator.artifacts import load_model_dir
 
     config = config or ExportConfig()
+    if BACKEND != "tensorflow":  # a SavedModel is a TensorFlow graph: traced on TensorFlow
+        return _export_on_tensorflow(model_dir, export_base, config, version, overwrite)
     base = Path(export_base)
     if base.exists() and not base.is_dir():
         raise ExportError(f"{base}: exists and is not a directory")
@@ -323,6 +328,55 @@ def export_model(
         input_keys = _signature_input_keys(staging, signatures)
         write_warmup_requests(warmup_path(staging), export_requests(input_keys))
     return target
+
+
+def _export_on_tensorflow(
+    model_dir, export_base, config: ExportConfig, version: int | None, overwrite: bool
+) -> Path:
+    """`export_model` in a child process whose Keras runs on TensorFlow.
+
+    For a process on another Keras backend (a run trained on JAX): the model directory
+    is the same on every backend, and the graph is traced from it there.
+    """
+    request = {
+        "model_dir": str(model_dir),
+        "export_base": str(export_base),
+        "search": config.search.to_dict(),
+        "max_source_length": config.max_source_length,
+        "tag": config.tag,
+        "sampling": config.sampling.to_dict() if config.sampling else None,
+        "version": version,
+        "overwrite": overwrite,
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "translator.export", json.dumps(request)],
+        env={**os.environ, "KERAS_BACKEND": "tensorflow"},
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines() or ["(no output)"]
+        raise ExportError(f"export on TensorFlow failed: {lines[-1]}")
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+def _export_request(text: str) -> Path:
+    """Runs one `_export_on_tensorflow` request (JSON) here; returns the version directory."""
+    request = json.loads(text)
+    sampling = request["sampling"]
+    config = ExportConfig(
+        search=SearchConfig.from_dict(request["search"]),
+        max_source_length=request["max_source_length"],
+        tag=request["tag"],
+        sampling=SearchConfig.from_dict(sampling) if sampling else None,
+    )
+    return export_model(
+        request["model_dir"],
+        request["export_base"],
+        config,
+        request["version"],
+        request["overwrite"],
+    )
 
 
 def _signature_input_keys(version_dir: Path, names: Iterable[str]) -> dict[str, tuple[str, ...]]:
@@ -358,3 +412,7 @@ def _metadata(trained: TrainedModel, module: TranslationModule, version: int) ->
         },
         "model": trained.metadata,
     }
+
+
+if __name__ == "__main__":  # `_export_on_tensorflow`'s child
+    print(_export_request(sys.argv[1]))

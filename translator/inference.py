@@ -17,7 +17,8 @@ import numpy as np
 import tensorflow as tf
 
 from translator.constants import DEFAULT_BATCH_TOKENS, DEFAULT_PARALLEL_BATCHES, EOS_ID, PAD_ID
-from translator.search import Decoder, SearchConfig
+from translator.search import SearchConfig
+from translator.search.compiled import compiled_search
 from translator.text import (
     batch_ranges,
     default_max_source_length,
@@ -149,7 +150,7 @@ class Translator:
         tag: str = "",
         parallel_batches: int = DEFAULT_PARALLEL_BATCHES,
     ) -> Translator:
-        """A `Translator` over our compiled search of `model`.
+        """A `Translator` over our compiled search of `model` (on this Keras backend).
 
         Args:
             model: A `translator.model.Transformer`.
@@ -161,7 +162,7 @@ class Translator:
             tag: See the class.
             parallel_batches: See the class.
         """
-        decoder = Decoder(model, config or SearchConfig(), jit_compile=jit_compile)
+        decoder = compiled_search(model, config or SearchConfig(), jit_compile)
         return cls(decoder, vocabulary, batch_tokens, max_source_length, tag, parallel_batches)
 
     @property

@@ -91,7 +91,9 @@ def exchanged(tmp_path_factory):
     variables = model.trainable_variables
     ours["loss"] = loss.numpy()
     for variable, gradient in zip(variables, tape.gradient(loss, variables), strict=True):
-        path = variable.path.removeprefix(f"{trainer.name}/")  # the worker has no trainer
+        # Without the trainer's and the model's names (another test's models may have
+        # made this one "transformer_6").
+        path = variable.path.removeprefix(f"{trainer.name}/").partition("/")[2]
         ours[f"grad/{path}"] = tf.convert_to_tensor(gradient).numpy()
     return ours, theirs
 

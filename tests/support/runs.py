@@ -41,11 +41,11 @@ def train_to_end(config_path: Path, run_dir: Path, weights_path: Path) -> str:
 
 
 def latest_step(run_dir: Path) -> int:
-    """Step of the newest complete checkpoint in `run_dir`, or -1."""
-    import tensorflow as tf
+    """Step of the newest complete checkpoint in `run_dir` (either backend's), or -1."""
+    from training.checkpoints import checkpoint_number, kept_checkpoints
 
-    latest = tf.train.latest_checkpoint(str(run_dir / "checkpoints"))
-    return -1 if latest is None else int(latest.rsplit("-", 1)[1])
+    kept = kept_checkpoints(run_dir / "checkpoints")
+    return checkpoint_number(kept[-1]) if kept else -1
 
 
 def signal_after_checkpoint(process: subprocess.Popen, run_dir: Path, step: int, signum) -> None:

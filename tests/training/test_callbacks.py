@@ -20,6 +20,12 @@ class FakeRun:
         )
         self.stop_training = False
 
+    def updates_done(self) -> int:
+        return int(self.optimizer.iterations.numpy())
+
+    def sync_state(self) -> None:
+        pass
+
     def clock(self) -> float:
         return self.now
 

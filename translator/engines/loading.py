@@ -79,21 +79,24 @@ def check_model(model: str | Path, engine: str) -> None:
 
 
 def _tensorflow_translator(model, search, options):
-    """Our model directory and a `Translator` over our search, from the search cache if any."""
+    """Our model directory and a `Translator` over this Keras backend's search.
+
+    From the search cache when there is one (TensorFlow's).
+    """
     from translator.artifacts import load_model, read_model_dir
     from translator.constants import DEFAULT_PARALLEL_BATCHES
     from translator.engines import search_cache
     from translator.inference import Translator
-    from translator.search import Decoder
+    from translator.search.compiled import compiled_search, saves_as_graph
 
     files = read_model_dir(model)
 
-    def build() -> Decoder:
+    def build():
         trained = load_model(files)  # (the directory is read once, above)
         inference_model = trained.model.for_inference(options.precision)
-        return Decoder(inference_model, search, jit_compile=options.xla)
+        return compiled_search(inference_model, search, options.xla)
 
-    caching = options.cache_search and not options.xla
+    caching = options.cache_search and not options.xla and saves_as_graph()
     entry = search_cache.entry_path(files, search, options.precision) if caching else None
     decoder = entry and search_cache.load_cached(entry, search, files.model_config, build)
     if decoder is None:

@@ -193,7 +193,7 @@ def make_dataset(
     """
     config = config or PipelineConfig()
     pairs = _pairs(source_path, target_path, vocabulary, config, training, input_context, tag)
-    return _batch_by_bucket(pairs, config).prefetch(tf.data.AUTOTUNE)
+    return _batch_by_bucket(pairs, config, training).prefetch(tf.data.AUTOTUNE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -252,7 +252,7 @@ def make_mixed_dataset(
     mixed = tf.data.Dataset.sample_from_datasets(
         streams, weights=[corpus.weight / total for corpus in corpora], seed=config.seed
     )  # (([s], [t], [t], []), []) one pair and its corpus
-    return _batch_by_bucket(mixed, config).prefetch(tf.data.AUTOTUNE)
+    return _batch_by_bucket(mixed, config, training=True).prefetch(tf.data.AUTOTUNE)
 
 
 def drawn_shares(mix: tf.data.Dataset, corpora: int, batches: int) -> list[float]:
@@ -282,8 +282,10 @@ def _pairs(
     tag_id = vocabulary.tag_id(tag) if tag else None
     num_shards = input_context.num_input_pipelines if input_context else 1
     shard = input_context.input_pipeline_id if input_context else 0
+    # (Evaluation keeps the pairs of incomplete static batches: see `_batch_by_bucket`.)
+    scanned = config if training else dataclasses.replace(config, static_shapes=False)
     stats = _scan(
-        source_path, target_path, vocabulary, config, num_shards, log=shard == 0, tag_id=tag_id
+        source_path, target_path, vocabulary, scanned, num_shards, log=shard == 0, tag_id=tag_id
     )
     check_learnable(stats, training)
 
@@ -304,8 +306,14 @@ def _pairs(
     return dataset
 
 
-def _batch_by_bucket(dataset: tf.data.Dataset, config: PipelineConfig) -> tf.data.Dataset:
+def _batch_by_bucket(
+    dataset: tf.data.Dataset, config: PipelineConfig, training: bool
+) -> tf.data.Dataset:
     """Pairs `([s], [t], [t], bucket)` -> padded batches of one length bucket each.
+
+    With static shapes, training drops each bucket's incomplete last batch; evaluation
+    keeps it, padded with rows of padding to the bucket's batch size (no pair left out,
+    the same shapes).
 
     Returns:
         `(features, labels)` batches, as `make_dataset` describes them.
@@ -319,18 +327,19 @@ def _batch_by_bucket(dataset: tf.data.Dataset, config: PipelineConfig) -> tf.dat
 
     def batch_bucket(bucket: tf.Tensor, window: tf.data.Dataset) -> tf.data.Dataset:
         # Ragged batches (padded_batch refuses them), padded once per batch in `to_features`.
-        return window.batch(tf.gather(batch_sizes, bucket), drop_remainder=config.static_shapes)
+        drop = config.static_shapes and training
+        return window.batch(tf.gather(batch_sizes, bucket), drop_remainder=drop)
 
     def to_features(*element: tf.Tensor) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
         # [b, (s)], [b, (t)], [b, (t)], [b], and for a mix the corpus of each pair, [b]
         (source, decoder_input, labels, bucket), corpus = (
             element if len(element) == 2 else (element, None)
         )
-        # Static shapes: every row padded to the bucket's length; else to the longest row.
+        # Static shapes: the bucket's batch size and length; else the longest row's length.
         shape = None
         if config.static_shapes:
-            rows = tf.shape(bucket, out_type=tf.int64)[0]
-            shape = tf.stack([rows, tf.gather(lengths, bucket[0])])  # [2]: (b, bucket length)
+            size = tf.gather(batch_sizes, bucket[0])
+            shape = tf.stack([size, tf.gather(lengths, bucket[0])])  # [2]: (b, bucket length)
         features = {
             "source_ids": source.to_tensor(PAD_ID, shape=shape),  # [b, S]
             "decoder_input_ids": decoder_input.to_tensor(PAD_ID, shape=shape),  # [b, T]
@@ -353,7 +362,8 @@ def check_learnable(stats: CorpusStats, training: bool) -> None:
     Raises:
         CorpusError: naming the files and the skip counts.
     """
-    if stats.kept - sum(stats.static_remainder) <= 0:  # an empty dataset trains nothing
+    left_out = sum(stats.static_remainder) if training else 0  # (evaluation pads instead)
+    if stats.kept - left_out <= 0:  # an empty dataset trains nothing
         raise CorpusError(
             f"{stats.source_path} | {stats.target_path}: no pair to "
             f"{'train' if training else 'validate'} on; {stats.counts()}"

@@ -1,0 +1,224 @@
+"""Training on Keras' JAX backend through the product: `train.backend: jax`.
+
+The JAX runs go in processes of their own (this one runs Keras on TensorFlow), through
+`scripts/train_run.py`, which sets `KERAS_BACKEND` from the config as `translator train`
+does. What they leave behind is then used here, on TensorFlow, as any run's would be.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.support.runs import (
+    TRAIN_SCRIPT,
+    assert_same_weights,
+    killed_and_resumed_equals_straight,
+    replace,
+    script_env,
+    tiny_run_config,
+    train_to_end,
+)
+from training.config import dump_config
+
+STEPS = 30
+
+
+def jax_config(task, **sections):
+    raw = {"checkpoint": {"every_steps": 10, "keep_last": 5}, **sections}
+    train = {"max_steps": STEPS, "backend": "jax", "log_every_steps": 10, **raw.pop("train", {})}
+    return tiny_run_config(task, train=train, **raw)
+
+
+def train_in_process(config, tmp_path, name: str, env: dict | None = None) -> str:
+    """Trains `config` to its end in a new process; its weights go to NAME.npz."""
+    path = tmp_path / f"{name}.yaml"
+    dump_config(config, path)
+    if env is None:
+        return train_to_end(path, tmp_path / name, tmp_path / f"{name}.npz")
+    arguments = [path, tmp_path / name, tmp_path / f"{name}.npz", "--log"]
+    result = subprocess.run(
+        [sys.executable, str(TRAIN_SCRIPT), *map(str, arguments)],
+        env={**script_env(), **env},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout + result.stderr
+
+
+@pytest.fixture(scope="module")
+def jax_run(copy_task, tmp_path_factory):
+    """A tiny run trained on JAX: checkpoints every 10 updates, validation BLEU at the end."""
+    root = tmp_path_factory.mktemp("jax_run")
+    config = jax_config(copy_task, eval={"every_steps": 0, "bleu": True, "max_sentences": 20})
+    out = train_in_process(config, root, "run")
+    assert f"steps={STEPS}" in out
+    return root
+
+
+def test_a_jax_run_keeps_its_backend_checkpoints_logs_and_model(jax_run):
+    from training.checkpoints import kept_checkpoints
+    from training.config import load_config
+    from training.summaries import read_scalars
+    from translator.artifacts import read_model_dir
+
+    run = jax_run / "run"
+    assert load_config(run / "config.yaml").train.backend == "jax"  # a resume stays on JAX
+    names = [os.path.basename(p) for p in kept_checkpoints(run / "checkpoints")]
+    assert names == ["ckpt-10.npz", "ckpt-20.npz", "ckpt-30.npz"]
+    metadata = read_model_dir(run / "model").metadata
+    assert metadata["step"] == STEPS and metadata["best_validation_bleu"] is not None
+    losses = read_scalars(run / "logs")["train"]["loss"]
+    assert [step for step, _ in losses][-1] == STEPS
+    assert losses[-1][1] < losses[0][1]  # it learned
+    assert (run / "curves.png").stat().st_size > 0
+
+
+def test_a_jax_run_resumed_from_a_checkpoint_ends_as_the_straight_run(jax_run, tmp_path):
+    """As after a kill once step 20 was saved: the same command goes on from there."""
+    resumed = tmp_path / "run"
+    shutil.copytree(jax_run / "run", resumed)
+    shutil.rmtree(resumed / "model")
+    (resumed / "checkpoints" / "ckpt-30.npz").unlink()
+    shutil.copy(jax_run / "run.yaml", tmp_path / "run.yaml")
+    out = train_to_end(tmp_path / "run.yaml", resumed, tmp_path / "resumed.npz")
+    assert f"steps={STEPS}" in out
+    assert_same_weights(jax_run / "run.npz", tmp_path / "resumed.npz")
+
+
+@pytest.mark.slow
+def test_a_jax_run_killed_after_a_checkpoint_resumes_equal_to_an_uninterrupted_one(
+    copy_task, tmp_path
+):
+    """SIGKILL once step 10 is saved, then the same command: the straight run's weights."""
+    killed_and_resumed_equals_straight(jax_config(copy_task), tmp_path, kill_at=10)
+
+
+def test_a_damaged_jax_checkpoint_is_skipped_for_the_one_before(jax_run, tmp_path, caplog):
+    from training.callbacks import Budget
+    from training.checkpoints import ArrayCheckpoints
+    from training.config import load_config
+    from training.optimizer import make_optimizer, make_schedule
+    from translator.model import Transformer
+    from translator.pipelines.tokenizer import load_vocabulary
+
+    directory = tmp_path / "checkpoints"
+    shutil.copytree(jax_run / "run" / "checkpoints", directory)
+    (directory / "ckpt-30.npz").write_bytes(b"not a checkpoint")
+    config = load_config(jax_run / "run" / "config.yaml")
+    vocabulary = load_vocabulary(jax_run / "run" / "vocab")
+    sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
+    model = Transformer(config.model.transformer_config(*sizes))
+    model.build()
+    schedule = make_schedule(config, model.config.d_model)
+    optimizer = make_optimizer(config, model.config.d_model, schedule)
+    optimizer.build(model.trainable_variables)
+    budget = Budget(config.train.max_steps, config.train.max_minutes, schedule)
+    store = ArrayCheckpoints(directory, model, optimizer, 5, None, budget=budget.state())
+    with caplog.at_level("WARNING"):
+        assert store.restore_latest() == 20
+    assert "ckpt-30.npz does not read" in caplog.text
+    saved = np.load(directory / "ckpt-20.npz")
+    np.testing.assert_array_equal(model.weights[0].numpy(), saved["weights/0"])
+    assert float(budget.target_tokens.numpy()) > 0  # the budget spent so far, too
+
+
+def test_average_checkpoints_of_a_jax_run_is_the_mean_of_their_weights(jax_run, tmp_path):
+    from training.average import average_run
+    from translator.artifacts import load_model_dir
+
+    out, paths = average_run(jax_run / "run", 2, tmp_path / "averaged")
+    assert [os.path.basename(p) for p in paths] == ["ckpt-20.npz", "ckpt-30.npz"]
+    first, second = (np.load(p) for p in paths)
+    averaged = load_model_dir(out).model
+    for index, weight in enumerate(averaged.weights):
+        expected = (first[f"weights/{index}"] + second[f"weights/{index}"]) / 2
+        np.testing.assert_allclose(weight.numpy(), expected, atol=1e-6)
+
+
+def test_a_jax_trained_model_exports_a_savedmodel_that_translates_as_translate(jax_run, tmp_path):
+    """Exported and reloaded on TensorFlow, the JAX-trained model gives `Translator`'s
+    texts and scores on TensorFlow: no conversion step between the backends."""
+    import tensorflow as tf
+
+    from training.config import load_config
+    from translator.artifacts import load_model_dir
+    from translator.export import ExportConfig, export_model
+    from translator.inference import Translator
+    from translator.io import read_lines
+    from translator.layers.layer_norm import portable_layer_norms
+    from translator.search import SearchConfig
+
+    search = SearchConfig(beam_size=2)
+    trained = load_model_dir(jax_run / "run" / "model")
+    sources = read_lines(load_config(jax_run / "run" / "config.yaml").data.valid_source, 12)
+    model_dir = jax_run / "run" / "model"
+    version = export_model(model_dir, tmp_path / "export", ExportConfig(search=search))
+    exported = tf.saved_model.load(str(version)).signatures["serving_default"]
+    result = exported(inputs=tf.constant(sources))
+    texts = [t.decode("utf-8") for t in result["translations"].numpy()]
+    with portable_layer_norms():  # the export's graph
+        engine = Translator.from_model(
+            trained.model, trained.vocabulary, search, batch_tokens=1 << 20
+        )
+        want = engine.search(sources)
+    assert texts == want.texts
+    assert any(texts)
+    np.testing.assert_allclose(
+        result["scores"].numpy(), [h[0].score for h in want.hypotheses], rtol=1e-5
+    )
+
+
+def test_fine_tuning_crosses_backends_both_ways(jax_run, copy_task, tmp_path):
+    """A JAX model fine-tuned on TensorFlow, and that model fine-tuned on JAX again:
+    each starts from the other's weights (a learning rate of ~0 keeps them)."""
+    from training.run import train
+
+    still = {"peak_learning_rate": 1e-12}
+    on_tf = replace(
+        jax_config(copy_task, optimizer=still, train={"max_steps": 2, "backend": "tensorflow"}),
+        "train",
+        init_from=str(jax_run / "run" / "model"),
+    )
+    result = train(on_tf, tmp_path / "on_tf", verbose=0)  # here: Keras runs on TensorFlow
+    np.savez(tmp_path / "on_tf.npz", *result.model.get_weights())
+    assert_close_weights(jax_run / "run.npz", tmp_path / "on_tf.npz")
+    on_jax = replace(
+        jax_config(copy_task, optimizer=still, train={"max_steps": 2}),
+        "train",
+        init_from=str(tmp_path / "on_tf" / "model"),
+    )
+    train_in_process(on_jax, tmp_path, "on_jax")
+    assert_close_weights(tmp_path / "on_tf.npz", tmp_path / "on_jax.npz")
+
+
+def assert_close_weights(expected_path, actual_path) -> None:
+    expected, actual = np.load(expected_path), np.load(actual_path)
+    assert expected.files == actual.files
+    for key in expected.files:
+        np.testing.assert_allclose(actual[key], expected[key], atol=1e-6, err_msg=key)
+
+
+def test_data_parallel_over_two_devices_trains_as_one_device(copy_task, tmp_path):
+    """`mirrored` on JAX: two host devices, each half of every batch; the loss is the
+    global token mean and clipping global, so the weights are one device's."""
+    two = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    # Adam's epsilon keeps updates of near-zero gradients (summed in another order on
+    # two devices) from being scaled up to full steps.
+    optimizer = {"clip_norm": 0.5, "epsilon": 1e-3}
+    config = jax_config(copy_task, train={"max_steps": 5}, optimizer=optimizer)
+    pipeline = dataclasses.replace(config.data.pipeline, batch_size_multiple=2)  # same batches
+    config = replace(config, "data", pipeline=pipeline)
+    one = replace(config, "train", strategy="one_device")
+    train_in_process(one, tmp_path, "one", env=two)
+    out = train_in_process(replace(config, "train", strategy="mirrored"), tmp_path, "two", env=two)
+    assert "steps=5" in out and "2 replica(s)" in out
+    assert_same_weights(tmp_path / "one.npz", tmp_path / "two.npz")

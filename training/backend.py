@@ -1,0 +1,126 @@
+"""Which Keras backend trains a run, and what training uses on it: the one place that says.
+
+Keras fixes its backend when it is first imported, from `KERAS_BACKEND`. A run's
+`train.backend` therefore has to be settled before that: `choose_backend` is called by
+the training commands right after they read the config, and sets `KERAS_BACKEND` for
+the process. After that, `engine()` gives the pieces of training that differ between
+the backends (the distribution, the trainer's step, the checkpoint files, the
+precision rule and what the input must look like), so that `training.run` never asks
+which backend it is on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from training.config import RunConfig
+from translator.errors import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import keras
+
+log = logging.getLogger(__name__)
+
+BACKENDS = ("tensorflow", "jax")
+
+
+def choose_backend(config: RunConfig) -> str:
+    """Sets `KERAS_BACKEND` for the run's `train.backend`; returns the backend.
+
+    The config wins over the environment, and says so when they differ.
+
+    Raises:
+        ConfigError: Keras is imported already, on another backend (a library caller
+            must set `KERAS_BACKEND` before importing Keras).
+    """
+    from_environment = os.environ.get("KERAS_BACKEND", "")
+    wanted = config.train.backend
+    if wanted == "auto":
+        wanted = from_environment or "tensorflow"
+        if wanted not in BACKENDS:
+            raise ConfigError(
+                f"train.backend: auto, and KERAS_BACKEND={from_environment} is not one this "
+                f"toolkit trains on ({', '.join(BACKENDS)})"
+            )
+    elif from_environment and from_environment != wanted:
+        log.info(
+            "train.backend: %s (the config's, over KERAS_BACKEND=%s)", wanted, from_environment
+        )
+    keras = sys.modules.get("keras")
+    if keras is not None and keras.backend.backend() != wanted:
+        raise ConfigError(
+            f"train.backend: {wanted}, but Keras is imported already on "
+            f"{keras.backend.backend()}; set KERAS_BACKEND={wanted} before importing Keras"
+        )
+    os.environ["KERAS_BACKEND"] = wanted
+    return wanted
+
+
+def resolved(config: RunConfig) -> RunConfig:
+    """`config` with `train.backend` the one this process runs (no longer "auto").
+
+    Written to the run's config.yaml, so a resume trains on the backend the run began on.
+    """
+    import keras
+
+    backend = keras.backend.backend()
+    if config.train.backend not in ("auto", backend):
+        raise ConfigError(
+            f"train.backend: {config.train.backend}, but Keras runs on {backend} in this "
+            f"process; set KERAS_BACKEND={config.train.backend} before importing Keras"
+        )
+    return dataclasses.replace(config, train=dataclasses.replace(config.train, backend=backend))
+
+
+@dataclasses.dataclass(frozen=True)
+class Engine:
+    """What training uses on one Keras backend."""
+
+    # The Keras backend's name.
+    name: str
+    # The distribution of a `train.strategy` name (a tf.distribute strategy, or an
+    # object with the same few members: `training.jax_engine.JaxStrategy`).
+    make_strategy: Callable[[str], Any]
+    # Resolves `train.precision` ("auto" included) for the strategy and sets Keras'
+    # dtype policy; returns the policy's name.
+    select_precision: Callable[[str, Any], str]
+    # The Keras model whose `fit` trains a Transformer (`TranslationTrainer`'s API).
+    trainer: type[keras.Model]
+    # The run's checkpoint store (`training.checkpoints.Checkpoints`' API).
+    checkpoints: type
+    # The run config with what this backend's step needs of the input (static shapes
+    # for XLA, batches that split over the devices), each change logged.
+    adapt: Callable[[RunConfig, Any], RunConfig]
+
+
+def engine() -> Engine:
+    """The engine of the backend Keras runs on in this process."""
+    import keras
+
+    if keras.backend.backend() == "jax":
+        from training import jax_engine
+        from training.checkpoints import ArrayCheckpoints
+
+        return Engine(
+            name="jax",
+            make_strategy=jax_engine.make_strategy,
+            select_precision=jax_engine.select_precision,
+            trainer=jax_engine.JaxTranslationTrainer,
+            checkpoints=ArrayCheckpoints,
+            adapt=jax_engine.adapt,
+        )
+    from training import checkpoints, strategy, trainer
+
+    return Engine(
+        name="tensorflow",
+        make_strategy=strategy.make_strategy,
+        select_precision=strategy.select_precision,
+        trainer=trainer.TranslationTrainer,
+        checkpoints=checkpoints.Checkpoints,
+        adapt=lambda config, _: config,
+    )
