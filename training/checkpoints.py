@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -75,22 +76,15 @@ class Checkpoints:
         Raises:
             CheckpointError: there are checkpoints, and none reads.
         """
-        bad = []
-        for path in self.candidates():
+
+        def attempt(path: str) -> str | None:
             why = unreadable(path)
-            if why is not None:
-                log.warning("checkpoint %s does not read (%s); trying an older one", path, why)
-                bad.append(f"{Path(path).name}: {why}")
-                continue
-            self.checkpoint.restore(path).assert_existing_objects_matched()
-            log.info("resumed from %s at step %d", path, self.step)
-            return self.step
-        if bad:
-            raise CheckpointError(
-                f"{self.directory}: no checkpoint reads ({'; '.join(bad)}); move the directory "
-                "away to train from the start"
-            )
-        return 0
+            if why is None:
+                self.checkpoint.restore(path).assert_existing_objects_matched()
+            return why
+
+        path = restore_newest(self.directory, self.candidates(), attempt)
+        return _resumed(path, self.step)  # (the step once restored)
 
     def candidates(self) -> list[str]:
         """Path prefixes of the checkpoints on disk, newest first.
@@ -188,25 +182,18 @@ class ArrayCheckpoints:
         Raises:
             CheckpointError: there are checkpoints, and none reads.
         """
-        bad = []
-        for path in self.candidates():
+
+        def attempt(path: str) -> str | None:
             try:
                 values = self._read(path)
             except (OSError, ValueError, KeyError, EOFError) as error:
-                why = f"{type(error).__name__}: {(str(error).splitlines() or [''])[0][:200]}"
-                log.warning("checkpoint %s does not read (%s); trying an older one", path, why)
-                bad.append(f"{Path(path).name}: {why}")
-                continue
+                return f"{type(error).__name__}: {(str(error).splitlines() or [''])[0][:200]}"
             for variable, value in values:
                 variable.assign(value)
-            log.info("resumed from %s at step %d", path, self.step)
-            return self.step
-        if bad:
-            raise CheckpointError(
-                f"{self.directory}: no checkpoint reads ({'; '.join(bad)}); move the directory "
-                "away to train from the start"
-            )
-        return 0
+            return None
+
+        path = restore_newest(self.directory, self.candidates(), attempt)
+        return _resumed(path, self.step)  # (the step once restored)
 
     def _read(self, path: str) -> list[tuple]:
         """Every `(variable, value)` of a checkpoint, all read before any is assigned."""
@@ -246,6 +233,40 @@ def _matched(arrays, group: str, variables: list, path: str) -> list[tuple]:
     if f"{group}/{len(variables)}" in arrays:
         raise ValueError(f"{path} holds more {group} variables than this run has")
     return pairs
+
+
+def restore_newest(
+    directory: Path, candidates: list[str], attempt: Callable[[str], str | None]
+) -> str | None:
+    """Restores the first of `candidates` (newest first) that reads; returns it, or None.
+
+    `attempt(path)` restores a checkpoint, or returns why it does not read before
+    assigning anything: that one is skipped with one warning naming it.
+
+    Raises:
+        CheckpointError: there are candidates, and none reads.
+    """
+    bad = []
+    for path in candidates:
+        why = attempt(path)
+        if why is None:
+            return path
+        log.warning("checkpoint %s does not read (%s); trying an older one", path, why)
+        bad.append(f"{Path(path).name}: {why}")
+    if bad:
+        raise CheckpointError(
+            f"{directory}: no checkpoint reads ({'; '.join(bad)}); move the directory away "
+            "to train from the start"
+        )
+    return None
+
+
+def _resumed(path: str | None, step: int) -> int:
+    """The step a restore resumes at (0 when nothing was restored), logged."""
+    if path is None:
+        return 0
+    log.info("resumed from %s at step %d", path, step)
+    return step
 
 
 class CheckpointError(TranslatorError, RuntimeError):

@@ -27,6 +27,7 @@ from keras import ops
 from training.config import RunConfig
 from training.jax_step import apply_stateless, clip_by_global_norm
 from training.trainer import TranslationTrainer
+from translator.errors import ConfigError
 from translator.losses import masked_cross_entropy
 
 log = logging.getLogger(__name__)
@@ -78,8 +79,6 @@ def make_strategy(name: str) -> JaxStrategy:
     Raises:
         ConfigError: multi_worker or tpu (tf.distribute's), which JAX does not take.
     """
-    from translator.errors import ConfigError
-
     # (JAX logs each platform it probes and does not find, a TPU's on every machine.)
     logging.getLogger("jax._src.xla_bridge").setLevel(logging.ERROR)
     devices = jax.local_devices()

@@ -105,9 +105,12 @@ def replace(config: RunConfig, section: str, **fields) -> RunConfig:
     )
 
 
-def killed_and_resumed_equals_straight(config: RunConfig, tmp_path: Path, kill_at: int) -> None:
-    """Trains `config` straight, and again killed (SIGKILL) after the checkpoint of step
-    `kill_at` then resumed by the same command: asserts the same final weights."""
+def killed_and_resumed_equals_straight(
+    config: RunConfig, tmp_path: Path, kill_at: int, signum: int | None = None
+) -> None:
+    """Trains `config` straight, and again killed (SIGKILL, or `signum`) after the
+    checkpoint of step `kill_at` then resumed by the same command: asserts the same final
+    weights."""
     import signal
 
     steps = config.train.max_steps
@@ -121,7 +124,7 @@ def killed_and_resumed_equals_straight(config: RunConfig, tmp_path: Path, kill_a
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    signal_after_checkpoint(process, killed, kill_at, signal.SIGKILL)
+    signal_after_checkpoint(process, killed, kill_at, signum or signal.SIGKILL)
     process.wait()
     assert latest_step(killed) in range(kill_at, steps)
     assert not (killed / "model").exists()

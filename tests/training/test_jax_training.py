@@ -102,6 +102,15 @@ def test_a_jax_run_killed_after_a_checkpoint_resumes_equal_to_an_uninterrupted_o
     killed_and_resumed_equals_straight(jax_config(copy_task), tmp_path, kill_at=10)
 
 
+@pytest.mark.slow
+def test_a_jax_run_stopped_by_ctrl_c_resumes_equal_to_an_uninterrupted_one(copy_task, tmp_path):
+    """Ctrl-C (SIGINT) saves the step it stopped at; the same command goes on from it."""
+    import signal
+
+    config = jax_config(copy_task)
+    killed_and_resumed_equals_straight(config, tmp_path, kill_at=10, signum=signal.SIGINT)
+
+
 def test_a_damaged_jax_checkpoint_is_skipped_for_the_one_before(jax_run, tmp_path, caplog):
     from training.callbacks import Budget
     from training.checkpoints import ArrayCheckpoints
