@@ -15,8 +15,9 @@ import dataclasses
 import logging
 import os
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Protocol
 
 from training.config import RunConfig
 from translator.errors import ConfigError
@@ -77,25 +78,35 @@ def resolved(config: RunConfig) -> RunConfig:
     return dataclasses.replace(config, train=dataclasses.replace(config.train, backend=backend))
 
 
+class Strategy(Protocol):
+    """What training reads of a distribution: a tf.distribute strategy, or `JaxStrategy`."""
+
+    @property
+    def num_replicas_in_sync(self) -> int: ...
+
+    def scope(self) -> AbstractContextManager: ...
+
+    def distribute_datasets_from_function(self, dataset_fn: Callable) -> Iterable: ...
+
+
 @dataclasses.dataclass(frozen=True)
 class Engine:
     """What training uses on one Keras backend."""
 
     # The Keras backend's name.
     name: str
-    # The distribution of a `train.strategy` name (a tf.distribute strategy, or an
-    # object with the same few members: `training.jax_engine.JaxStrategy`).
-    make_strategy: Callable[[str], Any]
+    # The distribution of a `train.strategy` name.
+    make_strategy: Callable[[str], Strategy]
     # Resolves `train.precision` ("auto" included) for the strategy and sets Keras'
     # dtype policy; returns the policy's name.
-    select_precision: Callable[[str, Any], str]
+    select_precision: Callable[[str, Strategy], str]
     # The Keras model whose `fit` trains a Transformer (`TranslationTrainer`'s API).
     trainer: type[keras.Model]
     # The run's checkpoint store (`training.checkpoints.Checkpoints`' API).
     checkpoints: type
     # The run config with what this backend's step needs of the input (static shapes
     # for XLA, batches that split over the devices), each change logged.
-    adapt: Callable[[RunConfig, Any], RunConfig]
+    adapt: Callable[[RunConfig, Strategy], RunConfig]
 
 
 def engine() -> Engine:

@@ -113,8 +113,9 @@ class ArrayCheckpoints:
     """`Checkpoints`' API over one NumPy file a checkpoint: what a JAX run keeps.
 
     `ckpt-N.npz` holds the model's weights, its dropout seed states, the optimizer's
-    variables and the `state` ones, by position, with their paths and shapes
-    checked on restore. A save writes a temporary file and renames it, so a process
+    variables and the `state` ones, by position (their paths beside them, for a reader:
+    a model's name may differ between processes), every count and shape checked on
+    restore. A save writes a temporary file and renames it, so a process
     killed at any moment leaves complete checkpoints only; one that does not read is
     skipped for the next older one, as with `Checkpoints`. The values are plain arrays,
     so any backend reads them (`average_checkpoints`).

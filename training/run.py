@@ -27,7 +27,7 @@ from typing import Any
 
 import keras
 
-from training.backend import engine, resolved
+from training.backend import Strategy, engine, resolved
 from training.callbacks import (
     BleuValidation,
     Budget,
@@ -302,7 +302,7 @@ def preview_plan(config: RunConfig, request: PlanRequest, run_dir: str | Path) -
     )
 
 
-def _on_backend(config: RunConfig) -> tuple[RunConfig, Any, str]:
+def _on_backend(config: RunConfig) -> tuple[RunConfig, Strategy, str]:
     """The config on this process' backend, its strategy and its precision policy.
 
     The strategy comes first: a multi-worker one must be made before TensorFlow starts.
@@ -406,7 +406,7 @@ class _Run:
     """What training builds before its first step."""
 
     run_dir: Path
-    strategy: Any
+    strategy: Strategy
     transformer: Transformer
     trainer: TranslationTrainer
     budget: Budget
