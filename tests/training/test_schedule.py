@@ -79,9 +79,12 @@ class FakeTraining:
         self.now = 0.0
         self.seconds_per_step = seconds_per_step
         self.rng = np.random.default_rng(seed)
+        iterations = tf.Variable(0, dtype=tf.int64)
         self.model = types.SimpleNamespace(
-            optimizer=types.SimpleNamespace(iterations=tf.Variable(0, dtype=tf.int64)),
+            optimizer=types.SimpleNamespace(iterations=iterations),
             stop_training=False,
+            updates_done=lambda: int(iterations.numpy()),  # `TranslationTrainer`'s API
+            sync_state=lambda: None,
         )
 
     def clock(self):
