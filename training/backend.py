@@ -93,8 +93,6 @@ class Strategy(Protocol):
 class Engine:
     """What training uses on one Keras backend."""
 
-    # The Keras backend's name.
-    name: str
     # The distribution of a `train.strategy` name.
     make_strategy: Callable[[str], Strategy]
     # Resolves `train.precision` ("auto" included) for the strategy and sets Keras'
@@ -118,7 +116,6 @@ def engine() -> Engine:
         from training.checkpoints import ArrayCheckpoints
 
         return Engine(
-            name="jax",
             make_strategy=jax_engine.make_strategy,
             select_precision=jax_engine.select_precision,
             trainer=jax_engine.JaxTranslationTrainer,
@@ -128,7 +125,6 @@ def engine() -> Engine:
     from training import checkpoints, strategy, trainer
 
     return Engine(
-        name="tensorflow",
         make_strategy=strategy.make_strategy,
         select_precision=strategy.select_precision,
         trainer=trainer.TranslationTrainer,

@@ -53,8 +53,6 @@ class JaxStrategy:
         if len(devices) > 1:
             self.distribution = keras.distribution.DataParallel(devices=devices)
         keras.distribution.set_distribution(self.distribution)
-        # What a report and the planner's machine signature read.
-        self.extended = _Extended([f"/device:{d.platform.upper()}:{d.id}" for d in devices])
 
     @property
     def num_replicas_in_sync(self) -> int:
@@ -66,11 +64,6 @@ class JaxStrategy:
     def distribute_datasets_from_function(self, dataset_fn) -> tf.data.Dataset:
         """The global batches: Keras splits each over the devices."""
         return dataset_fn(tf.distribute.InputContext())
-
-
-@dataclasses.dataclass(frozen=True)
-class _Extended:
-    worker_devices: list[str]
 
 
 def make_strategy(name: str) -> JaxStrategy:
