@@ -4,8 +4,10 @@ Debian's `chromium` and `chromium-driver` (tests/support/scripts/install_browser
 run by .ci/run) through Selenium: type sentences, press Translate, read the page.
 """
 
+import contextlib
 import os
 import shutil
+import warnings
 
 import pytest
 
@@ -17,6 +19,59 @@ from translator.io import one_line
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 # Where to keep the page's screenshot as well (the README's picture is made this way).
 SCREENSHOT_DIR = os.environ.get("TRANSLATOR_SCREENSHOT_DIR")
+# What chromedriver says when the browser, not the page, failed.
+BROWSER_LOST = ("renderer", "tab crashed", "chrome not reachable", "disconnected")
+
+
+class Browser:
+    """A headless Chromium that is started again, once, if it dies under the test.
+
+    The CI machine's Chromium has lost its renderer mid-run ("Unable to receive message
+    from renderer") with nothing wrong in the page: that is the browser's failure, not the
+    product's, so `open` starts a fresh browser and loads the page again, and says so. A
+    second loss, and every assertion, fails the test as before.
+    """
+
+    def __init__(self):
+        self.driver = self._start()
+        self.restarts = 0
+
+    @staticmethod
+    def _start():
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+
+        options = webdriver.ChromeOptions()
+        options.binary_location = CHROMIUM
+        # No GPU here: software rendering without the GPU process Debian's flags ask for.
+        for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                         "--disable-gpu", "--window-size=1000,760"):  # fmt: skip
+            options.add_argument(argument)
+        return webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+
+    def open(self, url: str):
+        """Loads `url`; the driver that holds it."""
+        from selenium.common.exceptions import InvalidSessionIdException, WebDriverException
+
+        try:
+            self.driver.get(url)
+        except (InvalidSessionIdException, WebDriverException) as error:
+            lost = isinstance(error, InvalidSessionIdException) or any(
+                sign in str(error) for sign in BROWSER_LOST
+            )
+            if self.restarts or not lost:
+                raise
+            self.restarts += 1
+            reason = one_line(str(error))[:120]
+            warnings.warn(f"Chromium lost its session ({reason}); restarted", stacklevel=2)
+            self.quit()
+            self.driver = self._start()
+            self.driver.get(url)
+        return self.driver
+
+    def quit(self):
+        with contextlib.suppress(Exception):  # a browser that died has nothing to close
+            self.driver.quit()
 
 
 @pytest.fixture(scope="module")
@@ -26,25 +81,17 @@ def browser():
         if os.environ.get("CI"):
             pytest.fail(message)  # CI installs them: a missing browser is a broken CI
         pytest.skip(message)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage"):
-        options.add_argument(argument)
-    options.add_argument("--window-size=1000,760")
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
-    yield driver
-    driver.quit()
+    held = Browser()
+    yield held
+    held.quit()
 
 
-def _translate_on_page(browser, url: str, lines: list[str], tag: str = "") -> list[dict]:
+def _translate_on_page(held: Browser, url: str, lines: list[str], tag: str = "") -> list[dict]:
     """Types `lines`, picks `tag`, presses Translate; what the page shows per sentence."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select, WebDriverWait
 
-    browser.get(url)
+    browser = held.open(url)
     source = browser.find_element(By.ID, "source")
     source.clear()
     source.send_keys("\n".join(lines))
@@ -79,6 +126,7 @@ def test_the_page_translates_as_translate_and_the_api_do(
     shown = _translate_on_page(browser, f"{server.url}/", lines)
     from selenium.webdriver.common.by import By
 
+    browser = browser.driver
     header = browser.find_element(By.ID, "model").text
     assert "model translator, version 1" in header and "the 3 best" in header
     status = browser.find_element(By.ID, "status").text
