@@ -186,9 +186,9 @@ def run(args: argparse.Namespace) -> int:
     from translator.constants import language_tag
     from translator.signatures import SERVING_SIGNATURE
 
-    tag = language_tag(args.target_lang) if args.target_lang else args.tag
     start = time.monotonic()
     model = ServedModel(args.name, args.model)
+    tag = language_tag(args.target_lang, tuple(model.tags)) if args.target_lang else args.tag
     if tag and model.tagged(SERVING_SIGNATURE) is None:
         raise CommandError(
             f"--tag {tag}: {model.path} has no tagged signatures (export a model whose "

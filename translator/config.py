@@ -13,9 +13,11 @@ from translator.config_base import DictConfig
 from translator.errors import ConfigError
 
 PositionEncoding = Literal["sinusoidal", "learned", "rotary"]
-Activation = Literal["relu", "gelu", "swiglu"]
+Activation = Literal["relu", "gelu", "swiglu", "swish", "gelu_sigmoid"]
+SinusoidLayout = Literal["interleaved", "halves"]
 POSITION_ENCODINGS: tuple[str, ...] = ("sinusoidal", "learned", "rotary")
-ACTIVATIONS: tuple[str, ...] = ("relu", "gelu", "swiglu")
+ACTIVATIONS: tuple[str, ...] = ("relu", "gelu", "swiglu", "swish", "gelu_sigmoid")
+SINUSOID_LAYOUTS: tuple[str, ...] = ("interleaved", "halves")
 # What a trained model decodes in (`Transformer.for_inference`, `--precision`): "model",
 # the compute dtype of its training policy, or "float32".
 PRECISIONS: tuple[str, ...] = ("model", "float32")
@@ -56,7 +58,9 @@ class TransformerConfig(DictConfig):
     num_heads: int = 8
     # Inner width of the position-wise feed-forward network (d_ff).
     ffn_dim: int = 2048
-    # Feed-forward activation: "relu" (the paper), "gelu", or "swiglu" (gated, Shazeer 2020).
+    # Feed-forward activation: "relu" (the paper), "gelu" (tanh approximation), "swiglu"
+    # (gated, Shazeer 2020), "swish" (x sigmoid(x)) or "gelu_sigmoid" (x sigmoid(1.702 x),
+    # what Marian calls gelu); the last two are for imported Marian models.
     activation: Activation = "relu"
     # Dropout on every sublayer output and on embeddings + positions (P_drop).
     dropout: float = 0.1
@@ -66,6 +70,12 @@ class TransformerConfig(DictConfig):
     activation_dropout: float = 0.0
     # "sinusoidal" (the paper), "learned" absolute positions, or "rotary" (RoPE, in attention).
     position_encoding: PositionEncoding = "sinusoidal"
+    # How the sinusoids fill the channels: "interleaved" (sin and cos of one frequency in
+    # each channel pair) or "halves" (all sines, then all cosines: Marian's layout).
+    sinusoid_layout: SinusoidLayout = "interleaved"
+    # LayerNorm on embeddings + positions before the first block, per side (Marian's
+    # `--transformer-postprocess-emb n`).
+    embedding_norm: bool = False
     # Longest sequence the learned position table covers (sinusoidal and rotary are unbounded).
     max_length: int = 1024
     # True: LayerNorm before each sublayer (stable without warmup tricks); False: after the
@@ -77,6 +87,8 @@ class TransformerConfig(DictConfig):
     share_embeddings: bool = True
     # Output projection = transposed target embedding (the paper's weight tying).
     tie_output_projection: bool = True
+    # A bias on the tied output projection (Marian's); an untied projection always has one.
+    output_bias: bool = False
 
     @property
     def position_limit(self) -> int | None:
@@ -105,6 +117,10 @@ class TransformerConfig(DictConfig):
             problems.append(
                 f"position_encoding must be one of {POSITION_ENCODINGS}, "
                 f"got {self.position_encoding!r}"
+            )
+        if self.sinusoid_layout not in SINUSOID_LAYOUTS:
+            problems.append(
+                f"sinusoid_layout must be one of {SINUSOID_LAYOUTS}, got {self.sinusoid_layout!r}"
             )
         if self.activation not in ACTIVATIONS:
             problems.append(f"activation must be one of {ACTIVATIONS}, got {self.activation!r}")

@@ -29,6 +29,11 @@ DEFAULT_BATCH_TOKENS = 4096
 DEFAULT_PARALLEL_BATCHES = 2
 
 
-def language_tag(language: str) -> str:
-    """The tag of a target language, `<2de>` for "de": what `--target-lang` stands for."""
-    return f"<2{language}>"
+def language_tag(language: str, tags: tuple[str, ...] = ()) -> str:
+    """The tag of a target language: what `--target-lang` stands for.
+
+    `<2de>` for "de", or Marian's `>>deu<<` for "deu" where the model's `tags` have it
+    (an imported multilingual OPUS-MT model).
+    """
+    marian = f">>{language}<<"
+    return marian if marian in tags else f"<2{language}>"

@@ -87,6 +87,8 @@ class Transformer(keras.Model):
         )
         self.source_positions = self._position_layer("source_positions")
         self.target_positions = self._position_layer("target_positions")
+        self.source_embedding_norm = self._embedding_norm("source_embedding_norm")
+        self.target_embedding_norm = self._embedding_norm("target_embedding_norm")
         self.embedding_dropout = FastDropout(config.dropout, dtype=policy, name="embedding_dropout")
         block_args = dict(
             num_heads=config.num_heads,
@@ -108,6 +110,7 @@ class Transformer(keras.Model):
             DecoderBlock(**block_args, name=f"decoder_block_{i}")
             for i in range(config.num_decoder_layers)
         ]
+        self.output_bias = None  # a tied projection's bias, made in `build`
         # Pre-norm leaves the residual stream unnormalized: normalize once at the end.
         self.encoder_norm = self._final_norm("encoder_norm")
         self.decoder_norm = self._final_norm("decoder_norm")
@@ -123,12 +126,19 @@ class Transformer(keras.Model):
         """The additive position layer of the config, or None for rotary (in attention)."""
         encoding = self.config.position_encoding
         if encoding == "sinusoidal":
-            return SinusoidalPositionEncoding(dtype=self.dtype_policy, name=name)
+            return SinusoidalPositionEncoding(
+                layout=self.config.sinusoid_layout, dtype=self.dtype_policy, name=name
+            )
         if encoding == "learned":
             return LearnedPositionEmbedding(
                 self.config.max_length, dtype=self.dtype_policy, name=name
             )
         return None
+
+    def _embedding_norm(self, name: str):
+        if not self.config.embedding_norm:
+            return None
+        return LayerNorm(epsilon=self.config.layer_norm_epsilon, dtype=self.dtype_policy, name=name)
 
     def _final_norm(self, name: str):
         if not self.config.norm_first:
@@ -154,11 +164,27 @@ class Transformer(keras.Model):
             block.build(hidden_shape)
         for block in self.decoder_blocks:
             block.build(hidden_shape, hidden_shape)
-        for norm in (self.encoder_norm, self.decoder_norm):
+        for norm in (
+            self.encoder_norm,
+            self.decoder_norm,
+            self.source_embedding_norm,
+            self.target_embedding_norm,
+        ):
             if norm is not None:
                 norm.build(hidden_shape)
         if self.output_projection is not None:
             self.output_projection.build(hidden_shape)
+        # A tied projection's bias (an untied one holds its own): float32, as the logits.
+        self.output_bias = (
+            self.add_weight(
+                name="output_bias",
+                shape=(self.config.target_vocab_size,),
+                initializer="zeros",
+                dtype="float32",
+            )
+            if self.config.output_bias and self.output_projection is None
+            else None
+        )
         self.built = True
 
     # ---- The full, teacher-forced pass --------------------------------------------------
@@ -196,9 +222,7 @@ class Transformer(keras.Model):
             or `[tokens, d_model]` with a `layout`.
         """
         mask = padding_mask(source_ids)  # [batch, 1, source_length]
-        x = self._embed(
-            self.source_embedding, self.source_positions, source_ids, 0, training, layout
-        )
+        x = self._embed(self._source_side, source_ids, 0, training, layout)
         for block in self.encoder_blocks:
             x = block(x, attention_mask=mask, training=training, layout=layout)
         return x if self.encoder_norm is None else self.encoder_norm(x, training=training)
@@ -241,9 +265,7 @@ class Transformer(keras.Model):
         length = ops.shape(target_ids)[1]
         self_mask = ops.logical_and(causal_mask(length), padding_mask(target_ids))  # [b, t, t]
         cross_mask = padding_mask(source_ids)  # [batch, 1, source_length]
-        x = self._embed(
-            self.target_embedding, self.target_positions, target_ids, 0, training, layout
-        )
+        x = self._embed(self._target_side, target_ids, 0, training, layout)
         for block in self.decoder_blocks:
             x = block(
                 x,
@@ -267,10 +289,22 @@ class Transformer(keras.Model):
         """
         return None if self.config.position_encoding == "rotary" else kernels.packed_layout(ids)
 
-    def _embed(self, embedding, positions, ids, start_index, training, layout=None):
+    @property
+    def _source_side(self):
+        return self.source_embedding, self.source_positions, self.source_embedding_norm
+
+    @property
+    def _target_side(self):
+        return self.target_embedding, self.target_positions, self.target_embedding_norm
+
+    def _embed(self, side, ids, start_index, training, layout=None):
+        """Tokens -> embeddings + positions (-> LayerNorm) -> dropout, for one side."""
+        embedding, positions, norm = side
         x = embedding(ids)  # [batch, length, d_model]
         if positions is not None:
             x = positions(x, start_index=start_index)
+        if norm is not None:
+            x = norm(x, training=training)
         if layout is not None:  # packed before the dropout, which then skips the padding
             x = layout.pack(x)  # [tokens, d_model]
         return self.embedding_dropout(x, training=training)
@@ -287,9 +321,10 @@ class Transformer(keras.Model):
         """
         if self.decoder_norm is not None:
             hidden = self.decoder_norm(hidden, training=training)
-        if self.output_projection is None:
-            return self.target_embedding.project(hidden)  # [batch, length, vocab]
-        return ops.cast(self.output_projection(hidden), "float32")
+        if self.output_projection is not None:
+            return ops.cast(self.output_projection(hidden), "float32")
+        logits = self.target_embedding.project(hidden)  # [batch, length, vocab]
+        return logits if self.output_bias is None else logits + self.output_bias
 
     # ---- Incremental decoding, for search ------------------------------------------------
 
@@ -336,9 +371,7 @@ class Transformer(keras.Model):
             max_length = ops.shape(cache.self_attention[0][0])[2]  # keys [b, heads, T, hd]
             self_mask = cache_mask(index, max_length)  # [1, 1, max_length]
         cross_mask = ops.expand_dims(cache.source_mask, axis=1)  # [sources, 1, source_length]
-        x = self._embed(
-            self.target_embedding, self.target_positions, token_ids[:, None], index, False
-        )  # [batch, 1, d_model]
+        x = self._embed(self._target_side, token_ids[:, None], index, False)  # [batch, 1, d]
         new_self_attention = []
         for block, self_kv, cross_kv in zip(
             self.decoder_blocks, cache.self_attention, cache.cross_attention, strict=True
@@ -407,11 +440,14 @@ class Transformer(keras.Model):
                     self._own_target_embedding,
                     self.source_positions,
                     self.target_positions,
+                    self.source_embedding_norm,
+                    self.target_embedding_norm,
                 ]
             ),
             "encoder": count([*self.encoder_blocks, self.encoder_norm]),
             "decoder": count([*self.decoder_blocks, self.decoder_norm]),
-            "output_projection": count([self.output_projection]),
+            "output_projection": count([self.output_projection])
+            + (0 if self.output_bias is None else self.config.target_vocab_size),
         }
 
     def get_config(self):

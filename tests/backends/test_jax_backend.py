@@ -33,6 +33,18 @@ SEARCHES = {
     "beam4": {"beam_size": 4, "n_best": 2, "length_penalty": 0.6},
 }
 STEPS = 25
+# The architectures compared: ours by default, and the options an imported Marian model
+# brings (post-norm, Swish, sines then cosines, embedding LayerNorm, tied output bias).
+ARCHITECTURES = {
+    "default": {},
+    "marian": {
+        "norm_first": False,
+        "activation": "swish",
+        "sinusoid_layout": "halves",
+        "embedding_norm": True,
+        "output_bias": True,
+    },
+}
 
 
 def _copy_task(rng, rows: int):
@@ -46,13 +58,19 @@ def _copy_task(rng, rows: int):
     return source, target, source.copy()  # labels: the source itself, EOS included
 
 
-@pytest.fixture(scope="module")
-def exchanged(tmp_path_factory):
+@pytest.fixture(scope="module", params=sorted(ARCHITECTURES))
+def exchanged(request, tmp_path_factory):
     """TensorFlow's outputs and the JAX worker's, for one trained tiny model."""
     directory = tmp_path_factory.mktemp("jax")
     keras.utils.set_random_seed(1)
     config = TransformerConfig.preset(
-        "tiny", vocab_size=VOCAB, d_model=32, ffn_dim=64, num_heads=4, dropout=0.0
+        "tiny",
+        vocab_size=VOCAB,
+        d_model=32,
+        ffn_dim=64,
+        num_heads=4,
+        dropout=0.0,
+        **ARCHITECTURES[request.param],
     )
     model = Transformer(config)
     trainer = TranslationTrainer(model, label_smoothing=0.1)

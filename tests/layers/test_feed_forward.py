@@ -7,7 +7,7 @@ from translator.layers import FeedForward
 RNG = np.random.default_rng(2)
 
 
-@pytest.mark.parametrize("activation", ["relu", "gelu", "swiglu"])
+@pytest.mark.parametrize("activation", ["relu", "gelu", "swiglu", "swish", "gelu_sigmoid"])
 def test_contract(tmp_path, activation):
     run_layer_test(
         FeedForward,
@@ -27,6 +27,22 @@ def test_relu_is_the_paper_formula_and_position_wise():
     np.testing.assert_allclose(output, np.maximum(x @ w1 + b1, 0) @ w2 + b2, atol=1e-5)
     permuted = np.asarray(layer(x[:, ::-1]))
     np.testing.assert_allclose(permuted, output[:, ::-1], atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "activation, formula",
+    [
+        ("swish", lambda h: h / (1 + np.exp(-h))),
+        ("gelu_sigmoid", lambda h: h / (1 + np.exp(-1.702 * h))),  # Marian's gelu
+    ],
+)
+def test_marians_activations_are_their_formulas(activation, formula):
+    layer = FeedForward(hidden_dim=12, activation=activation)
+    x = RNG.standard_normal((2, 5, 8)).astype("float32")
+    output = np.asarray(layer(x))
+    w1, b1 = np.asarray(layer.inner_dense.kernel), np.asarray(layer.inner_dense.bias)
+    w2, b2 = np.asarray(layer.outer_dense.kernel), np.asarray(layer.outer_dense.bias)
+    np.testing.assert_allclose(output, formula(x @ w1 + b1) @ w2 + b2, atol=1e-5)
 
 
 def test_swiglu_has_a_gate_and_relu_has_none():

@@ -28,6 +28,17 @@ def test_sinusoidal_matches_paper_formula():
     np.testing.assert_allclose(table[:, 1::2], np.cos(angle), atol=1e-5)
 
 
+def test_sinusoidal_halves_are_marians_table_as_ctranslate2_builds_it():
+    marian = pytest.importorskip("ctranslate2.converters.marian")
+    table = np.asarray(SinusoidalPositionEncoding(layout="halves").encoding(300, 16))
+    expected = marian._make_sinusoidal_position_encodings(16, num_positions=300)
+    np.testing.assert_allclose(table, expected, atol=2e-4)  # float32 angles up to 300
+    interleaved = np.asarray(SinusoidalPositionEncoding().encoding(300, 16))
+    np.testing.assert_array_equal(
+        table, np.concatenate([interleaved[:, 0::2], interleaved[:, 1::2]], 1)
+    )
+
+
 @pytest.mark.parametrize("k", [1, 3, 17])
 def test_sinusoidal_offset_is_a_fixed_rotation(k):
     """PE(pos + k) = M_k PE(pos) for every pos, M_k a block-diagonal rotation (section 3.5)."""

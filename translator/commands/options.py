@@ -17,6 +17,7 @@ from translator.engines.base import (
     SEARCH_CACHE_ENTRIES,
     InferenceOptions,
 )
+from translator.errors import TranslatorError
 from translator.evaluation.scoring import DEFAULT_BOOTSTRAP_SAMPLES
 from translator.search.config import LENGTH_PENALTY_FORMS, SearchConfig
 
@@ -209,13 +210,28 @@ def add_tag_options(parser: argparse.ArgumentParser) -> None:
     choice.add_argument(
         "--target-lang",
         metavar="XX",
-        help="translate into language XX with a multilingual model: the same as --tag <2XX>",
+        help="translate into language XX with a multilingual model: the same as --tag <2XX> "
+        "(or --tag >>XX<< for an imported OPUS-MT model)",
     )
 
 
 def tag_of(args: argparse.Namespace) -> str:
-    """The tag --tag or --target-lang gives ("" for none)."""
-    return language_tag(args.target_lang) if args.target_lang else args.tag
+    """The tag --tag or --target-lang gives ("" for none), in the form `args.model` uses."""
+    if not args.target_lang:
+        return args.tag
+    return language_tag(args.target_lang, _model_tags(getattr(args, "model", None)))
+
+
+def _model_tags(path: str | None) -> tuple[str, ...]:
+    """The tags of a model directory's vocabulary, read without TensorFlow; () if none."""
+    from translator.artifacts import VOCAB_DIR, resolve_model_dir
+    from translator.pipelines.vocab import METADATA_FILE, VocabularyMetadata
+
+    try:
+        vocab = resolve_model_dir(path) / VOCAB_DIR / METADATA_FILE
+        return VocabularyMetadata.from_json(vocab.read_text("utf-8")).tags
+    except (TypeError, OSError, TranslatorError):
+        return ()  # not a model directory: the command's own loading says why
 
 
 def add_batching_options(parser: argparse.ArgumentParser) -> None:

@@ -29,7 +29,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # Our feed-forward activations as CTranslate2's (`common_spec.Activation` names) and
 # whether the unit is gated. Keras' gelu is the tanh approximation.
-ACTIVATIONS = {"relu": ("RELU", False), "gelu": ("GELUTanh", False), "swiglu": ("SWISH", True)}
+ACTIVATIONS = {
+    "relu": ("RELU", False),
+    "gelu": ("GELUTanh", False),
+    "swiglu": ("SWISH", True),
+    "swish": ("SWISH", False),
+    "gelu_sigmoid": ("GELUSigmoid", False),
+}
 # Position encodings the converter writes (RoPE as non-interleaved halves, our layout).
 POSITION_ENCODINGS = ("sinusoidal", "learned", "rotary")
 
@@ -111,6 +117,7 @@ def transformer_spec(model: Transformer, vocabulary: Vocabulary) -> TransformerS
         pre_norm=config.norm_first,
         activation=getattr(common_spec.Activation, activation),
         ffn_glu=glu,
+        layernorm_embedding=config.embedding_norm,
     )
     if config.position_encoding == "rotary":  # all of each head, halves rotated together
         rotary = model.encoder_blocks[0].self_attention.rotary
@@ -132,8 +139,13 @@ def transformer_spec(model: Transformer, vocabulary: Vocabulary) -> TransformerS
     if config.norm_first:
         _set_norm(encoder.layer_norm, model.encoder_norm)
         _set_norm(decoder.layer_norm, model.decoder_norm)
+    if config.embedding_norm:
+        _set_norm(encoder.layernorm_embedding, model.source_embedding_norm)
+        _set_norm(decoder.layernorm_embedding, model.target_embedding_norm)
     if model.output_projection is None:  # tied: CTranslate2 stores the shared array once
         decoder.projection.weight = decoder.embeddings.weight
+        if model.output_bias is not None:
+            decoder.projection.bias = _array(model.output_bias)
     else:
         _set_linear(decoder.projection, model.output_projection)
 

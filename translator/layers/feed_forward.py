@@ -5,10 +5,12 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from translator.config import ACTIVATIONS
 from translator.layers.dropout import FastDropout
 from translator.layers.initializers import clone_initializer
 
-ACTIVATIONS = ("relu", "gelu", "swiglu")
+# Marian's "gelu": x sigmoid(1.702 x), the sigmoid approximation (Hendrycks & Gimpel 2016).
+GELU_SIGMOID_SLOPE = 1.702
 
 
 @keras.saving.register_keras_serializable(package="translator")
@@ -17,8 +19,9 @@ class FeedForward(keras.layers.Layer):
 
     Args:
         hidden_dim: Inner width (d_ff).
-        activation: "relu" (the paper), "gelu", or "swiglu": W2 (silu(Wg x) * W1 x), the
-            gated unit of Shazeer (2020), which adds the gate projection Wg.
+        activation: "relu" (the paper), "gelu" (tanh approximation), "swiglu": W2
+            (silu(Wg x) * W1 x), the gated unit of Shazeer (2020), which adds the gate
+            projection Wg; "swish" (silu) or "gelu_sigmoid" (x sigmoid(1.702 x)).
         dropout: Dropout rate after the activation.
         use_bias: Biases on the projections.
         kernel_initializer: Initializer of the kernels.
@@ -76,6 +79,8 @@ class FeedForward(keras.layers.Layer):
             "relu": lambda x: ops.relu(self.inner_dense(x)),
             "gelu": lambda x: ops.gelu(self.inner_dense(x)),
             "swiglu": lambda x: ops.silu(self.gate_dense(x)) * self.inner_dense(x),
+            "swish": lambda x: ops.silu(self.inner_dense(x)),
+            "gelu_sigmoid": lambda x: _gelu_sigmoid(self.inner_dense(x)),
         }[self.activation]
         self.built = True
 
@@ -99,3 +104,7 @@ class FeedForward(keras.layers.Layer):
             }
         )
         return config
+
+
+def _gelu_sigmoid(x):
+    return x * ops.sigmoid(ops.cast(GELU_SIGMOID_SLOPE, x.dtype) * x)

@@ -15,6 +15,8 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
 
     Args:
         max_wavelength: w above (the paper uses 10000).
+        layout: "interleaved" (as above) or "halves": the same sines in channels
+            0 .. d/2 - 1 and cosines in d/2 .. d - 1 (Marian's layout).
         **kwargs: Standard `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -25,9 +27,12 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
         `inputs + PE[start_index : start_index + length]`, `[batch, length, d_model]`.
     """
 
-    def __init__(self, max_wavelength: float = 10000.0, **kwargs):
+    def __init__(self, max_wavelength: float = 10000.0, layout: str = "interleaved", **kwargs):
         super().__init__(**kwargs)
+        if layout not in ("interleaved", "halves"):
+            raise ValueError(f"layout must be 'interleaved' or 'halves', got {layout!r}")
         self.max_wavelength = max_wavelength
+        self.layout = layout
         self.built = True
 
     def encoding(self, length, d_model: int, start_index=0):
@@ -35,6 +40,8 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
         positions = ops.cast(ops.arange(length) + start_index, "float32")  # [length]
         exponents = ops.arange(0, d_model, 2, dtype="float32") / d_model  # [d_model / 2]
         angles = positions[:, None] / ops.power(self.max_wavelength, exponents)[None, :]
+        if self.layout == "halves":
+            return ops.concatenate([ops.sin(angles), ops.cos(angles)], axis=-1)  # [len, d]
         # Interleave so channel 2i is sin and 2i+1 is cos of the same angle.
         table = ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1)  # [length, d/2, 2]
         return ops.reshape(table, (length, d_model))  # [length, d_model]
@@ -49,5 +56,5 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"max_wavelength": self.max_wavelength})
+        config.update({"max_wavelength": self.max_wavelength, "layout": self.layout})
         return config

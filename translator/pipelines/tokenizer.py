@@ -11,6 +11,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import sentencepiece as spm
 import tensorflow as tf
 import tensorflow_text as tf_text
@@ -46,12 +47,22 @@ class SentencePieceTokenizer(tf.Module):
     Args:
         model_proto: The serialized SentencePiece model (the bytes of a `.model` file).
         name: Name of the `tf.Module`.
+        unknown_ids: Ids that tokenizing gives as UNK_ID: pieces the model splits text
+            into but the network has no row for (an imported Marian model's vocabulary
+            lacks some; Marian reads them as `<unk>`). Empty for models trained here.
     """
 
-    def __init__(self, model_proto: bytes, name: str | None = None) -> None:
+    def __init__(
+        self, model_proto: bytes, name: str | None = None, unknown_ids: Sequence[int] = ()
+    ) -> None:
         super().__init__(name=name)
         self._model_proto = bytes(model_proto)
         self._processor = spm.SentencePieceProcessor(model_proto=self._model_proto)
+        self.unknown_ids = tuple(sorted({int(i) for i in unknown_ids}))
+        remap = np.arange(self._processor.get_piece_size(), dtype=np.int32)
+        remap[list(self.unknown_ids)] = UNK_ID
+        # id -> id, UNK_ID for `unknown_ids`; None when there are none (no extra op).
+        self._remap = remap if self.unknown_ids else None
         # No BOS/EOS here: tokenize() returns the pieces only; the dataset adds specials.
         self._tokenizer = tf_text.SentencepieceTokenizer(
             model=self._model_proto, out_type=tf.int32, add_bos=False, add_eos=False
@@ -106,7 +117,10 @@ class SentencePieceTokenizer(tf.Module):
             int32 RaggedTensor `[batch, (pieces)]`, without BOS or EOS.
         """
         texts = tf.convert_to_tensor(texts, dtype=tf.string)  # [batch]
-        return self._tokenizer.tokenize(texts)  # [batch, (pieces)] int32
+        ids = self._tokenizer.tokenize(texts)  # [batch, (pieces)] int32
+        if self._remap is None:
+            return ids
+        return tf.ragged.map_flat_values(lambda flat: tf.gather(self._remap, flat), ids)
 
     def detokenize(self, ids: tf.Tensor | tf.RaggedTensor) -> tf.Tensor:
         """Turns ids back into text in-graph, stopping at the first EOS.
@@ -130,7 +144,10 @@ class SentencePieceTokenizer(tf.Module):
 
     def encode(self, texts: Sequence[str]) -> list[list[int]]:
         """Tokenizes from Python with the `sentencepiece` package (same ids as `tokenize`)."""
-        return self._processor.encode(list(texts), out_type=int)
+        rows = self._processor.encode(list(texts), out_type=int)
+        if self._remap is None:
+            return rows
+        return [[int(self._remap[i]) for i in row] for row in rows]
 
     def decode(self, ids: Sequence[Sequence[int]]) -> list[str]:
         """Python counterpart of `detokenize`: stops at EOS, drops PAD and BOS."""
@@ -234,7 +251,8 @@ def load_vocabulary(directory: str | os.PathLike[str]) -> Vocabulary:
                 "the model file was changed after the vocabulary was built"
             )
         try:
-            tokenizer = SentencePieceTokenizer(proto, name=f"{role}_tokenizer")
+            unknown = metadata.unknown_ids.get("target" if role == "target" else "source", ())
+            tokenizer = SentencePieceTokenizer(proto, name=f"{role}_tokenizer", unknown_ids=unknown)
             size = tokenizer.vocab_size
         except Exception as error:
             raise VocabularyError(f"{path}: not a SentencePiece model ({error})") from error

@@ -264,6 +264,9 @@ class VocabularyMetadata:
     target_sha256: str
     # The training settings and inputs (for the record; not needed to load).
     training: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # Per side ("source", "target"), ids that tokenizing gives as UNK: pieces an imported
+    # model's network has no row for (`SentencePieceTokenizer`). Empty when trained here.
+    unknown_ids: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
 
     @property
     def tags(self) -> tuple[str, ...]:
@@ -284,6 +287,8 @@ class VocabularyMetadata:
             },
             "training": self.training,
         }
+        if any(self.unknown_ids.values()):
+            data["read_as_unknown"] = {side: list(ids) for side, ids in self.unknown_ids.items()}
         return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
     @classmethod
@@ -308,6 +313,10 @@ class VocabularyMetadata:
                 source_sha256=data["models"]["source"]["sha256"],
                 target_sha256=data["models"]["target"]["sha256"],
                 training=dict(data.get("training", {})),
+                unknown_ids={
+                    side: tuple(int(i) for i in ids)
+                    for side, ids in data.get("read_as_unknown", {}).items()
+                },
             )
         except (ValueError, KeyError, TypeError, AttributeError) as error:
             if isinstance(error, VocabularyError):
@@ -471,6 +480,57 @@ def _write_models(out: Path, models: dict[str, bytes]) -> None:
     for stem, proto in models.items():
         write_atomic(out / f"{stem}.model", proto)
         write_atomic(out / f"{stem}.vocab", _vocab_listing(proto))
+
+
+def write_vocabulary(
+    out: str | os.PathLike[str],
+    models: dict[str, bytes],
+    training: dict[str, Any],
+    unknown_ids: dict[str, tuple[int, ...]] | None = None,
+) -> VocabularyMetadata:
+    """Writes a vocabulary directory of SentencePiece models made elsewhere (an import).
+
+    Args:
+        out: The directory to write.
+        models: `{"spm": model}` (joint) or `{"source": ..., "target": ...}`, each with our
+            special ids and the same size.
+        training: What made them, for the record (`user_symbols`: the tags).
+        unknown_ids: `VocabularyMetadata.unknown_ids`.
+
+    Returns:
+        The metadata written to `out/vocab.json`.
+    """
+    import sentencepiece as spm
+
+    sizes = {
+        spm.SentencePieceProcessor(model_proto=proto).get_piece_size() for proto in models.values()
+    }
+    if len(sizes) != 1:
+        raise VocabularyError(f"the models of one vocabulary differ in size: {sorted(sizes)}")
+    joint = "spm" in models
+    source, target = ("spm", "spm") if joint else ("source", "target")
+    metadata = VocabularyMetadata(
+        model_type=_proto_model_type(models[source]),
+        vocab_size=sizes.pop(),
+        joint=joint,
+        source_model=f"{source}.model",
+        target_model=f"{target}.model",
+        source_sha256=sha256_bytes(models[source]),
+        target_sha256=sha256_bytes(models[target]),
+        training={**training, "sentencepiece_version": spm.__version__},
+        unknown_ids=dict(unknown_ids or {}),
+    )
+    _write_models(Path(out), models)
+    write_atomic(Path(out) / METADATA_FILE, metadata.to_json())
+    return metadata
+
+
+def _proto_model_type(proto: bytes) -> str:
+    from sentencepiece import sentencepiece_model_pb2
+
+    parsed = sentencepiece_model_pb2.ModelProto()
+    parsed.ParseFromString(proto)
+    return {1: "unigram", 2: "bpe"}.get(parsed.trainer_spec.model_type, "other")
 
 
 def _metadata(
