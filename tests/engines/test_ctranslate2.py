@@ -157,6 +157,18 @@ ARCHITECTURES = {
         "share_embeddings": False,
         "layer_norm_epsilon": 0.01,  # far from CTranslate2's default, so it must be set
     },
+    # What an imported Marian model brings (translator/marian).
+    "Marian's: Swish, sines then cosines, embedding norm, output bias": {
+        "norm_first": False,
+        "activation": "swish",
+        "sinusoid_layout": "halves",
+        "embedding_norm": True,
+        "output_bias": True,
+    },
+    "Marian's GELU (sigmoid form), untied with its bias": {
+        "activation": "gelu_sigmoid",
+        "tie_output_projection": False,
+    },
 }
 
 
@@ -181,6 +193,8 @@ def test_converted_model_scores_like_ours(trained, tmp_path, name):
     model.build()
     for weight in model.weights:  # sharper attention and logits than at initialization, so
         weight.assign(weight * 2.0)  # that a wrong layout cannot hide in near-uniform weights
+    if model.output_bias is not None:  # zeros at initialization: make a wrong one show
+        model.output_bias.assign(np.random.default_rng(1).normal(0, 1, model.output_bias.shape))
     export = export_ctranslate2(TrainedModel.of(model, vocabulary, {}, tmp_path), tmp_path / "ct2")
 
     rng = np.random.default_rng(0)
@@ -217,6 +231,10 @@ def test_every_configurable_value_converts_and_is_checked_equal():
     assert {f["activation"] for f in fields} == set(config.ACTIVATIONS)
     assert {f["position_encoding"] for f in fields} == set(config.POSITION_ENCODINGS)
     assert {f["norm_first"] for f in fields} == {True, False}
+    assert {f["sinusoid_layout"] for f in fields} == set(config.SINUSOID_LAYOUTS)
+    assert (
+        {f["embedding_norm"] for f in fields} == {f["output_bias"] for f in fields} == {True, False}
+    )
 
 
 def _tiny_defaults() -> dict:

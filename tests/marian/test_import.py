@@ -327,3 +327,27 @@ def test_the_command_imports_and_translate_takes_the_target_language(
         assert lines == expected.translate(sources[:8])
     assert main(["import", "marian", str(tmp_path / "nothing"), "--out", str(tmp_path / "x")]) == 2
     assert "nothing: neither a model directory nor a zip file" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_savedmodel_of_an_import_translates_as_translate(
+    tmp_path, sentencepiece_models, sources, capsys
+):
+    """`translator export` of an imported model, reloaded: the same texts as `translate`."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
+
+    from translator.cli import main
+
+    marian = write_marian_model(tmp_path / "marian", VARIANTS[0], *sentencepiece_models)
+    model = tmp_path / "model"
+    assert main(["import", "marian", str(marian), "--out", str(model)]) == 0
+    assert main(["export", "--model", str(model), "--out", str(tmp_path / "export")]) == 0
+    (tmp_path / "in.txt").write_text("\n".join(sources[:10]) + "\n")
+    capsys.readouterr()
+    command = ["translate", "--model", str(model), "--input", str(tmp_path / "in.txt")]
+    assert main([*command, "--beam-size", "4", "--length-penalty", "0.6"]) == 0
+    expected = capsys.readouterr().out.splitlines()
+    loaded = tf.saved_model.load(str(tmp_path / "export" / "1"))
+    out = loaded.signatures["serving_default"](tf.constant(sources[:10]))
+    assert [t.decode() for t in out["translations"].numpy()] == expected
