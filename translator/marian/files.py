@@ -303,7 +303,7 @@ def _json_vocabulary(source: _Source, name: str) -> list[str]:
     mapping = json.loads(source.read(name, "a vocabulary"))
     pieces: list[str | None] = [None] * len(mapping)
     for piece, index in mapping.items():
-        if not isinstance(index, int) or not 0 <= index < len(pieces) or pieces[index]:
+        if not isinstance(index, int) or not 0 <= index < len(pieces) or pieces[index] is not None:
             raise MarianImportError(f"{name}: id {index!r} of {piece!r} is out of place")
         pieces[index] = piece
     return pieces  # type: ignore[return-value]
