@@ -501,6 +501,8 @@ class BleuValidation(keras.callbacks.Callback):
         patience: Early-stopping patience in validations; 0 disables it.
         nan_guard: Validation is skipped once the loss went NaN.
         interrupt: ... and once Ctrl-C stopped training.
+        validate_first: Also validate before the first update (fine-tuning: the score of
+            the model it starts from, which then counts as a best like any other).
     """
 
     def __init__(
@@ -512,8 +514,10 @@ class BleuValidation(keras.callbacks.Callback):
         patience: int,
         nan_guard: NanGuard,
         interrupt: Interrupt | None = None,
+        validate_first: bool = False,
     ):
         super().__init__()
+        self.validate_first = validate_first
         self.translate = translate
         self.sources = list(sources)
         self.references = list(references)
@@ -526,6 +530,10 @@ class BleuValidation(keras.callbacks.Callback):
         self.since_best = 0
         self.history: list[tuple[int, float]] = []
         self.stopped_early = False
+
+    def on_train_begin(self, logs=None):
+        if self.validate_first and _step(self.model) == 0:
+            self.on_epoch_end(-1)
 
     def on_epoch_end(self, epoch, logs=None):
         if self.nan_guard.failed_step is not None:

@@ -102,6 +102,16 @@ REFERENCE_WARMUP_UPDATES = 80
 VALIDATE_ONCE_UNDER_SECONDS = 20 * 60
 # Validations in a longer run.
 VALIDATIONS_PER_RUN = 8
+# Fine-tuning a trained model (`--init-from`) continues a converged network on new data:
+# a tenth of the from-scratch peak rate (continued training for domain adaptation uses a
+# rate near the end of the original schedule, not its peak: Luong & Manning 2015, Chu &
+# Wang 2018), the shortest warmup (Adam's moments start afresh), no less dropout than
+# pretraining's usual 0.1, and validations through the run, the model's own score first,
+# so that a fine-tuning that only hurts keeps the model it started from.
+FINE_TUNING_LEARNING_RATE_SCALE = 0.1
+FINE_TUNING_WARMUP_FRACTION = 0.05
+FINE_TUNING_MIN_DROPOUT = 0.1
+FINE_TUNING_VALIDATIONS = 4
 # Characters per piece of an 8,000-piece vocabulary (for a piece count before one exists).
 CHARACTERS_PER_PIECE = 4.0
 
@@ -233,6 +243,8 @@ class Given:
     warmup_fraction: float | None = None
     label_smoothing: float | None = None
     eval_every_steps: int | None = None
+    # Fine-tuning a trained model (`--init-from`): the fine-tuning rules apply.
+    fine_tuning: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -501,6 +513,16 @@ def choose_eval_every(budget: Budget, updates: int) -> int:
     return max(100, round(updates / VALIDATIONS_PER_RUN / 100) * 100)
 
 
+def choose_fine_tuning_eval_every(budget: Budget, updates: int) -> int:
+    """Updates between a fine-tuning run's validations: `FINE_TUNING_VALIDATIONS` at least.
+
+    Whatever the budget (and once before the first update): small in-domain corpora
+    overfit fast, and the best validated model is the one kept.
+    """
+    regular = choose_eval_every(budget, updates) or updates  # 0: once, at the end
+    return max(1, min(regular, updates // FINE_TUNING_VALIDATIONS))
+
+
 def choose_vocab_size(characters: int) -> int:
     """A joint vocabulary: 8,000 pieces at Multi30k's size, growing as characters ** 0.4.
 
@@ -559,6 +581,8 @@ def _training_choices(
     given: Given, budget: Budget, epochs: float, width: int, updates: int
 ) -> tuple[Choice, ...]:
     """What follows from the epochs, the width and the updates the budget buys."""
+    if given.fine_tuning:
+        return _fine_tuning_choices(given, budget, epochs, width, updates)
     warmup = warmup_updates(width)
     return (
         _choice(
@@ -590,6 +614,50 @@ def _training_choices(
             given.eval_every_steps,
             choose_eval_every(budget, updates),
             "validate once at the end under 20 minutes, else about 8 times",
+        ),
+    )
+
+
+def _fine_tuning_choices(
+    given: Given, budget: Budget, epochs: float, width: int, updates: int
+) -> tuple[Choice, ...]:
+    """`_training_choices` for continuing a trained model (`FINE_TUNING_*`)."""
+    scratch = choose_learning_rate(width)
+    rate = float(f"{scratch * FINE_TUNING_LEARNING_RATE_SCALE:.2g}")
+    dropout = max(choose_dropout(epochs), FINE_TUNING_MIN_DROPOUT)
+    return (
+        _choice(
+            DROPOUT,
+            given.dropout,
+            dropout,
+            f"fine-tuning, {epochs:,.1f} epochs: the epochs rule, at least "
+            f"{FINE_TUNING_MIN_DROPOUT} (pretraining's usual rate)",
+        ),
+        _choice(
+            PEAK_LEARNING_RATE,
+            given.peak_learning_rate,
+            rate,
+            f"fine-tuning: {FINE_TUNING_LEARNING_RATE_SCALE} x the from-scratch {scratch} "
+            "(a converged model continues near the end of its schedule)",
+        ),
+        _choice(
+            WARMUP_FRACTION,
+            given.warmup_fraction,
+            FINE_TUNING_WARMUP_FRACTION,
+            "fine-tuning: the shortest warmup (only Adam's moments start afresh)",
+        ),
+        _choice(
+            LABEL_SMOOTHING,
+            given.label_smoothing,
+            0.1,
+            "the paper's value (the trials do not vary it)",
+        ),
+        _choice(
+            EVAL_EVERY_STEPS,
+            given.eval_every_steps,
+            choose_fine_tuning_eval_every(budget, updates),
+            f"fine-tuning: the model's own score first, then at least "
+            f"{FINE_TUNING_VALIDATIONS} validations; the best model is kept",
         ),
     )
 

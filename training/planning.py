@@ -125,6 +125,7 @@ def given_settings(config: RunConfig, keys: frozenset[str], vocab_sizes: tuple[i
         warmup_fraction=value(WARMUP_FRACTION, lambda: config.optimizer.warmup_fraction),
         label_smoothing=value(LABEL_SMOOTHING, lambda: config.optimizer.label_smoothing),
         eval_every_steps=value(EVAL_EVERY_STEPS, lambda: config.eval.every_steps),
+        fine_tuning=bool(init_from),
     )
 
 

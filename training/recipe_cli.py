@@ -245,10 +245,11 @@ def print_summary(summary: RecipeSummary) -> None:
             f"~{plan.updates:,} updates, "
             f"{plan.epochs:,.1f} epochs)"
         )
-    bleu = summary.best_bleu
+    bleu, start = summary.best_bleu, summary.start_bleu
     print(
         f"trained:     {summary.steps:,} updates"
         + (f", validation BLEU (greedy) {bleu:.2f}" if bleu is not None else "")
+        + (f" (the model it fine-tuned: {start:.2f})" if start is not None else "")
     )
     print(f"run:         {paths.run}  (tensorboard --logdir {paths.run / 'logs'})")
     if summary.curves is not None:

@@ -80,6 +80,8 @@ class RecipeSummary:
     # Updates made, and the best greedy validation BLEU (None without validation).
     steps: int
     best_bleu: float | None
+    # Fine-tuning: the validation BLEU of the model it started from (step 0), else None.
+    start_bleu: float | None
     # The curves' PNG (None: not written).
     curves: Path | None
     scores: tuple[SetScores, ...]
@@ -109,6 +111,7 @@ def summarize(paths: RecipePaths, corpus: RecipeCorpus) -> RecipeSummary:
         plan=load_plan(paths.run),
         steps=record.step,
         best_bleu=record.best_validation_bleu,
+        start_bleu=next((b for step, b in record.validation_bleu if step == 0), None),
         curves=curves if curves.is_file() else None,
         scores=tuple(read_scores(paths, test.name) for test in corpus.reports),
     )

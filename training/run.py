@@ -54,7 +54,7 @@ from training.record import RunRecord
 from training.strategy import is_chief
 from training.summaries import CURVES_FILE, write_curves
 from training.trainer import TranslationTrainer, build_trainer
-from translator.artifacts import save_model_dir
+from translator.artifacts import MODEL_FILE, save_model_dir
 from translator.errors import TranslatorError
 from translator.inference import Translator
 from translator.io import read_lines
@@ -592,6 +592,8 @@ def _finish(
         average_checkpoints(run.transformer, paths)
         log.info("final model: average of %d checkpoints", len(paths))
     bleu, budget = watch.bleu, run.budget
+    if config.train.init_from is not None and config.checkpoint.average_last <= 1:
+        _keep_the_better(run, bleu)
     model_dir, curves = run.run_dir / "model", None
     if is_chief(run.strategy):
         save_model_dir(
@@ -627,6 +629,32 @@ def _finish(
         target_tokens=int(budget.target_tokens.numpy()),
         model=run.transformer,
         curves=curves,
+    )
+
+
+def _keep_the_better(run: _Run, bleu: BleuValidation | None) -> None:
+    """Fine-tuning whose last validation is below its best: the final model is the best.
+
+    The best may be the model fine-tuning started from (validated before the first
+    update, step 0): a fine-tuning that only hurts then keeps it, and says so.
+    """
+    if bleu is None or not bleu.history or bleu.history[-1][1] >= bleu.best:
+        return
+    best = run.run_dir / "best" / MODEL_FILE
+    if not best.is_file():
+        return
+    run.transformer.load_weights(best)
+    last_step, last = bleu.history[-1]
+    start = "the model fine-tuning started from"
+    which = start if bleu.best_step == 0 else f"step {bleu.best_step}'s"
+    log.info(
+        "fine-tuning: validation BLEU %.2f at the end (step %d) is below %.2f at step %d: "
+        "the final model is %s",
+        last,
+        last_step,
+        bleu.best,
+        bleu.best_step,
+        which,
     )
 
 
@@ -686,6 +714,7 @@ def _bleu_callback(
         config.eval.early_stopping_patience,
         nan_guard,
         interrupt,
+        validate_first=config.train.init_from is not None,
     )
 
 

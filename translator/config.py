@@ -89,6 +89,8 @@ class TransformerConfig(DictConfig):
     tie_output_projection: bool = True
     # A bias on the tied output projection (Marian's); an untied projection always has one.
     output_bias: bool = False
+    # The decoder's first input is a zero vector (Marian's start) instead of BOS's row.
+    zero_start_embedding: bool = False
 
     @property
     def position_limit(self) -> int | None:

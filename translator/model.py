@@ -9,7 +9,7 @@ from keras import ops
 
 from translator.backends import kernels
 from translator.config import PRECISIONS, TransformerConfig
-from translator.constants import PAD_ID
+from translator.constants import BOS_ID, PAD_ID
 from translator.errors import ConfigError
 from translator.layers import (
     DecoderBlock,
@@ -291,16 +291,19 @@ class Transformer(keras.Model):
 
     @property
     def _source_side(self):
-        return self.source_embedding, self.source_positions, self.source_embedding_norm
+        return self.source_embedding, self.source_positions, self.source_embedding_norm, False
 
     @property
     def _target_side(self):
-        return self.target_embedding, self.target_positions, self.target_embedding_norm
+        zero_start = self.config.zero_start_embedding
+        return self.target_embedding, self.target_positions, self.target_embedding_norm, zero_start
 
     def _embed(self, side, ids, start_index, training, layout=None):
         """Tokens -> embeddings + positions (-> LayerNorm) -> dropout, for one side."""
-        embedding, positions, norm = side
+        embedding, positions, norm, zero_start = side
         x = embedding(ids)  # [batch, length, d_model]
+        if zero_start:  # Marian's decoder starts from a zero vector, not BOS's row
+            x = x * ops.cast(ops.not_equal(ids, BOS_ID), x.dtype)[..., None]
         if positions is not None:
             x = positions(x, start_index=start_index)
         if norm is not None:

@@ -43,6 +43,7 @@ ARCHITECTURES = {
         "sinusoid_layout": "halves",
         "embedding_norm": True,
         "output_bias": True,
+        "zero_start_embedding": True,
     },
 }
 

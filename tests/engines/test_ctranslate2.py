@@ -164,6 +164,7 @@ ARCHITECTURES = {
         "sinusoid_layout": "halves",
         "embedding_norm": True,
         "output_bias": True,
+        "zero_start_embedding": True,  # BOS's row is random: CTranslate2 must not read it
     },
     "Marian's GELU (sigmoid form), untied with its bias": {
         "activation": "gelu_sigmoid",

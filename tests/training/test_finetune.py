@@ -175,3 +175,24 @@ def test_a_planned_fine_tuning_keeps_the_model_and_plans_what_fine_tuning_change
     )
     for key in ("data.pipeline.batch_tokens", "optimizer.peak_learning_rate"):
         assert by_key[key].planned, key
+
+
+def test_a_fine_tuning_that_only_hurts_keeps_the_model_it_started_from(
+    copy_task, base_model, tmp_path, caplog
+):
+    """Validated before its first update; a learning rate that wrecks the model leaves a
+    final model equal to the one fine-tuning started from, and the log says so."""
+    config = tiny_run_config(
+        copy_task,
+        train={"max_steps": 20, "init_from": str(base_model)},
+        optimizer={"peak_learning_rate": 0.5, "warmup_fraction": 0.05},
+        eval={"every_steps": 20, "bleu": True},
+    )
+    with caplog.at_level("INFO", logger="training.run"):
+        result = train(config, tmp_path / "wrecked", verbose=0)
+    (first_step, before), (last_step, after) = result.bleu_history[0], result.bleu_history[-1]
+    assert (first_step, last_step) == (0, 20) and after < before, result.bleu_history
+    assert "the final model is the model fine-tuning started from" in caplog.text
+    sources = copy_task["valid"][0].read_text().splitlines()[:40]
+    kept, original = _translations(result.model_dir, sources), _translations(base_model, sources)
+    assert [[h.ids for h in row] for row in kept] == [[h.ids for h in row] for row in original]

@@ -193,3 +193,34 @@ def test_what_a_budget_buys_comes_from_the_chosen_batchs_own_speed():
     # A speed of a batch the rule did not choose changes nothing.
     other = make_plan(MULTI30K, Budget(seconds=120), CPU, batch_speeds={("narrow", 4096): slower})
     assert other == timed
+
+
+@pytest.mark.parametrize("minutes", [5.0, 60.0])
+def test_fine_tuning_continues_a_trained_model_gently_and_validates_through_the_run(minutes):
+    """The model's shape is kept; a tenth of the rate, the shortest warmup, dropout >= 0.1,
+    and at least four validations however short the budget."""
+    shape = dataclasses.replace(SHAPES[1], name="yours")
+    speeds = {"yours": CPU[SHAPES[1].name]}
+    topic = corpus(3000)
+    scratch = plan(topic, minutes, speeds, shape=shape)
+    tuned = plan(topic, minutes, speeds, shape=shape, fine_tuning=True)
+    assert tuned.shape is shape and tuned.updates == scratch.updates  # same budget, batch
+    rate = tuned.value("optimizer.peak_learning_rate")
+    assert rate == pytest.approx(scratch.value("optimizer.peak_learning_rate") / 10, rel=0.05)
+    assert tuned.value("optimizer.warmup_fraction") == 0.05
+    assert scratch.value("optimizer.warmup_fraction") >= 0.05
+    assert tuned.value("model.overrides.dropout") >= max(
+        0.1, scratch.value("model.overrides.dropout")
+    )
+    every = tuned.value("eval.every_steps")
+    assert 1 <= every <= tuned.updates // 4
+    assert scratch.value("eval.every_steps") == 0 or every <= scratch.value("eval.every_steps")
+    reasons = " ".join(choice.reason for choice in tuned.choices)
+    assert reasons.count("fine-tuning") >= 4
+    # What the user sets still wins.
+    assert (
+        plan(topic, minutes, speeds, shape=shape, fine_tuning=True, peak_learning_rate=1e-3).value(
+            "optimizer.peak_learning_rate"
+        )
+        == 1e-3
+    )

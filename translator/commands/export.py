@@ -59,10 +59,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--format",
-        choices=("savedmodel", "ctranslate2"),
+        choices=("savedmodel", "ctranslate2", "marian"),
         default="savedmodel",
         help="savedmodel: TF Serving's layout, the search in the graph; ctranslate2: a "
-        "CTranslate2 model directory (default: %(default)s)",
+        "CTranslate2 model directory; marian: Marian's files as OPUS-MT ships them (for a "
+        "model Marian can express: trained with sinusoid_layout halves and "
+        "zero_start_embedding, or imported) (default: %(default)s)",
     )
     parser.add_argument(
         "--quantization",
@@ -115,6 +117,8 @@ def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if args.format == "ctranslate2":
         return _run_ctranslate2(args)
+    if args.format == "marian":
+        return _run_marian(args)
 
     search, sampling = export_search_config(args)
     from translator.export import ExportConfig, export_model
@@ -138,6 +142,24 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {name}: {what}")
     print(f"  search: beam {search.beam_size}, length penalty {search.length_penalty}")
     print(f"  serve it: translator serve --model {args.out}")
+    return 0
+
+
+def _run_marian(args: argparse.Namespace) -> int:
+    """`export --format marian`: Marian's files, which `translator import marian` reads."""
+    from pathlib import Path
+
+    from translator.artifacts import load_model_dir, read_model_dir
+    from translator.errors import CommandError
+    from translator.marian.export import check_exportable, export_marian
+
+    check_exportable(read_model_dir(args.model).model_config)  # before TensorFlow's start
+    out = Path(args.out)
+    if out.exists() and any(out.iterdir()) and not args.overwrite:
+        raise CommandError(f"{out}: exists and is not empty; pass --overwrite to replace it")
+    path = export_marian(load_model_dir(args.model), out)
+    print(f"exported {args.model} to {path} in Marian's format")
+    print(f"  import it again: translator import marian {path} --out MODEL_DIR")
     return 0
 
 

@@ -124,6 +124,7 @@ def transformer_spec(model: Transformer, vocabulary: Vocabulary) -> TransformerS
         common.update(rotary_dim=0, rotary_interleave=False, rotary_base=rotary.max_wavelength)
     encoder = specs.TransformerEncoderSpec(config.num_encoder_layers, config.num_heads, **common)
     decoder = specs.TransformerDecoderSpec(config.num_decoder_layers, config.num_heads, **common)
+    decoder.start_from_zero_embedding = config.zero_start_embedding
     spec = specs.TransformerSpec(encoder, decoder)
     spec.config.layer_norm_epsilon = config.layer_norm_epsilon
 
