@@ -101,6 +101,13 @@ def read_scores(paths: RecipePaths, name: str) -> SetScores:
     )
 
 
+def _start_bleu(record: RunRecord) -> float | None:
+    """A fine-tuning's validation BLEU before its first update; None for other runs."""
+    if not (record.config.get("train") or {}).get("init_from"):
+        return None
+    return next((bleu for step, bleu in record.validation_bleu if step == 0), None)
+
+
 def summarize(paths: RecipePaths, corpus: RecipeCorpus) -> RecipeSummary:
     """Reads a finished recipe's plan, model metadata and reports."""
     record = RunRecord.read(paths.run / "model")
@@ -111,7 +118,7 @@ def summarize(paths: RecipePaths, corpus: RecipeCorpus) -> RecipeSummary:
         plan=load_plan(paths.run),
         steps=record.step,
         best_bleu=record.best_validation_bleu,
-        start_bleu=next((b for step, b in record.validation_bleu if step == 0), None),
+        start_bleu=_start_bleu(record),
         curves=curves if curves.is_file() else None,
         scores=tuple(read_scores(paths, test.name) for test in corpus.reports),
     )
