@@ -594,6 +594,8 @@ def _finish(
     bleu, budget = watch.bleu, run.budget
     if config.train.init_from is not None and config.checkpoint.average_last <= 1:
         _keep_the_better(run, bleu)
+    elif config.train.init_from is not None:
+        log.info("fine-tuning: the final model is the checkpoint average, not the best model")
     model_dir, curves = run.run_dir / "model", None
     if is_chief(run.strategy):
         save_model_dir(

@@ -172,6 +172,24 @@ def test_the_import_searches_as_ctranslate2s_conversion(imported, sources, searc
         assert compared >= (SENTENCES if search == "greedy" else 0)
 
 
+def test_an_import_exported_to_marian_imports_to_the_same_translations(imported, sources, tmp_path):
+    """`export --format marian` of an import, imported again: the same search, every variant."""
+    from translator.artifacts import load_model_dir
+    from translator.marian import import_marian
+    from translator.marian.export import export_marian
+
+    variant, trained, _, _, _ = imported
+    export_marian(trained, tmp_path / "marian")
+    import_marian(tmp_path / "marian", tmp_path / "again")
+    again = load_model_dir(tmp_path / "again")
+    for tag in _tags(variant):
+        first, second = (
+            _ours(model, sources, SEARCHES["beam4"], tag) for model in (trained, again)
+        )
+        assert [p for p, _ in second] == [p for p, _ in first]
+        np.testing.assert_allclose([s for _, s in second], [s for _, s in first], atol=1e-4)
+
+
 def test_the_import_reports_what_it_read(imported):
     variant, trained, _, _, summary = imported
     lines = "\n".join(summary.lines())

@@ -26,7 +26,7 @@ class Variant:
     name: str
     pre_norm: bool = False
     activation: str = "swish"  # relu | swish | gelu
-    tied: str = "all"  # all (Wemb) | target (decoder_Wemb = output) | none
+    tied: str = "all"  # all (Wemb) | target (decoder_Wemb = output) | source (Wemb) | none
     vocabularies: int = 1  # one shared .yml, or one per side
     embedding_norm: bool = False  # --transformer-postprocess-emb n
     learned_positions: bool = False
@@ -47,6 +47,7 @@ VARIANTS = (
         dropped_pieces=7,
     ),
     Variant("postnorm-relu-learned-positions", activation="relu", learned_positions=True),
+    Variant("prenorm-swish-tied-source", pre_norm=True, tied="source"),
 )
 
 
@@ -102,6 +103,7 @@ def _options(variant: Variant, vocab_sizes: list[int]) -> dict:
         "transformer-dropout": 0.1,
         "tied-embeddings": variant.tied == "target",
         "tied-embeddings-all": variant.tied == "all",
+        "tied-embeddings-src": variant.tied == "source",
         "right-left": False,
     }
 
@@ -138,12 +140,12 @@ def _params(variant: Variant, sizes: tuple[int, int], rng) -> dict[str, np.ndarr
         if variant.embedding_norm:
             p[f"{side}_emb_ln_scale_pre"] = 1.0 + normal(1, D_MODEL, scale=0.1)
             p[f"{side}_emb_ln_bias_pre"] = normal(1, D_MODEL, scale=0.1)
-    if variant.tied == "all":
+    if variant.tied in ("all", "source"):
         p["Wemb"] = normal(sizes[0], D_MODEL, scale=0.35)
     else:
         p["encoder_Wemb"] = normal(sizes[0], D_MODEL, scale=0.35)
         p["decoder_Wemb"] = normal(sizes[1], D_MODEL, scale=0.35)
-    if variant.tied == "none":
+    if variant.tied in ("none", "source"):
         p["decoder_ff_logit_out_W"] = normal(D_MODEL, sizes[1], scale=0.35)
     bias = normal(1, sizes[1], scale=0.5)
     bias[0, 0] += 4.0  # `</s>`: some hypotheses of a random model end before the limit

@@ -38,8 +38,6 @@ def check_exportable(config: TransformerConfig) -> None:
         problems.append("interleaved sinusoids (Marian's are halves: sinusoid_layout halves)")
     if not config.zero_start_embedding:
         problems.append("a BOS start embedding (Marian starts from zeros: zero_start_embedding)")
-    if config.share_embeddings and not config.tie_output_projection:
-        problems.append("shared embeddings with an untied output layer")
     if problems:
         raise MarianImportError("cannot export to Marian: " + "; ".join(problems))
 
@@ -111,15 +109,20 @@ def _params(model) -> dict[str, np.ndarray]:
         p["decoder_ff_logit_out_b"] = array(model.output_bias)[None, target_rows]
     else:
         p["decoder_ff_logit_out_b"] = np.zeros((1, len(target_rows)), np.float32)
-    if config.position_encoding == "learned":
-        p["encoder_Wpos"] = array(model.source_positions.position_embeddings)
-        p["decoder_Wpos"] = array(model.target_positions.position_embeddings)
+    if config.position_encoding == "learned":  # Marian's one table, where both sides agree
+        source = array(model.source_positions.position_embeddings)
+        target = array(model.target_positions.position_embeddings)
+        if np.array_equal(source, target):
+            p["Wpos"] = source
+        else:  # ours: read back by our import (CTranslate2's converter reads `Wpos` only)
+            p["encoder_Wpos"], p["decoder_Wpos"] = source, target
     return p
 
 
 def _options(config: TransformerConfig) -> dict:
     tied = "target" if config.tie_output_projection else "none"
-    tied = "all" if config.share_embeddings else tied
+    if config.share_embeddings:
+        tied = "all" if config.tie_output_projection else "source"
     return {
         "type": "transformer",
         "dim-emb": config.d_model,
@@ -141,6 +144,7 @@ def _options(config: TransformerConfig) -> dict:
         "transformer-guided-alignment-layer": "last",
         "transformer-dropout": config.dropout,
         "tied-embeddings-all": tied == "all",
+        "tied-embeddings-src": tied == "source",
         "tied-embeddings": tied == "target",
         "right-left": False,
     }

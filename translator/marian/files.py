@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from translator.errors import TranslatorError
+from translator.io import one_line
 
 # The parameter holding Marian's options, as YAML bytes (NUL-terminated).
 OPTIONS_KEY = "special:model.yml"
@@ -167,7 +168,9 @@ def _read_marian(source: _Source) -> MarianFiles:
     try:
         options = yaml.safe_load(bytes(raw).rstrip(b"\0").decode("utf-8")) or {}
     except (yaml.YAMLError, UnicodeDecodeError) as error:
-        raise MarianImportError(f"{npz_name}: {OPTIONS_KEY} is not YAML ({error})") from None
+        raise MarianImportError(
+            f"{npz_name}: {OPTIONS_KEY} is not YAML ({one_line(str(error))})"
+        ) from None
     names = [Path(name).name for name in vocabs]
     unique = list(dict.fromkeys(names))  # one vocabulary listed twice = shared
     vocabularies = tuple(
@@ -191,7 +194,7 @@ def _yaml(data: bytes, name: str) -> dict[str, Any]:
     try:
         loaded = yaml.safe_load(data.decode("utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as error:
-        raise MarianImportError(f"{name}: not YAML ({error})") from None
+        raise MarianImportError(f"{name}: not YAML ({one_line(str(error))})") from None
     if not isinstance(loaded, dict):
         raise MarianImportError(f"{name}: expected a mapping, got {type(loaded).__name__}")
     return loaded
@@ -211,7 +214,8 @@ def read_vocabulary(data: bytes, name: str) -> list[str]:
     try:
         mapping = yaml.load(data.decode("utf-8"), Loader=yaml.BaseLoader)
     except (yaml.YAMLError, UnicodeDecodeError) as error:
-        raise MarianImportError(f"{name}: not a Marian vocabulary ({error})") from None
+        reason = one_line(str(error))
+        raise MarianImportError(f"{name}: not a Marian vocabulary ({reason})") from None
     if not isinstance(mapping, dict):
         raise MarianImportError(f"{name}: not a Marian vocabulary (no piece: id mapping)")
     pieces: list[str | None] = [None] * len(mapping)
@@ -246,6 +250,18 @@ HF_ACTIVATIONS = {"swish": "swish", "silu": "swish", "relu": "relu"}
 
 
 def _read_huggingface(source: _Source) -> MarianFiles:
+    try:
+        return _read_huggingface_files(source)
+    except (KeyError, ValueError) as error:
+        if isinstance(error, MarianImportError):
+            raise
+        raise MarianImportError(
+            f"{source.path}: config.json or model.safetensors lacks {one_line(str(error))} "
+            "(a MarianMT model has it)"
+        ) from None
+
+
+def _read_huggingface_files(source: _Source) -> MarianFiles:
     config = json.loads(source.read("config.json", "the model config"))
     if not source.has("model.safetensors"):
         if source.has("pytorch_model.bin"):
@@ -259,7 +275,14 @@ def _read_huggingface(source: _Source) -> MarianFiles:
             "reading model.safetensors needs `pip install safetensors`"
         ) from None
     tensors = load_safetensors(source.read("model.safetensors", "the weights"))
-    activation = config.get("activation_function", "swish")
+    # transformers' MarianConfig defaults, for keys a config.json leaves out.
+    activation = config.get("activation_function", "gelu")
+    heads = config.get("decoder_attention_heads", config["encoder_attention_heads"])
+    if heads != config["encoder_attention_heads"]:
+        raise MarianImportError(
+            f"{source.path}/config.json: decoder_attention_heads {heads} != "
+            f"encoder_attention_heads {config['encoder_attention_heads']}"
+        )
     if activation not in HF_ACTIVATIONS:
         raise MarianImportError(
             f"{source.path}/config.json: activation_function {activation!r} is not Marian's "
@@ -285,7 +308,7 @@ def _read_huggingface(source: _Source) -> MarianFiles:
         "transformer-postprocess-emb": "d",
         "tied-embeddings-all": shared,
         "tied-embeddings": not shared,
-        "huggingface": {"scale_embedding": config.get("scale_embedding", True)},
+        "huggingface": {"scale_embedding": config.get("scale_embedding", False)},
     }
     return MarianFiles(
         origin=source.path,

@@ -108,6 +108,19 @@ def _check_sizes(files: MarianFiles) -> None:
                 f"{files.origin}: the vocabulary has {len(vocabulary)} pieces but the "
                 f"embedding {table.shape[0]} rows"
             )
+    target = len(files.target_vocabulary)
+    for name, axis in (("decoder_ff_logit_out_W", 1), ("decoder_ff_logit_out_Wt", 0)):
+        if name in files.params and files.params[name].shape[axis] != target:
+            raise MarianImportError(
+                f"{files.origin}: {name} has {files.params[name].shape[axis]} outputs, the "
+                f"target vocabulary {target} pieces"
+            )
+    bias = files.params.get("decoder_ff_logit_out_b")
+    if bias is not None and bias.size != target:
+        raise MarianImportError(
+            f"{files.origin}: decoder_ff_logit_out_b has {bias.size} entries, the target "
+            f"vocabulary {target} pieces"
+        )
 
 
 def import_marian(path: str | Path, out: str | Path) -> ImportSummary:

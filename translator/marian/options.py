@@ -37,7 +37,7 @@ class Architecture:
     # `TransformerConfig` fields but the vocabulary sizes (the id mapping gives those).
     fields: dict[str, Any]
     # How the embeddings are shared: "all" (source, target, output), "target" (target and
-    # output) or "none".
+    # output), "source" (source and target; Marian's --tied-embeddings-src) or "none".
     tied: str
 
     def describe(self) -> str:
@@ -121,9 +121,10 @@ def architecture(files: MarianFiles) -> Architecture:
             norm_first=NORM_LAYOUTS[layout],
             embedding_norm="n" in emb,
             **positions,
-            share_embeddings=tied == "all",
-            tie_output_projection=tied != "none",
+            share_embeddings=tied in ("all", "source"),
+            tie_output_projection=tied in ("all", "target"),
             output_bias=True,  # Marian's, which also masks the ids it cannot produce
+            zero_start_embedding=True,  # the decoder starts from zeros, fine-tuned or not
             # Marian's dropout options are training settings, not architecture.
             dropout=float(options.get("transformer-dropout", 0.1) or 0.0),
             attention_dropout=float(options.get("transformer-dropout-attention", 0.0) or 0.0),
@@ -134,12 +135,12 @@ def architecture(files: MarianFiles) -> Architecture:
 
 
 def _tied(options: dict, params: dict, problems: list[str]) -> str:
+    untied = any(f"decoder_ff_logit_out_{w}" in params for w in ("W", "Wt"))
     if "Wemb" in params:
-        return "all"
+        return "source" if untied else "all"
     if "encoder_Wemb" not in params or "decoder_Wemb" not in params:
         problems.append("no embeddings (Wemb, or encoder_Wemb and decoder_Wemb)")
         return "none"
-    untied = any(f"decoder_ff_logit_out_{w}" in params for w in ("W", "Wt"))
     return "none" if untied else "target"
 
 
