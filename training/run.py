@@ -592,9 +592,9 @@ def _finish(
         average_checkpoints(run.transformer, paths)
         log.info("final model: average of %d checkpoints", len(paths))
     bleu, budget = watch.bleu, run.budget
-    if config.train.init_from is not None and config.checkpoint.average_last <= 1:
+    if config.train.init_from and config.checkpoint.average_last <= 1:
         _keep_the_better(run, bleu)
-    elif config.train.init_from is not None:
+    elif config.train.init_from:
         log.info("fine-tuning: the final model is the checkpoint average, not the best model")
     model_dir, curves = run.run_dir / "model", None
     if is_chief(run.strategy):
@@ -716,7 +716,7 @@ def _bleu_callback(
         config.eval.early_stopping_patience,
         nan_guard,
         interrupt,
-        validate_first=config.train.init_from is not None,
+        validate_first=bool(config.train.init_from),
     )
 
 
