@@ -603,18 +603,19 @@ def _training_choices(
             choose_warmup_fraction(width, updates),
             f"{warmup:.0f} warmup updates of {updates:,}, within [0.05, 0.25]",
         ),
-        _choice(
-            LABEL_SMOOTHING,
-            given.label_smoothing,
-            0.1,
-            "the paper's value (the trials do not vary it)",
-        ),
+        _label_smoothing_choice(given),
         _choice(
             EVAL_EVERY_STEPS,
             given.eval_every_steps,
             choose_eval_every(budget, updates),
             "validate once at the end under 20 minutes, else about 8 times",
         ),
+    )
+
+
+def _label_smoothing_choice(given: Given) -> Choice:
+    return _choice(
+        LABEL_SMOOTHING, given.label_smoothing, 0.1, "the paper's value (the trials do not vary it)"
     )
 
 
@@ -646,12 +647,7 @@ def _fine_tuning_choices(
             FINE_TUNING_WARMUP_FRACTION,
             "fine-tuning: the shortest warmup (only Adam's moments start afresh)",
         ),
-        _choice(
-            LABEL_SMOOTHING,
-            given.label_smoothing,
-            0.1,
-            "the paper's value (the trials do not vary it)",
-        ),
+        _label_smoothing_choice(given),
         _choice(
             EVAL_EVERY_STEPS,
             given.eval_every_steps,
