@@ -5,7 +5,7 @@
 #
 # 1. Splits Multi30k EN->DE by topic (bench/topic_split.py: water, 2,756 training pairs).
 # 2. Pretrains PRETRAIN_MINUTES (15) on the rest, in a shape Marian can express
-#    (sinusoids in halves, a zero start embedding), validated on the rest of val.
+#    (Marian's sinusoid table, a zero start embedding), validated on the rest of val.
 # 3. Writes it in Marian's format (`translator export --format marian`) and imports that
 #    (`translator import marian`): the OPUS-MT path.
 # 4. Fine-tunes the import MINUTES (5) on the topic's training pairs, and trains a model
@@ -19,7 +19,7 @@ PY=${PYTHON:-python}
 mkdir -p "$OUT"
 $PY -m bench.topic_split "$OUT/data" | tee "$OUT/split.txt"
 D=$OUT/data
-MARIAN_SHAPE=(--set model.overrides.sinusoid_layout=halves --set model.overrides.zero_start_embedding=true)
+MARIAN_SHAPE=(--set model.overrides.sinusoid_layout=marian --set model.overrides.zero_start_embedding=true)
 $PY -m translator recipe --workdir "$OUT/pretrain" --minutes "$PRETRAIN" --langs en-de \
   --train "$D/rest.train.en" "$D/rest.train.de" --valid "$D/rest.val.en" "$D/rest.val.de" \
   --test "$D/topic.test.en" "$D/topic.test.de" "${MARIAN_SHAPE[@]}" > "$OUT/pretrain.log" 2>&1

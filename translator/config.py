@@ -14,10 +14,10 @@ from translator.errors import ConfigError
 
 PositionEncoding = Literal["sinusoidal", "learned", "rotary"]
 Activation = Literal["relu", "gelu", "swiglu", "swish", "gelu_sigmoid"]
-SinusoidLayout = Literal["interleaved", "halves"]
+SinusoidLayout = Literal["interleaved", "marian"]
 POSITION_ENCODINGS: tuple[str, ...] = ("sinusoidal", "learned", "rotary")
 ACTIVATIONS: tuple[str, ...] = ("relu", "gelu", "swiglu", "swish", "gelu_sigmoid")
-SINUSOID_LAYOUTS: tuple[str, ...] = ("interleaved", "halves")
+SINUSOID_LAYOUTS: tuple[str, ...] = ("interleaved", "marian")
 # What a trained model decodes in (`Transformer.for_inference`, `--precision`): "model",
 # the compute dtype of its training policy, or "float32".
 PRECISIONS: tuple[str, ...] = ("model", "float32")
@@ -70,8 +70,9 @@ class TransformerConfig(DictConfig):
     activation_dropout: float = 0.0
     # "sinusoidal" (the paper), "learned" absolute positions, or "rotary" (RoPE, in attention).
     position_encoding: PositionEncoding = "sinusoidal"
-    # How the sinusoids fill the channels: "interleaved" (sin and cos of one frequency in
-    # each channel pair) or "halves" (all sines, then all cosines: Marian's layout).
+    # The sinusoid table: "interleaved" (the paper's: sin and cos of one frequency in each
+    # channel pair) or "marian" (Marian's own: all sines, then all cosines, at frequencies
+    # 10000^(-i/(d/2 - 1)) rather than the paper's 10000^(-2i/d)).
     sinusoid_layout: SinusoidLayout = "interleaved"
     # LayerNorm on embeddings + positions before the first block, per side (Marian's
     # `--transformer-postprocess-emb n`).

@@ -40,7 +40,7 @@ ARCHITECTURES = {
     "marian": {
         "norm_first": False,
         "activation": "swish",
-        "sinusoid_layout": "halves",
+        "sinusoid_layout": "marian",
         "embedding_norm": True,
         "output_bias": True,
         "zero_start_embedding": True,

@@ -161,7 +161,7 @@ ARCHITECTURES = {
     "Marian's: Swish, sines then cosines, embedding norm, output bias": {
         "norm_first": False,
         "activation": "swish",
-        "sinusoid_layout": "halves",
+        "sinusoid_layout": "marian",
         "embedding_norm": True,
         "output_bias": True,
         "zero_start_embedding": True,  # BOS's row is random: CTranslate2 must not read it

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from tests.support.layers import run_layer_test
+from tests.support.marian import marian_sinusoids
 from translator.layers import LearnedPositionEmbedding, RotaryEmbedding, SinusoidalPositionEncoding
 
 RNG = np.random.default_rng(1)
@@ -28,15 +29,16 @@ def test_sinusoidal_matches_paper_formula():
     np.testing.assert_allclose(table[:, 1::2], np.cos(angle), atol=1e-5)
 
 
-def test_sinusoidal_halves_are_marians_table_as_ctranslate2_builds_it():
-    marian = pytest.importorskip("ctranslate2.converters.marian")
-    table = np.asarray(SinusoidalPositionEncoding(layout="halves").encoding(300, 16))
-    expected = marian._make_sinusoidal_position_encodings(16, num_positions=300)
-    np.testing.assert_allclose(table, expected, atol=2e-4)  # float32 angles up to 300
-    interleaved = np.asarray(SinusoidalPositionEncoding().encoding(300, 16))
-    np.testing.assert_array_equal(
-        table, np.concatenate([interleaved[:, 0::2], interleaved[:, 1::2]], 1)
-    )
+@pytest.mark.parametrize("d_model", [16, 512])
+def test_the_marian_layout_is_marians_own_table(d_model):
+    table = np.asarray(SinusoidalPositionEncoding(layout="marian").encoding(300, d_model))
+    # float32 angles up to 300 (both sides), so a few ulps of 300 apart.
+    np.testing.assert_allclose(table, marian_sinusoids(d_model, 300), atol=3e-4)
+    # It is not the paper's table with its channels regrouped (Hugging Face's and
+    # CTranslate2's Marian ports use that one): the frequencies differ.
+    paper = np.asarray(SinusoidalPositionEncoding().encoding(300, d_model))
+    regrouped = np.concatenate([paper[:, 0::2], paper[:, 1::2]], 1)
+    assert np.abs(table - regrouped).max() > 0.1
 
 
 @pytest.mark.parametrize("k", [1, 3, 17])

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from tests.support.corpora import write_copy_corpus
+from tests.support.marian import convert_with_ctranslate2
 from tests.support.runs import tiny_run_config
 from translator.search import SearchConfig
 
@@ -14,7 +15,7 @@ ctranslate2 = pytest.importorskip("ctranslate2")
 
 # What Marian can express: sines then cosines, a zero start, Swish, post-norm.
 MARIAN_SHAPE = {
-    "sinusoid_layout": "halves",
+    "sinusoid_layout": "marian",
     "zero_start_embedding": True,
     "activation": "swish",
     "norm_first": False,
@@ -84,7 +85,7 @@ def test_an_export_reads_back_in_ctranslate2_and_in_our_import(trained, tmp_path
     assert sum(bool(p) for p, _ in ours) > len(sources) // 2  # real translations
 
     # CTranslate2's converter of Marian models reads the export: the same search.
-    ctranslate2.converters.OpusMTConverter(str(tmp_path / "m")).convert(str(tmp_path / "ct2"))
+    convert_with_ctranslate2(tmp_path / "m", tmp_path / "ct2")
     engine = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu")
     processor = spm.SentencePieceProcessor(model_file=str(tmp_path / "m" / "source.spm"))
     results = engine.translate_batch(
@@ -120,7 +121,7 @@ def test_what_marian_cannot_express_is_named_before_anything_is_written():
     from translator.marian.files import MarianImportError
 
     config = TransformerConfig.preset("tiny", vocab_size=40)  # ours: interleaved, BOS row
-    with pytest.raises(MarianImportError, match=r"interleaved sinusoids.*BOS start embedding"):
+    with pytest.raises(MarianImportError, match=r"paper.s sinusoids.*BOS start embedding"):
         check_exportable(config)
     rotary = TransformerConfig.preset(
         "tiny", vocab_size=40, position_encoding="rotary", activation="swiglu"

@@ -2,7 +2,8 @@
 
 Each variant (tests.support.marian.VARIANTS) is written as OPUS-MT ships models, then
 imported by us and converted by `ctranslate2.converters.OpusMTConverter`. Both translate
-the same sentences: the same tokens, greedy and beam 4, and the same scores.
+the same sentences: the same tokens, greedy and beam 4, and the same scores. The converter
+is given Marian's own sinusoid table (`convert_with_ctranslate2`): its own is the paper's.
 """
 
 from __future__ import annotations
@@ -14,7 +15,12 @@ import numpy as np
 import pytest
 
 from tests.support.corpora import find_multi30k, read_gz_lines
-from tests.support.marian import VARIANTS, write_huggingface_model, write_marian_model
+from tests.support.marian import (
+    VARIANTS,
+    convert_with_ctranslate2,
+    write_huggingface_model,
+    write_marian_model,
+)
 from translator.search import SearchConfig
 
 ctranslate2 = pytest.importorskip("ctranslate2")
@@ -79,8 +85,8 @@ def imported(request, tmp_path_factory, sentencepiece_models):
     root = tmp_path_factory.mktemp(variant.name)
     marian = write_marian_model(root / "marian", variant, *sentencepiece_models)
     summary = import_marian(marian, root / "ours")
-    ctranslate2.converters.OpusMTConverter(str(marian)).convert(str(root / "ct2"), force=True)
-    theirs = ctranslate2.Translator(str(root / "ct2"), device="cpu", inter_threads=1)
+    converted = convert_with_ctranslate2(marian, root / "ct2")
+    theirs = ctranslate2.Translator(str(converted), device="cpu", inter_threads=1)
     return variant, load_model_dir(root / "ours"), theirs, marian, summary
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import yaml
@@ -266,4 +267,36 @@ def write_huggingface_model(marian: Path, out: Path) -> Path:
     )
     for name in ("source.spm", "target.spm"):
         (out / name).write_bytes((marian / name).read_bytes())
+    return out
+
+
+def marian_sinusoids(d_model: int, num_positions: int) -> np.ndarray:
+    """Marian's sinusoid table `[num_positions, d_model]`, as its C++ builds it.
+
+    Marian (`sinusoidalPositionEmbeddings` in src/graph/node_initializers.cpp): sines in the
+    first half, cosines in the second, at position p and channel i < d/2 the angle
+    p * exp(-i * log(10000) / (d/2 - 1)), in float32.
+    """
+    half = d_model // 2
+    increment = np.float32(np.log(10000.0) / (half - 1))
+    angles = np.arange(num_positions, dtype=np.float32)[:, None] * np.exp(
+        -np.arange(half, dtype=np.float32)[None, :] * increment
+    )
+    return np.concatenate([np.sin(angles), np.cos(angles)], axis=1)
+
+
+def convert_with_ctranslate2(marian: Path, out: Path) -> Path:
+    """CTranslate2's `OpusMTConverter` on a Marian directory, with Marian's own sinusoids.
+
+    The converter writes the paper's frequencies 10000^(-2i/d) (as Hugging Face's port
+    does), not the table Marian trains with; everything else it reads is its own.
+    """
+    import ctranslate2
+
+    def table(dim, num_positions=2048):
+        return marian_sinusoids(dim, num_positions)
+
+    converter = ctranslate2.converters.marian
+    with mock.patch.object(converter, "_make_sinusoidal_position_encodings", table):
+        ctranslate2.converters.OpusMTConverter(str(marian)).convert(str(out), force=True)
     return out

@@ -63,7 +63,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="savedmodel",
         help="savedmodel: TF Serving's layout, the search in the graph; ctranslate2: a "
         "CTranslate2 model directory; marian: Marian's files as OPUS-MT ships them (for a "
-        "model Marian can express: trained with sinusoid_layout halves and "
+        "model Marian can express: trained with sinusoid_layout marian and "
         "zero_start_embedding, or imported) (default: %(default)s)",
     )
     parser.add_argument(

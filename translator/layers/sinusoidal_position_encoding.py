@@ -15,8 +15,11 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
 
     Args:
         max_wavelength: w above (the paper uses 10000).
-        layout: "interleaved" (as above) or "halves": the same sines in channels
-            0 .. d/2 - 1 and cosines in d/2 .. d - 1 (Marian's layout).
+        layout: "interleaved" (as above) or "marian": Marian's own table, sines in
+            channels 0 .. d/2 - 1 and cosines in d/2 .. d - 1 at frequencies
+            w^(-i/(d/2 - 1)), i < d/2 (tensor2tensor's timing signal). Hugging Face's and
+            CTranslate2's Marian ports use the paper's w^(-2i/d) instead, which is not
+            the table OPUS-MT models were trained with.
         **kwargs: Standard `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -29,8 +32,8 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
 
     def __init__(self, max_wavelength: float = 10000.0, layout: str = "interleaved", **kwargs):
         super().__init__(**kwargs)
-        if layout not in ("interleaved", "halves"):
-            raise ValueError(f"layout must be 'interleaved' or 'halves', got {layout!r}")
+        if layout not in ("interleaved", "marian"):
+            raise ValueError(f"layout must be 'interleaved' or 'marian', got {layout!r}")
         self.max_wavelength = max_wavelength
         self.layout = layout
         self.built = True
@@ -38,9 +41,13 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
     def encoding(self, length, d_model: int, start_index=0):
         """The encoding table `[length, d_model]` (float32) for positions from start_index."""
         positions = ops.cast(ops.arange(length) + start_index, "float32")  # [length]
-        exponents = ops.arange(0, d_model, 2, dtype="float32") / d_model  # [d_model / 2]
+        half = d_model // 2
+        if self.layout == "marian":  # the last frequency is exactly 1 / w
+            exponents = ops.arange(half, dtype="float32") / max(half - 1, 1)  # [d_model / 2]
+        else:
+            exponents = ops.arange(0, d_model, 2, dtype="float32") / d_model  # [d_model / 2]
         angles = positions[:, None] / ops.power(self.max_wavelength, exponents)[None, :]
-        if self.layout == "halves":
+        if self.layout == "marian":
             return ops.concatenate([ops.sin(angles), ops.cos(angles)], axis=-1)  # [len, d]
         # Interleave so channel 2i is sin and 2i+1 is cos of the same angle.
         table = ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1)  # [length, d/2, 2]

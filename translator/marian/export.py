@@ -1,7 +1,7 @@
 """A model directory of ours -> a Marian model as OPUS-MT ships it (the import's inverse).
 
 Marian's format holds what Marian's transformer has, so only such models export: ReLU,
-Swish or GELU-sigmoid, sinusoids in halves (or learned positions), a zero start
+Swish or GELU-sigmoid, Marian's sinusoid table (or learned positions), a zero start
 embedding (`zero_start_embedding`), post-norm or pre-norm. `check_exportable` names every
 other setting before anything is written. Marian's vocabulary is ours without PAD and
 BOS (`</s>` 0, `<unk>` 1, then our pieces from id 4); the SentencePiece models are ours,
@@ -34,8 +34,8 @@ def check_exportable(config: TransformerConfig) -> None:
         problems.append(f"activation {config.activation!r} (Marian: relu, swish, gelu_sigmoid)")
     if config.position_encoding == "rotary":
         problems.append("rotary positions")
-    if config.position_encoding == "sinusoidal" and config.sinusoid_layout != "halves":
-        problems.append("interleaved sinusoids (Marian's are halves: sinusoid_layout halves)")
+    if config.position_encoding == "sinusoidal" and config.sinusoid_layout != "marian":
+        problems.append("the paper's sinusoids (Marian has its own: sinusoid_layout marian)")
     if not config.zero_start_embedding:
         problems.append("a BOS start embedding (Marian starts from zeros: zero_start_embedding)")
     if problems:

@@ -150,7 +150,7 @@ def _positions(options: dict, params: dict, problems: list[str]) -> dict[str, An
     if not learned:
         if options.get("transformer-train-position-embeddings"):
             problems.append("--transformer-train-position-embeddings but no Wpos parameter")
-        return {"position_encoding": "sinusoidal", "sinusoid_layout": "halves"}
+        return {"position_encoding": "sinusoidal", "sinusoid_layout": "marian"}
     if len({table.shape for table in learned}) > 1:
         problems.append("position tables of different shapes")
     return {"position_encoding": "learned", "max_length": int(learned[0].shape[0])}
