@@ -16,12 +16,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import keras
-import sacrebleu
 import tensorflow as tf
 
 from training.checkpoints import Checkpoints
 from training.strategy import spans_workers, worker_means
 from training.summaries import SPLITS, last_step
+from translator.evaluation.metrics import Scoring
 
 log = logging.getLogger(__name__)
 
@@ -503,6 +503,7 @@ class BleuValidation(keras.callbacks.Callback):
         interrupt: ... and once Ctrl-C stopped training.
         validate_first: Also validate before the first update (fine-tuning: the score of
             the model it starts from, which then counts as a best like any other).
+        scoring: The target language's BLEU tokenizer (zh, ja-mecab, ko-mecab, 13a).
     """
 
     def __init__(
@@ -515,9 +516,11 @@ class BleuValidation(keras.callbacks.Callback):
         nan_guard: NanGuard,
         interrupt: Interrupt | None = None,
         validate_first: bool = False,
+        scoring: Scoring | None = None,
     ):
         super().__init__()
         self.validate_first = validate_first
+        self.bleu = (scoring or Scoring()).metrics()["bleu"]
         self.translate = translate
         self.sources = list(sources)
         self.references = list(references)
@@ -542,7 +545,7 @@ class BleuValidation(keras.callbacks.Callback):
             return
         started = time.monotonic()
         hypotheses = self.translate(self.sources)
-        bleu = sacrebleu.corpus_bleu(hypotheses, [self.references]).score
+        bleu = float(self.bleu.corpus_score(hypotheses, [self.references]).score)
         step = _step(self.model)
         self.history.append((step, bleu))
         if logs is not None:

@@ -89,6 +89,9 @@ class DataSection:
     # Prepended to the validation sources as training tags a corpus (e.g. <2de>, the
     # direction to validate of a multilingual model); "": none.
     valid_tag: str = ""
+    # The target language's code (de, zh, ja, ...): BLEU's tokenizer for validation and
+    # reports, as sacreBLEU chooses it (zh, ja-mecab, ko-mecab, else 13a). "": 13a.
+    target_lang: str = ""
     # A directory written by `translator build-vocab`.
     vocabulary: str = ""
     # Tokenization, filtering, batching (batch_tokens is per replica).

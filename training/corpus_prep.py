@@ -17,7 +17,9 @@ from training.recipe_settings import RecipePaths, RecipeSettings, TrainFiles
 from training.workdir import check_record
 from translator.errors import ConfigError
 from translator.io import atomic_file, write_atomic
+from translator.languages import language_of, language_pair
 from translator.pipelines import fetch_dataset
+from translator.pipelines.clean import CleanConfig, clean_corpus
 from translator.pipelines.corpus import ParallelCorpus
 from translator.pipelines.errors import CorpusError
 
@@ -25,8 +27,6 @@ from translator.pipelines.errors import CorpusError
 MULTI30K_TEST = "test_2016_flickr"
 # The seed of the held-out validation slice (the same corpus gives the same slice).
 HOLD_OUT_SEED = 1234
-# A language code as file suffixes write it: en, deu, pt_BR, zh-Hans.
-LANGUAGE_CODE = re.compile(r"[A-Za-z]{2,3}([_-][A-Za-z0-9]{2,4})?")
 
 
 def held_out_size(pairs: int) -> int:
@@ -88,27 +88,17 @@ def languages(settings: RecipeSettings) -> tuple[str, str]:
     """
     text = settings.langs or (None if settings.train else settings.pair)
     if text:
-        source, sep, target = text.partition("-")
-        if not sep or not LANGUAGE_CODE.fullmatch(source) or not LANGUAGE_CODE.fullmatch(target):
-            raise ConfigError(f"--langs: expected SRC-TGT language codes like fr-en, got {text!r}")
-    else:
-        first = settings.train[0]
-        source, target = (language_of(path) for path in first.files)
-        if not source or not target:
-            raise ConfigError(
-                f"--langs: the language codes are not in the file names "
-                f"({first.source.name}, {first.target.name}); give --langs SRC-TGT"
-            )
+        return language_pair(text)
+    first = settings.train[0]
+    source, target = (language_of(path) for path in first.files)
+    if not source or not target:
+        raise ConfigError(
+            f"--langs: the language codes are not in the file names "
+            f"({first.source.name}, {first.target.name}); give --langs SRC-TGT"
+        )
     if source == target:
         raise ConfigError(f"--langs: source and target are both {source!r}")
     return source, target
-
-
-def language_of(path: Path) -> str | None:
-    """The language suffix of a file name (`train.fr.gz` -> fr), or None."""
-    name = path.name.removesuffix(".gz")
-    suffix = name.rpartition(".")[2] if "." in name else ""
-    return suffix if LANGUAGE_CODE.fullmatch(suffix) else None
 
 
 def prepare_data(paths: RecipePaths, settings: RecipeSettings) -> RecipeCorpus:
@@ -125,6 +115,10 @@ def prepare_data(paths: RecipePaths, settings: RecipeSettings) -> RecipeCorpus:
             raise CorpusError(f"{corpus.source} | {corpus.target}: no sentence pairs")
         print(f"  train {corpus.describe()}: {pairs:,} pairs", flush=True)
         counts.append(pairs)
+    if settings.clean:
+        cleaned = _cleaned(paths.data, settings.train, (source_lang, target_lang))
+        settings = dataclasses.replace(settings, train=tuple(c for c, _ in cleaned))
+        counts = [kept for _, kept in cleaned]
     train, valid, origin = _validation(paths, settings, counts[0], (source_lang, target_lang))
     tests: list[TestSet] = []
     for test in settings.tests:
@@ -136,6 +130,40 @@ def prepare_data(paths: RecipePaths, settings: RecipeSettings) -> RecipeCorpus:
     if not tests:
         print("  no --test: the report is on the validation set", flush=True)
     return corpus
+
+
+def _cleaned(
+    directory: Path, corpora: tuple[TrainFiles, ...], langs: tuple[str, str]
+) -> list[tuple[TrainFiles, int]]:
+    """Each corpus cleaned into `directory` (once: kept while its inputs are unchanged).
+
+    Returns:
+        Each corpus with its files replaced by the cleaned ones, and the pairs kept.
+    """
+    config = CleanConfig(source_lang=langs[0], target_lang=langs[1])
+    directory.mkdir(parents=True, exist_ok=True)
+    cleaned = []
+    for number, corpus in enumerate(corpora, start=1):
+        out = tuple(directory / f"clean-{number}.{lang}.gz" for lang in langs)
+        marker = directory / f"clean-{number}.json"
+        origin = {
+            "source": [str(path.resolve()) for path in corpus.files],
+            "sizes": [path.stat().st_size for path in corpus.files],
+            "settings": dataclasses.asdict(config),
+        }
+        if marker.is_file() and json.loads(marker.read_text("utf-8"))["origin"] == origin:
+            kept = json.loads(marker.read_text("utf-8"))["report"]["kept"]
+            print(f"  clean {corpus.describe()}: {kept:,} pairs kept (done before)", flush=True)
+        else:
+            report = clean_corpus(*corpus.files, *out, config)
+            print("  " + report.summary().replace("\n", "\n  "), flush=True)
+            kept = report.kept
+            document = {"origin": origin, "report": report.to_dict()}
+            write_atomic(marker, json.dumps(document, indent=2))
+        if kept < 2:
+            raise CorpusError(f"{corpus.source}: cleaning kept {kept} pairs; nothing to train on")
+        cleaned.append((dataclasses.replace(corpus, source=out[0], target=out[1]), kept))
+    return cleaned
 
 
 def _validation(

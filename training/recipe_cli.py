@@ -116,6 +116,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="Multi30k's direction, without --train (default: en-de)",
     )
     corpus.add_argument("--mirror", help="local directory with the Multi30k files (no network)")
+    corpus.add_argument(
+        "--clean",
+        action="store_true",
+        help="clean each --train corpus first with `translator data clean`'s default rules "
+        "(empty, invalid text, too long, length ratio, few letters, copies, duplicates, "
+        "wrong language); the report is printed and kept in WORKDIR/data",
+    )
     parser.add_argument(
         "--init-from",
         type=Path,
@@ -203,8 +210,8 @@ def run(args: argparse.Namespace) -> int:
     """Runs `translator recipe`."""
     if args.minutes <= 0:
         raise ConfigError(f"--minutes must be positive, got {args.minutes:g}")
-    if not args.train and (args.valid or args.test or args.langs):
-        raise ConfigError("--valid, --test and --langs need --train (Multi30k: --pair)")
+    if not args.train and (args.valid or args.test or args.langs or args.clean):
+        raise ConfigError("--valid, --test, --langs and --clean need --train (Multi30k: --pair)")
     paths = RecipePaths(args.workdir)
     settings = RecipeSettings(
         minutes=args.minutes,
@@ -217,6 +224,7 @@ def run(args: argparse.Namespace) -> int:
         **settings_files(args),
         pair=args.pair,
         init_from=args.init_from,
+        clean=args.clean,
     )
     choose_backend(load_config(DEFAULT_CONFIG, settings.overrides))  # before Keras' import
     from training import recipe  # TensorFlow: not for --help

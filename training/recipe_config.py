@@ -57,6 +57,7 @@ def _data_fields(paths: RecipePaths, corpus: RecipeCorpus) -> Fields:
         **_corpus_fields(corpus.train),
         "valid_source": str(corpus.valid[0]),
         "valid_target": str(corpus.valid[1]),
+        "target_lang": corpus.target_lang,
     }
     if corpus.valid_tag:
         fields["valid_tag"] = corpus.valid_tag

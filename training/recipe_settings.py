@@ -86,6 +86,8 @@ class RecipeSettings:
     # Fine-tune this trained model (its vocabulary and architecture) instead of training
     # from scratch.
     init_from: Path | None = None
+    # Clean the training corpora first (`translator.pipelines.clean`, default rules).
+    clean: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,7 +17,7 @@ from training.recipe_settings import RecipePaths, RecipeSettings
 from training.record import RunRecord
 from training.summaries import CURVES_FILE
 from translator.engines.base import InferenceOptions
-from translator.evaluation import evaluate_model
+from translator.evaluation import Scoring, evaluate_model
 from translator.io import read_lines, write_atomic
 from translator.search.config import SearchConfig
 
@@ -45,6 +45,7 @@ def evaluate_sets(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCo
             options=InferenceOptions(tag=test.tag),
             hypotheses_out=report / f"translations.{corpus.target_lang}",
             report_dir=report,
+            scoring=Scoring(target_lang=corpus.target_lang),
         )
         print(written.summary(), flush=True)
 

@@ -56,6 +56,7 @@ from training.summaries import CURVES_FILE, write_curves
 from training.trainer import TranslationTrainer, build_trainer
 from translator.artifacts import MODEL_FILE, save_model_dir
 from translator.errors import TranslatorError
+from translator.evaluation.metrics import Scoring
 from translator.inference import Translator
 from translator.io import read_lines
 from translator.model import Transformer
@@ -717,6 +718,7 @@ def _bleu_callback(
         nan_guard,
         interrupt,
         validate_first=bool(config.train.init_from),
+        scoring=Scoring(target_lang=config.data.target_lang),
     )
 
 

@@ -30,6 +30,8 @@ def check_record(paths: RecipePaths, settings: RecipeSettings, langs: tuple[str,
         inputs["valid_tag"] = settings.valid_tag
     if settings.init_from is not None:
         inputs["init_from"] = str(settings.init_from.resolve())
+    if settings.clean:
+        inputs["clean"] = True
     record = paths.workdir / RECORD_FILE
     if record.is_file():
         previous = json.loads(record.read_text("utf-8"))

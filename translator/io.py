@@ -14,7 +14,7 @@ import os
 import shutil
 import tempfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -138,29 +138,41 @@ def open_binary(path: PathLike) -> IO[bytes]:
     return open(path, "rb")
 
 
-def stream_lines(stream: IO[bytes], name: str) -> Iterator[str]:
+def stream_lines(
+    stream: IO[bytes], name: str, on_invalid: Callable[[int], None] | None = None
+) -> Iterator[str]:
     """Yields the lines of a binary stream (a file, stdin) as `str`, without line ends.
 
     Args:
         stream: Open for binary reading.
         name: What errors call it (a path, or "<stdin>").
+        on_invalid: None: invalid UTF-8 is an error. Else such a line is decoded with
+            U+FFFD for each bad byte, and `on_invalid(line_number)` is called.
 
     Raises:
         CorpusError: naming `name` and the 1-based line number of the first line that is
-            not valid UTF-8.
+            not valid UTF-8 (without `on_invalid`).
     """
     for number, raw in enumerate(stream, start=1):
         line = raw[:-1] if raw.endswith(b"\n") else raw
         if b"\r" in line:
             line = line.replace(b"\r", b"")
         try:
-            yield line.decode("utf-8")
+            text = line.decode("utf-8")
         except UnicodeDecodeError as error:
-            raise _utf8_error(name, number, line, error.start) from None
+            if on_invalid is None:
+                raise _utf8_error(name, number, line, error.start) from None
+            on_invalid(number)
+            text = line.decode("utf-8", errors="replace")
+        yield text
 
 
-def iter_lines(path: PathLike) -> Iterator[str]:
+def iter_lines(path: PathLike, on_invalid: Callable[[int], None] | None = None) -> Iterator[str]:
     """Yields the lines of a UTF-8 text file, plain or gzip, streaming (see module doc).
+
+    Args:
+        path: The file.
+        on_invalid: As `stream_lines`': None makes invalid UTF-8 an error.
 
     Raises:
         CorpusError: naming the file and the 1-based line number of the first line that is
@@ -169,7 +181,7 @@ def iter_lines(path: PathLike) -> Iterator[str]:
     number = 0
     try:
         with open_binary(path) as file:
-            for line in stream_lines(file, str(path)):
+            for line in stream_lines(file, str(path), on_invalid):
                 number += 1
                 yield line
     except (OSError, EOFError, zlib.error) as error:

@@ -297,7 +297,7 @@ def run(bundle: Path, out: Path, minutes: float, matmul_size: int, eval_limit: i
     evaluation, scores = Evaluation(bundle / EVAL_FILE, eval_limit), {}
     for split in Evaluation.SPLITS:
         hypotheses = evaluation.translate(decoder, split, processor)
-        metrics, _ = score_corpus(hypotheses, evaluation.references[split])
+        metrics, _ = score_corpus(hypotheses, [evaluation.references[split]])
         scores[split] = {m.key: m.score for m in metrics} | {"signature": metrics[0].signature}
         (out / f"{split}.hyp").write_text("\n".join(hypotheses) + "\n", "utf-8")
         stages.mark(f"decode_{split}", f"{split}: BLEU {scores[split]['bleu']:.2f}")

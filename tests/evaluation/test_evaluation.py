@@ -108,13 +108,14 @@ def test_gzip_and_crlf_inputs_score_like_plain_files(corpus_files, tmp_path):
     assert read_lines(crlf) == references
     hypotheses = read_lines(corpus_files["hyp"])
     assert (
-        evaluate(hypotheses, read_lines(crlf)).metrics == evaluate(hypotheses, references).metrics
+        evaluate(hypotheses, [read_lines(crlf)]).metrics
+        == evaluate(hypotheses, [references]).metrics
     )
 
 
 def test_identical_text_scores_perfectly():
     references, _, _ = _corpus(30)
-    result = evaluate(references, references)
+    result = evaluate(references, [references])
     assert result.metric("bleu").score == pytest.approx(100.0)
     assert result.metric("chrf").score == pytest.approx(100.0)
     assert result.metric("ter").score == 0.0
@@ -123,8 +124,8 @@ def test_identical_text_scores_perfectly():
 
 def test_paired_comparison_is_antisymmetric():
     references, system, baseline = _corpus()
-    forward = evaluate(system, references, baseline=baseline, bootstrap_samples=300).comparison
-    backward = evaluate(baseline, references, baseline=system, bootstrap_samples=300).comparison
+    forward = evaluate(system, [references], baseline=baseline, bootstrap_samples=300).comparison
+    backward = evaluate(baseline, [references], baseline=system, bootstrap_samples=300).comparison
     for ahead, behind in zip(forward, backward, strict=True):
         assert ahead.difference == pytest.approx(-behind.difference)
         # Same resamples in both directions: the interval mirrors, the p-value is the same.
@@ -154,8 +155,8 @@ def test_score_compare_prints_difference_interval_and_p_value(corpus_files, caps
 
 def test_worst_sentences_and_samples():
     references, system, _ = _corpus(40)
-    result = evaluate(system, references, worst=5, samples=4)
-    chrf = sentence_chrf(system, references)
+    result = evaluate(system, [references], worst=5, samples=4)
+    chrf = sentence_chrf(system, [references])
     assert [s.chrf for s in result.worst] == sorted(chrf)[:5]
     for s in result.worst:
         assert (s.hypothesis, s.reference) == (system[s.line - 1], references[s.line - 1])
@@ -166,7 +167,7 @@ def test_markdown_survives_pipes_and_backticks(tmp_path):
     references = ["a | b ``` c", "plain text here"]
     hypotheses = ["a | b c", "plain ```` text"]
     report = EvaluationReport(
-        evaluation=evaluate(hypotheses, references, sources=["src | one", "src two"]),
+        evaluation=evaluate(hypotheses, [references], sources=["src | one", "src two"]),
         data={"hypotheses": file_identity(_write(tmp_path / "h|x.txt", hypotheses), 2)},
     )
     markdown = render_markdown(report)
@@ -201,7 +202,7 @@ def test_errors_name_files_and_exit_2(corpus_files, tmp_path, capsys):
     with pytest.raises(
         EvaluationError, match="line counts differ: hypotheses has 1, references has 2"
     ):
-        evaluate(["x"], ["x", "y"])
+        evaluate(["x"], [["x", "y"]])
 
 
 @pytest.mark.parametrize("key", ["bleu", "chrf", "ter"])
@@ -231,7 +232,7 @@ def test_scores_by_source_length_are_sacrebleu_on_each_bucket(tmp_path):
     lengths = rng.choice([*range(0, 11), *range(16, 41)], len(references))
     sources = [" ".join(rng.choice(WORDS, n)) for n in lengths]
     sources[3] = " \t "
-    result = evaluate(system, references, sources=sources)
+    result = evaluate(system, [references], sources=sources)
     buckets = result.by_source_length
     assert [b.label for b in buckets] == ["0", "1-5", "6-10", "16-20", "21-30", "31+"]
 
@@ -261,7 +262,7 @@ def test_scores_by_source_length_are_sacrebleu_on_each_bucket(tmp_path):
     json_path, md_path, charts = write_report(report, tmp_path)
     assert not (tmp_path / "bootstrap.png").exists()
     written = json.loads(json_path.read_text())["by_source_length"]
-    assert written["unit"] == "whitespace-separated words of the source"
+    assert written["unit"].startswith("words of the source")
     assert written["buckets"] == [dataclasses.asdict(b) for b in buckets]
     markdown = md_path.read_text()
     for b in buckets:
@@ -290,7 +291,7 @@ def test_score_compare_report_charts_both_systems_resamples(corpus_files, tmp_pa
 def test_resampled_scores_are_the_ones_sacrebleu_summarizes():
     # What the bootstrap chart draws: each system's score on each of sacreBLEU's resamples.
     references, system, baseline = _corpus()
-    result = evaluate(system, references, baseline=baseline, bootstrap_samples=200)
+    result = evaluate(system, [references], baseline=baseline, bootstrap_samples=200)
     for c in result.comparison:
         ours, theirs = np.array(c.system_resamples), np.array(c.baseline_resamples)
         assert len(ours) == len(theirs) == 200

@@ -6,7 +6,7 @@ import re
 import subprocess
 import sys
 
-METRIC_KEYS = {"BLEU": "bleu", "chrF2": "chrf", "TER": "ter"}
+METRIC_KEYS = {"BLEU": "bleu", "chrF2": "chrf", "TER": "ter", "chrF2++": "chrf_pp"}
 
 
 def _sacrebleu(*args):
@@ -22,11 +22,30 @@ def _sacrebleu(*args):
     return result.stdout
 
 
-def sacrebleu_scores(ref, hyp, lowercase=False):
-    """{key: (score, signature)} from `sacrebleu REF -i HYP -m bleu chrf ter -f json -w 4`."""
+def sacrebleu_scores(
+    ref, hyp, lowercase=False, langs=None, ter_asian=False, metrics=("bleu", "chrf", "ter")
+):
+    """{key: (score, signature)} from `sacrebleu REF... -i HYP -m METRICS -f json -w 4`.
+
+    Args:
+        ref: One reference file, or a list of them (multiple references).
+        hyp: The hypotheses file.
+        lowercase: -lc.
+        langs: -l SRC-TGT (sacreBLEU chooses BLEU's tokenizer for TGT).
+        ter_asian: --ter-asian-support.
+        metrics: -m; "chrf++" is chrf with --chrf-word-order 2.
+    """
+    refs = list(ref) if isinstance(ref, list | tuple) else [ref]
     extra = ["-lc"] if lowercase else []
-    out = _sacrebleu(ref, "-i", hyp, "-m", "bleu", "chrf", "ter", "-f", "json", "-w", "4", *extra)
-    return {METRIC_KEYS[m["name"]]: (m["score"], m["signature"]) for m in json.loads(out)}
+    extra += ["-l", langs] if langs else []
+    extra += ["--ter-asian-support"] if ter_asian else []
+    if "chrf++" in metrics:
+        extra += ["--chrf-word-order", "2"]
+    names = [m.replace("chrf++", "chrf") for m in metrics]
+    out = _sacrebleu(*refs, "-i", hyp, "-m", *names, "-f", "json", "-w", "4", *extra)
+    scores = json.loads(out)
+    scores = scores if isinstance(scores, list) else [scores]
+    return {METRIC_KEYS[m["name"]]: (m["score"], m["signature"]) for m in scores}
 
 
 def sacrebleu_paired(ref, baseline, system):

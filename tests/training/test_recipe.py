@@ -4,17 +4,19 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.support.cli import NOISE, translator
 from tests.support.corpora import write_copy_corpus
 from tests.support.images import assert_png
-from training.corpus_prep import held_out_size, hold_out, language_of, languages, prepare_data
+from training.corpus_prep import held_out_size, hold_out, languages, prepare_data
 from training.recipe_cli import settings_files
 from training.recipe_config import run_request
 from training.recipe_settings import RecipePaths, RecipeSettings, TrainFiles
 from training.vocab_stage import build_vocab
 from translator.cli import build_parser
 from translator.errors import ConfigError
+from translator.languages import language_of
 
 
 def lines(path: Path) -> list[str]:
@@ -255,3 +257,50 @@ def test_multi30k_is_one_untagged_corpus_given_as_the_configs_pair(multi30k_dir,
     assert [test.name for test in corpus.reports] == ["test_2016_flickr"]
     config, _ = run_request(paths, settings, corpus)
     assert config.data.train_source == str(train.source) and config.data.train == ()
+
+
+def _in_script(path: Path, lang: str) -> Path:
+    """A copy-task file rewritten in a CJK script: each two-letter word one character,
+    written without spaces (Chinese, Japanese kanji) as those languages are."""
+    start = {"zh": 0x4E00, "ja": 0x5B00}[lang]
+    words = sorted({w for line in path.read_text().splitlines() for w in line.split()})
+    character = {word: chr(start + i) for i, word in enumerate(words)}
+    lines = [
+        "".join(character[w] for w in line.split()) + "。" for line in path.read_text().splitlines()
+    ]
+    out = path.with_name(f"{path.stem}.{lang}")
+    out.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cjk, side", [("zh", "target"), ("ja", "source")])
+def test_a_recipe_with_a_cjk_side_scores_and_buckets_it_as_that_language(tmp_path, cjk, side):
+    """en->zh and ja->en: BLEU tokenized for the target as sacreBLEU's -l does, and source
+    lengths counted in characters for a source written without spaces."""
+    pairs = {}
+    for name, count, seed in (("train", 300, 5), ("test", 30, 6)):
+        latin, copied = write_copy_corpus(tmp_path / name, count, seed)
+        script = _in_script(copied, cjk)
+        latin = latin.rename(latin.with_name(f"{name}.en"))
+        pairs[name] = (latin, script) if side == "target" else (script, latin)
+    langs = f"en-{cjk}" if side == "target" else f"{cjk}-en"
+    work = tmp_path / "work"
+    args = ["recipe", "--workdir", work, "--minutes", "0.2", "--train", *pairs["train"]]
+    args += ["--test", *pairs["test"], "--beam-size", "2"]
+    args += ["--set", "model.preset=tiny", "--set", "eval.max_sentences=10"]
+    result = translator(*args, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"languages:   {langs.replace('-', ' -> ')}" in result.stdout
+    report = json.loads((work / "eval" / "test" / "report.json").read_text())
+    tokenizer = {"zh": "zh", "ja": "ja-mecab"}[cjk] if side == "target" else "13a"
+    assert f"|tok:{tokenizer}" in report["scores"]["bleu"]["signature"]
+    assert ("asian:yes" in report["scores"]["ter"]["signature"]) == (side == "target")
+    assert report["length"]["tokenizer"].startswith(tokenizer)
+    # The run recorded its target language: validation scored it the same way.
+    config = yaml.safe_load((work / "run" / "config.yaml").read_text())
+    assert config["data"]["target_lang"] == langs.split("-")[1]
+    # Sources of 3 to 8 words (or characters, and a full stop): never all in "1-5", as
+    # whitespace would have put every unspaced source.
+    buckets = report["by_source_length"]["buckets"]
+    assert {b["label"] for b in buckets} == {"1-5", "6-10"}

@@ -11,11 +11,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Adds the `data` subcommand and its `<dataset>` and `check` subcommands."""
     parser = subparsers.add_parser(
         "data",
-        help="fetch a dataset (e.g. multi30k) or check a parallel corpus",
+        help="fetch a dataset (e.g. multi30k), check or clean a parallel corpus",
         description=(
             "Fetch a dataset into a directory, verifying every file's sha256, from the\n"
             f"network or from a local mirror directory (--mirror or ${ENV_MIRROR}),\n"
-            "or check that two text files form a valid parallel corpus."
+            "check that two text files form a valid parallel corpus, or clean a noisy one."
         ),
         epilog=(
             "Example: translator data multi30k --dest data/multi30k\n"
@@ -23,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    actions = parser.add_subparsers(dest="data_command", metavar="<dataset>|check")
+    actions = parser.add_subparsers(dest="data_command", metavar="<dataset>|check|clean")
     for spec in DATASETS.values():
         fetch = actions.add_parser(
             spec.name,
@@ -83,6 +83,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="longest target sequence kept, BOS/EOS included (default: 256)",
     )
     check.set_defaults(handler=run_check)
+    _register_clean(actions)
     parser.set_defaults(handler=lambda args: _usage(parser))
 
 
@@ -132,4 +133,131 @@ def run_check(args: argparse.Namespace) -> int:
     )
     stats = scan_corpus(args.src, args.tgt, load_vocabulary(args.vocab), config)
     print(stats.summary())
+    return 0
+
+
+def _register_clean(actions: argparse._SubParsersAction) -> None:
+    """Adds `data clean`, its options read from `CleanConfig`'s defaults."""
+    from translator.pipelines.clean import RULES, CleanConfig
+
+    default = CleanConfig()
+    clean = actions.add_parser(
+        "clean",
+        help="clean a noisy parallel corpus: each rule counted, the kept pairs written",
+        description=(
+            "Streams a parallel corpus once and writes the pairs that break none of these "
+            f"rules (each pair counts under the first it breaks): {', '.join(RULES)}. Prints "
+            "the pairs kept and removed per rule with a few examples of each, and writes the "
+            "same as JSON to OUT_SRC.clean.json. Both outputs appear only when the whole "
+            "corpus was read (an interrupted run leaves neither); outputs ending in .gz are "
+            "gzipped. Duplicates are found by 8-byte digests, so memory grows with the "
+            "number of distinct pairs, not their text."
+        ),
+        epilog=(
+            "Example: translator data clean --src crawl.en.gz --tgt crawl.de.gz "
+            "--out-src clean.en.gz --out-tgt clean.de.gz"
+        ),
+    )
+    clean.add_argument("--src", required=True, metavar="FILE", help="source-language file")
+    clean.add_argument("--tgt", required=True, metavar="FILE", help="target-language file")
+    clean.add_argument("--out-src", required=True, metavar="FILE", help="kept sources")
+    clean.add_argument("--out-tgt", required=True, metavar="FILE", help="kept targets")
+    clean.add_argument(
+        "--langs",
+        metavar="SRC-TGT",
+        help="the languages, for the language check (default: the --src and --tgt file "
+        "suffixes, as in recipe: crawl.en.gz -> en)",
+    )
+    rules = clean.add_argument_group("rules")
+    rules.add_argument(
+        "--max-chars",
+        type=int,
+        default=default.max_characters,
+        metavar="N",
+        help="too_long: more characters on a side (default: %(default)s)",
+    )
+    rules.add_argument(
+        "--max-words",
+        type=int,
+        default=default.max_words,
+        metavar="N",
+        help="too_long: more words on a side; a Chinese or Japanese character counts as "
+        "one (default: %(default)s)",
+    )
+    rules.add_argument(
+        "--max-ratio",
+        type=float,
+        default=default.max_length_ratio,
+        metavar="R",
+        help="length_ratio: (longer + 1) / (shorter + 1) in words above R (default: %(default)s)",
+    )
+    rules.add_argument(
+        "--min-letters",
+        type=float,
+        default=default.min_letter_share,
+        metavar="SHARE",
+        help="few_letters: letters under this share of a side's non-space characters "
+        "(default: %(default)s)",
+    )
+    rules.add_argument("--no-dedup", action="store_true", help="keep exact duplicate pairs")
+    rules.add_argument(
+        "--dedup-sources",
+        action="store_true",
+        help="also drop a pair whose source was seen before with another target",
+    )
+    rules.add_argument(
+        "--no-language-check",
+        action="store_true",
+        help="skip wrong_language (py3langid on each side)",
+    )
+    rules.add_argument(
+        "--min-language-probability",
+        type=float,
+        default=default.min_language_probability,
+        metavar="P",
+        help="wrong_language: the expected language's probability under P on a side "
+        "(default: %(default)s)",
+    )
+    clean.add_argument(
+        "--errors",
+        choices=("strict", "replace"),
+        default=default.errors,
+        help="invalid UTF-8: strict stops with the file and line; replace reads bad bytes as "
+        "U+FFFD, counts those lines and drops their pairs under invalid_text "
+        "(default: %(default)s)",
+    )
+    clean.set_defaults(handler=run_clean)
+
+
+def run_clean(args: argparse.Namespace) -> int:
+    """Cleans a parallel corpus."""
+    import json
+
+    from translator.console import progress_bar
+    from translator.io import write_atomic
+    from translator.languages import language_of, language_pair
+    from translator.pipelines.clean import CleanConfig, clean_corpus
+
+    if args.langs:
+        source_lang, target_lang = language_pair(args.langs)
+    else:
+        source_lang, target_lang = language_of(args.src) or "", language_of(args.tgt) or ""
+    config = CleanConfig(
+        source_lang=source_lang,
+        target_lang=target_lang,
+        max_characters=args.max_chars,
+        max_words=args.max_words,
+        max_length_ratio=args.max_ratio,
+        min_letter_share=args.min_letters,
+        dedup=not args.no_dedup,
+        dedup_sources=args.dedup_sources,
+        language_check=not args.no_language_check,
+        min_language_probability=args.min_language_probability,
+        errors=args.errors,
+    )
+    with progress_bar(None, "cleaning") as progress:
+        report = clean_corpus(args.src, args.tgt, args.out_src, args.out_tgt, config, progress)
+    write_atomic(f"{args.out_src}.clean.json", json.dumps(report.to_dict(), indent=2) + "\n")
+    print(report.summary())
+    print(f"report: {args.out_src}.clean.json")
     return 0

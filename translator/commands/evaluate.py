@@ -10,11 +10,13 @@ from translator.commands.options import (
     METRICS_HELP,
     add_batching_options,
     add_model_option,
+    add_reference_option,
     add_report_arguments,
     add_search_options,
     add_tag_options,
     inference_options,
     print_report,
+    scoring_of,
     search_config,
 )
 
@@ -43,12 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     data.add_argument(
         "--src", required=True, metavar="FILE", help="source sentences, one per line (plain/.gz)"
     )
-    data.add_argument(
-        "--ref",
-        required=True,
-        metavar="FILE",
-        help="references, aligned with --src line by line (plain/.gz)",
-    )
+    add_reference_option(data, "--src")
     data.add_argument(
         "--hyp-out",
         metavar="FILE",
@@ -70,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     check_model(args.model, args.engine)  # a wrong --model fails before TensorFlow starts
     if args.hyp_out is not None and not Path(args.hyp_out).resolve().parent.is_dir():
         raise CommandError(f"{args.hyp_out}: cannot write: its directory does not exist")
-    search, options = search_config(args), inference_options(args)
+    search, options, scoring = search_config(args), inference_options(args), scoring_of(args)
     with progress_bar(count_lines(args.src), "translating") as progress:
         written = evaluate_model(
             args.model,
@@ -83,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
             baseline=args.compare,
             bootstrap_samples=args.bootstrap_samples,
             progress=progress,
+            scoring=scoring,
         )
     for note in written.notes:
         print(note, file=sys.stderr)

@@ -18,7 +18,9 @@ from translator.engines.base import (
     InferenceOptions,
 )
 from translator.errors import TranslatorError
+from translator.evaluation.metrics import CJK_EXTRA, EXTRA_METRICS, Scoring
 from translator.evaluation.scoring import DEFAULT_BOOTSTRAP_SAMPLES
+from translator.languages import language_pair
 from translator.search.config import LENGTH_PENALTY_FORMS, SearchConfig
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -36,17 +38,55 @@ TOP_BEAM_STOP_HELP = (
 
 
 METRICS_HELP = (
-    "Scores are sacreBLEU's with its defaults: BLEU (13a tokenization, cased), chrF2 and TER "
-    "(case-insensitive), each printed with its sacreBLEU signature, plus lowercased BLEU and "
-    "the hypothesis/reference length ratio. With --compare, sacreBLEU's paired bootstrap "
+    "Scores are sacreBLEU's, set for the target language as `sacrebleu -l SRC-TGT` sets them: "
+    "BLEU (cased; tokenized zh, ja-mecab or ko-mecab for a Chinese, Japanese or Korean target, "
+    "else 13a), chrF2 and TER (case-insensitive; Asian support for a CJK target), each "
+    "printed with its sacreBLEU signature, plus lowercased BLEU and the hypothesis/reference "
+    "length ratio. --ref may be given several times: multiple references, as sacreBLEU "
+    "takes them. With --compare, sacreBLEU's paired bootstrap "
     "resampling (1000 resamples, seed $SACREBLEU_SEED or 12345) tests the difference to the "
     "other hypotheses: 95% confidence interval of the difference and p-value "
     "(p < 0.05: significant, marked *)."
 )
 
 
+def add_reference_option(parser: argparse.ArgumentParser, aligned_with: str) -> None:
+    """--ref FILE, repeatable: one or more reference files."""
+    parser.add_argument(
+        "--ref",
+        required=True,
+        action="append",
+        metavar="FILE",
+        help=f"references, aligned with {aligned_with} line by line (plain/.gz); repeat "
+        "--ref for several references of each sentence",
+    )
+
+
 def add_report_arguments(parser: argparse.ArgumentParser) -> None:
-    """Adds --report, --compare and --bootstrap-samples."""
+    """Adds --langs, --tokenize, --metrics, --report, --compare and --bootstrap-samples."""
+    parser.add_argument(
+        "-l",
+        "--langs",
+        metavar="SRC-TGT",
+        help="the language pair, as sacreBLEU's -l (e.g. en-zh): the target chooses BLEU's "
+        "tokenizer and TER's Asian support (default: the model run's target language, "
+        "else none: 13a)",
+    )
+    parser.add_argument(
+        "--tokenize",
+        metavar="NAME",
+        help="sacreBLEU's BLEU tokenizer, instead of the target language's: 13a, intl, zh, "
+        "ja-mecab, ko-mecab, char, spm, flores200, none (ja-mecab and ko-mecab need "
+        f'pip install -e ".[{CJK_EXTRA}]")',
+    )
+    parser.add_argument(
+        "--metrics",
+        nargs="+",
+        choices=EXTRA_METRICS,
+        default=[],
+        help="metrics to add to BLEU, chrF2 and TER: chrf++ is chrF with word bigrams "
+        "(sacreBLEU's CHRF(word_order=2))",
+    )
     parser.add_argument(
         "--report",
         metavar="DIR",
@@ -70,6 +110,16 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="resamples of the paired bootstrap test (default: %(default)s, as sacreBLEU)",
     )
+
+
+def scoring_of(args: argparse.Namespace) -> Scoring:
+    """The `Scoring` of --langs, --tokenize and --metrics (checked: one error line)."""
+    target = language_pair(args.langs)[1] if args.langs else ""
+    scoring = Scoring(
+        target_lang=target, tokenize=args.tokenize or "", extra_metrics=tuple(args.metrics)
+    )
+    scoring.check()
+    return scoring
 
 
 def print_report(written: ReportFiles) -> None:

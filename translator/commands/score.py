@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import argparse
 
-from translator.commands.options import METRICS_HELP, add_report_arguments, print_report
+from translator.commands.options import (
+    METRICS_HELP,
+    add_reference_option,
+    add_report_arguments,
+    print_report,
+    scoring_of,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -16,16 +22,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "score",
         help="score hypotheses against references with sacreBLEU (BLEU, chrF, TER)",
         description=(
-            "Scores a file of hypotheses (one per line, plain or .gz) against a reference "
-            f"file aligned line by line. {METRICS_HELP}"
+            "Scores a file of hypotheses (one per line, plain or .gz) against one or more "
+            f"reference files aligned line by line. {METRICS_HELP}"
         ),
         epilog=(
-            "Example: translator score --hyp test.hyp.de --ref test.de.gz "
-            "--compare baseline.hyp.de --report reports/test"
+            "Examples: translator score --hyp test.hyp.de --ref test.de.gz "
+            "--compare baseline.hyp.de --report reports/test; translator score --hyp "
+            "test.hyp.zh --ref test.ref1.zh --ref test.ref2.zh -l en-zh --metrics chrf++"
         ),
     )
     parser.add_argument("--hyp", required=True, metavar="FILE", help="hypotheses, one per line")
-    parser.add_argument("--ref", required=True, metavar="FILE", help="references, one per line")
+    add_reference_option(parser, "--hyp")
     add_report_arguments(parser)
     parser.set_defaults(handler=run)
 
@@ -40,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
         baseline=args.compare,
         bootstrap_samples=args.bootstrap_samples,
         report_dir=args.report,
+        scoring=scoring_of(args),
     )
     print_report(written)
     return 0

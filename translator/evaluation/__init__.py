@@ -3,14 +3,19 @@
     from translator.evaluation import evaluate
     from translator.io import read_lines
 
-    result = evaluate(read_lines("hyp.de"), read_lines("ref.de"))
+    result = evaluate(read_lines("hyp.zh"), [read_lines("ref1.zh"), read_lines("ref2.zh")],
+                      scoring=Scoring(target_lang="zh"))
     result.metric("bleu").score, result.metric("bleu").signature
+
+`Scoring` sets the metrics for the target language as sacreBLEU's command line does
+(BLEU's tokenizer, TER's Asian support) and adds chrF++ on request.
 
 `EvaluationReport` records how the scores were obtained (model, data sha256, search,
 timing); `write_report` writes `report.json`, `report.md` and PNG charts. `score_files`
 and `evaluate_model` serve `translator score` and `translator evaluate`.
 """
 
+from translator.evaluation.metrics import EXTRA_METRICS, Scoring, ScoringError
 from translator.evaluation.render import (
     BOOTSTRAP_CHART,
     REPORT_JSON,
@@ -42,12 +47,14 @@ from translator.evaluation.scoring import (
     LengthStats,
     MetricScore,
     SentenceScore,
+    check_references,
     check_same_length,
     compare_systems,
     corpus_metrics,
     evaluate,
     score_corpus,
     sentence_chrf,
+    source_length,
     source_length_buckets,
 )
 from translator.evaluation.service import (
@@ -55,6 +62,7 @@ from translator.evaluation.service import (
     evaluate_model,
     model_identity,
     read_aligned,
+    read_references,
     score_files,
     search_record,
 )
@@ -65,6 +73,7 @@ __all__ = [
     "DEFAULT_BOOTSTRAP_SAMPLES",
     "DEFAULT_SAMPLES",
     "DEFAULT_WORST",
+    "EXTRA_METRICS",
     "METRICS",
     "REPORT_FORMAT",
     "REPORT_JSON",
@@ -81,8 +90,11 @@ __all__ = [
     "MetricScore",
     "ModelIdentity",
     "ReportFiles",
+    "Scoring",
+    "ScoringError",
     "SentenceScore",
     "Timing",
+    "check_references",
     "check_same_length",
     "compare_systems",
     "corpus_metrics",
@@ -92,11 +104,13 @@ __all__ = [
     "format_scores",
     "model_identity",
     "read_aligned",
+    "read_references",
     "render_markdown",
     "score_corpus",
     "score_files",
     "search_record",
     "sentence_chrf",
+    "source_length",
     "source_length_buckets",
     "write_report",
 ]

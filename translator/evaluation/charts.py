@@ -90,7 +90,7 @@ def draw_source_length(
             )
     # The count under each bucket: a bucket of three sentences has a noisy score.
     axes.set_xticks(list(positions), [f"{b.label}\n({b.sentences:,} sent.)" for b in buckets])
-    axes.set_xlabel("source length (whitespace-separated words)")
+    axes.set_xlabel("source length (words; a Chinese or Japanese character is one)")
     axes.set_ylabel("score")
     axes.set_xlim(-0.7, len(buckets) - 0.3)  # one bucket alone keeps bars of the same width
     axes.set_ylim(0, 108)  # room for the value above a bar of 100

@@ -28,7 +28,7 @@ def format_scores(evaluation: Evaluation) -> str:
     length = evaluation.length
     rows.append(
         f"{'length ratio':<18} {length.ratio:6.3f}  hypothesis {length.hypothesis_tokens:,} / "
-        f"reference {length.reference_tokens:,} tokens (13a), "
+        f"reference {length.reference_tokens:,} tokens ({length.tokenizer}), "
         f"brevity penalty {length.brevity_penalty:.3f}"
     )
     rows.append(
@@ -131,7 +131,8 @@ def render_markdown(report: EvaluationReport) -> str:
         f"BLEU details: {evaluation.metric('bleu').detail}.",
         "",
         f"Length ratio {length.ratio:.3f} (hypotheses {length.hypothesis_tokens:,} / references "
-        f"{length.reference_tokens:,} tokens after 13a tokenization; brevity penalty "
+        f"{length.reference_tokens:,} tokens after {length.tokenizer} tokenization; brevity "
+        f"penalty "
         f"{length.brevity_penalty:.3f}). {evaluation.sentences:,} sentences, "
         f"{evaluation.empty_hypotheses:,} empty hypotheses.",
     ]
@@ -229,6 +230,8 @@ def _sentences_markdown(sentences: Sequence[SentenceScore]) -> list[str]:
         if s.source is not None:
             body.append(f"  SRC  {s.source}")
         body.append(f"  REF  {s.reference}")
+        for n, other in enumerate(s.other_references, start=2):
+            body.append(f"  REF{n} {other}")
         body.append(f"  HYP  {s.hypothesis}")
         body.append("")
     text = "\n".join(body).rstrip("\n")

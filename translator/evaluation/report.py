@@ -84,7 +84,8 @@ class EvaluationReport:
         by_length = None
         if evaluation.by_source_length is not None:
             by_length = {
-                "unit": "whitespace-separated words of the source",
+                "unit": "words of the source (whitespace-separated; a Chinese or Japanese "
+                "character is one)",
                 "buckets": [dataclasses.asdict(b) for b in evaluation.by_source_length],
             }
         return {
@@ -93,6 +94,7 @@ class EvaluationReport:
             "scores": {m.key: _fields(m, drop=("key",)) for m in evaluation.metrics},
             "length": dataclasses.asdict(evaluation.length),
             "sentences": evaluation.sentences,
+            "references": evaluation.references,
             "empty_hypotheses": evaluation.empty_hypotheses,
             "comparison": comparison,
             "by_source_length": by_length,

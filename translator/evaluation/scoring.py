@@ -1,16 +1,20 @@
 """Scoring translations with sacreBLEU: corpus metrics, sentence scores, paired bootstrap.
 
-Metrics are sacreBLEU's own classes with their defaults, so every score and signature
-equals what the `sacrebleu` command prints:
+Metrics are sacreBLEU's own classes, set for the target language as its command line
+sets them (`translator.evaluation.metrics.Scoring`), so every score and signature equals
+what `sacrebleu REF... -i HYP -l SRC-TGT` prints:
 
-    bleu      BLEU, 13a tokenization, cased (the figure to report)
+    bleu      BLEU, cased, the target's tokenizer (13a; zh, ja-mecab, ko-mecab)
     bleu_lc   BLEU, lowercased (an extra figure; its signature says case:lc)
     chrf      chrF2 (character 6-grams, beta 2)
-    ter       TER (sacreBLEU's default: case-insensitive, tercom tokenization)
+    ter       TER (case-insensitive, tercom tokenization; Asian support for CJK targets)
+    chrf_pp   chrF2++ (chrF2 with word bigrams), when asked for
+
+Every function takes one or more reference streams, each aligned with the hypotheses.
 
 `compare_systems` runs sacreBLEU's paired bootstrap test against a baseline; the
 difference's confidence interval is computed here from the same resamples.
-`source_length_buckets` scores the sentences by source length in words.
+`source_length_buckets` scores the sentences by source length in words (`source_length`).
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from translator.errors import TranslatorError
+from translator.evaluation.metrics import Scoring
+from translator.languages import word_count
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -39,6 +45,7 @@ METRICS = (
     ("bleu_lc", "BLEU (lowercased)", True),
     ("chrf", "chrF2", True),
     ("ter", "TER", False),
+    ("chrf_pp", "chrF2++", True),
 )
 # Metrics of the paired test (sacreBLEU keys results by name, which bleu_lc shares).
 COMPARED = ("bleu", "chrf", "ter")
@@ -55,9 +62,9 @@ class EvaluationError(TranslatorError, ValueError):
 class MetricScore:
     """One corpus-level score."""
 
-    # Our name for the figure: bleu, bleu_lc, chrf or ter.
+    # Our name for the figure: bleu, bleu_lc, chrf, ter or chrf_pp.
     key: str
-    # For people: "BLEU", "BLEU (lowercased)", "chrF2", "TER".
+    # For people: "BLEU", "BLEU (lowercased)", "chrF2", "TER", "chrF2++".
     label: str
     score: float
     # sacreBLEU's signature, e.g. "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0".
@@ -70,31 +77,40 @@ class MetricScore:
 
 @dataclasses.dataclass(frozen=True)
 class LengthStats:
-    """Hypothesis against reference length, in BLEU's 13a tokens."""
+    """Hypothesis against reference length, in BLEU's tokens."""
 
     hypothesis_tokens: int
+    # With several references, the closest reference length of each sentence, summed.
     reference_tokens: int
     # hypothesis_tokens / reference_tokens; BLEU's brevity penalty applies below 1.
     ratio: float
     brevity_penalty: float
+    # The tokenizer that counted them (sacreBLEU's name: 13a, zh, ja-mecab, ...).
+    tokenizer: str = "13a"
 
 
 @dataclasses.dataclass(frozen=True)
 class SentenceScore:
-    """One sentence with its sentence-level chrF."""
+    """One sentence with its sentence-level chrF (against all its references)."""
 
     # 1-based line number in the input files.
     line: int
     chrf: float
     hypothesis: str
+    # The first reference.
     reference: str
     # The source sentence when known (evaluate), else None (score).
     source: str | None = None
+    # The other references of the sentence, in the order given.
+    other_references: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
 class LengthBucket:
-    """Corpus scores of the sentences whose source has `first` to `last` words."""
+    """Corpus scores of the sentences whose source has `first` to `last` words.
+
+    Words as `source_length` counts them: a character of Chinese or Japanese is one.
+    """
 
     # "0", "1-5", ..., "31+".
     label: str
@@ -142,6 +158,8 @@ class Evaluation:
     """Scores of hypotheses against references (no identity of files or model)."""
 
     sentences: int
+    # Reference streams scored against (sacreBLEU's nrefs).
+    references: int
     # Hypothesis lines that are empty or only whitespace.
     empty_hypotheses: int
     metrics: tuple[MetricScore, ...]
@@ -158,7 +176,7 @@ class Evaluation:
     by_source_length: tuple[LengthBucket, ...] | None = None
 
     def metric(self, key: str) -> MetricScore:
-        """The score with this key (bleu, bleu_lc, chrf, ter)."""
+        """The score with this key (bleu, bleu_lc, chrf, ter, chrf_pp)."""
         for metric in self.metrics:
             if metric.key == key:
                 return metric
@@ -179,31 +197,52 @@ def check_same_length(
         )
 
 
-def corpus_metrics() -> dict[str, Any]:
+def corpus_metrics(scoring: Scoring | None = None) -> dict[str, Any]:
     """Fresh sacreBLEU metric objects by key, with the settings reported here."""
-    from sacrebleu.metrics import BLEU, CHRF, TER
+    return (scoring or Scoring()).metrics()
 
-    return {"bleu": BLEU(), "bleu_lc": BLEU(lowercase=True), "chrf": CHRF(), "ter": TER()}
+
+def check_references(
+    references: Sequence[Sequence[str]], names: Sequence[str | os.PathLike[str]] = ()
+) -> None:
+    """Raises `EvaluationError` unless there are reference streams of one length.
+
+    Args:
+        references: The reference streams.
+        names: Their files, for the message (default: "reference 1", ...).
+    """
+    if not references:
+        raise EvaluationError("nothing to score: no references")
+    names = list(names) or [f"reference {i + 1}" for i in range(len(references))]
+    for stream, name in zip(references[1:], names[1:], strict=False):
+        check_same_length(stream, name, references[0], names[0])
 
 
 def score_corpus(
-    hypotheses: Sequence[str], references: Sequence[str]
+    hypotheses: Sequence[str],
+    references: Sequence[Sequence[str]],
+    scoring: Scoring | None = None,
 ) -> tuple[tuple[MetricScore, ...], LengthStats]:
-    """Corpus BLEU (cased and lowercased), chrF2 and TER, and the length ratio.
+    """Corpus BLEU (cased and lowercased), chrF2, TER (and the extras), and the length ratio.
 
     Args:
         hypotheses: One translation per line.
-        references: One reference per line, aligned with `hypotheses`.
+        references: One or more reference streams, each aligned with `hypotheses`.
+        scoring: The target language's settings (default: sacreBLEU's, no language).
 
     Returns:
-        The scores in `METRICS` order, and the 13a-token lengths from BLEU.
+        The scores in `METRICS` order, and the token lengths from BLEU.
     """
-    metrics = corpus_metrics()
+    scoring = scoring or Scoring()
+    metrics = scoring.metrics()
+    streams = [list(stream) for stream in references]
     scores = []
     bleu = None
     for key, label, higher_is_better in METRICS:
+        if key not in metrics:
+            continue
         metric = metrics[key]
-        result = metric.corpus_score(list(hypotheses), [list(references)])
+        result = metric.corpus_score(list(hypotheses), streams)
         if key == "bleu":
             bleu = result
         scores.append(
@@ -221,26 +260,37 @@ def score_corpus(
         reference_tokens=int(bleu.ref_len),
         ratio=float(bleu.sys_len / bleu.ref_len) if bleu.ref_len else 0.0,
         brevity_penalty=float(bleu.bp),
+        tokenizer=scoring.bleu_tokenizer,
     )
     return tuple(scores), length
 
 
-def sentence_chrf(hypotheses: Sequence[str], references: Sequence[str]) -> list[float]:
-    """chrF2 of each sentence against its reference."""
+def sentence_chrf(hypotheses: Sequence[str], references: Sequence[Sequence[str]]) -> list[float]:
+    """chrF2 of each sentence against its references (one or more aligned streams)."""
     from sacrebleu.metrics import CHRF
 
     metric = CHRF()
     return [
-        float(metric.sentence_score(h, [r]).score)
-        for h, r in zip(hypotheses, references, strict=True)
+        float(metric.sentence_score(h, list(refs)).score)
+        for h, *refs in zip(hypotheses, *references, strict=True)
     ]
+
+
+def source_length(source: str) -> int:
+    """A source's length in words, the unit of `source_length_buckets`.
+
+    Words as `translator.languages.word_count` counts them: a Chinese or Japanese character
+    is one.
+    """
+    return word_count(source)
 
 
 def compare_systems(
     hypotheses: Sequence[str],
     baseline: Sequence[str],
-    references: Sequence[str],
+    references: Sequence[Sequence[str]],
     n_samples: int = DEFAULT_BOOTSTRAP_SAMPLES,
+    scoring: Scoring | None = None,
 ) -> tuple[tuple[Comparison, ...], int]:
     """Paired bootstrap resampling of `hypotheses` against `baseline` (sacreBLEU's test).
 
@@ -250,20 +300,21 @@ def compare_systems(
     Args:
         hypotheses: This system's translations.
         baseline: The other system's translations of the same sources.
-        references: The references.
+        references: One or more reference streams.
         n_samples: Bootstrap resamples.
+        scoring: The target language's settings.
 
     Returns:
         One `Comparison` per metric of `COMPARED`, and the seed used.
     """
     from sacrebleu.significance import PairedTest
 
-    metrics = corpus_metrics()
+    metrics = corpus_metrics(scoring)
     chosen = {key: metrics[key] for key in COMPARED}
     test = PairedTest(
         [("baseline", list(baseline)), ("system", list(hypotheses))],
         chosen,
-        [list(references)],
+        [list(stream) for stream in references],
         test_type="bs",
         n_samples=n_samples,
     )
@@ -306,20 +357,21 @@ def compare_systems(
 
 def source_length_buckets(
     hypotheses: Sequence[str],
-    references: Sequence[str],
+    references: Sequence[Sequence[str]],
     sources: Sequence[str],
     edges: Sequence[int] = SOURCE_LENGTH_EDGES,
+    scoring: Scoring | None = None,
 ) -> tuple[LengthBucket, ...]:
     """Corpus BLEU and chrF2 of the sentences of each source-length bucket.
 
-    A source's length is its number of whitespace-separated words; empty buckets are
-    left out.
+    A source's length is `source_length`'s words; empty buckets are left out.
 
     Args:
         hypotheses: One translation per line.
-        references: Aligned references.
+        references: One or more aligned reference streams.
         sources: Aligned source sentences.
         edges: The last length of each bucket but the last, increasing.
+        scoring: The target language's settings.
 
     Returns:
         The non-empty buckets, shortest sources first.
@@ -327,15 +379,18 @@ def source_length_buckets(
     members: list[list[int]] = [[] for _ in range(len(edges) + 1)]
     for index, source in enumerate(sources):
         # The first bucket whose last length is at least the source's (else the open one).
-        members[bisect.bisect_left(edges, len(source.split()))].append(index)
-    metrics = corpus_metrics()
+        members[bisect.bisect_left(edges, source_length(source))].append(index)
+    metrics = corpus_metrics(scoring)
     buckets = []
     for b, indices in enumerate(members):
         if not indices:
             continue
         first = 0 if b == 0 else edges[b - 1] + 1
         last = edges[b] if b < len(edges) else None
-        chosen = [hypotheses[i] for i in indices], [[references[i] for i in indices]]
+        chosen = (
+            [hypotheses[i] for i in indices],
+            [[stream[i] for i in indices] for stream in references],
+        )
         buckets.append(
             LengthBucket(
                 label=_bucket_label(first, last),
@@ -351,51 +406,58 @@ def source_length_buckets(
 
 def evaluate(
     hypotheses: Sequence[str],
-    references: Sequence[str],
+    references: Sequence[Sequence[str]],
     sources: Sequence[str] | None = None,
     baseline: Sequence[str] | None = None,
     bootstrap_samples: int = DEFAULT_BOOTSTRAP_SAMPLES,
     worst: int = DEFAULT_WORST,
     samples: int = DEFAULT_SAMPLES,
+    scoring: Scoring | None = None,
 ) -> Evaluation:
     """Scores hypotheses; with a baseline, also the paired bootstrap comparison.
 
     Args:
         hypotheses: One translation per line.
-        references: Aligned references.
+        references: One or more reference streams, each aligned with the hypotheses.
         sources: Aligned source sentences, shown next to the sample and worst sentences
             and bucketing the scores by source length.
         baseline: Another system's aligned translations to compare with.
         bootstrap_samples: Resamples of the paired test.
         worst: How many lowest-chrF sentences to keep.
         samples: How many sample sentences to keep.
+        scoring: The target language's tokenizers and extra metrics (default: none known).
 
     Raises:
         EvaluationError: if the sequences differ in length or are empty.
+        ScoringError: a tokenizer whose package is missing, or an unknown setting.
     """
-    if not references:
+    scoring = scoring or Scoring()
+    scoring.check()
+    check_references(references)
+    if not references[0]:
         raise EvaluationError("nothing to score: no reference lines")
     with _each_warning_once(logging.getLogger("sacrebleu")):
         return _evaluate(
-            hypotheses, references, sources, baseline, bootstrap_samples, worst, samples
+            hypotheses, references, sources, baseline, bootstrap_samples, worst, samples, scoring
         )
 
 
 def _evaluate(
     hypotheses: Sequence[str],
-    references: Sequence[str],
+    references: Sequence[Sequence[str]],
     sources: Sequence[str] | None,
     baseline: Sequence[str] | None,
     bootstrap_samples: int,
     worst: int,
     samples: int,
+    scoring: Scoring,
 ) -> Evaluation:
-    check_same_length(hypotheses, "hypotheses", references, "references")
+    check_same_length(hypotheses, "hypotheses", references[0], "references")
     if sources is not None:
-        check_same_length(sources, "sources", references, "references")
+        check_same_length(sources, "sources", references[0], "references")
     if baseline is not None:
-        check_same_length(baseline, "baseline", references, "references")
-    metrics, length = score_corpus(hypotheses, references)
+        check_same_length(baseline, "baseline", references[0], "references")
+    metrics, length = score_corpus(hypotheses, references, scoring)
     chrf = sentence_chrf(hypotheses, references)
 
     def sentence(index: int) -> SentenceScore:
@@ -403,16 +465,20 @@ def _evaluate(
             line=index + 1,
             chrf=chrf[index],
             hypothesis=hypotheses[index],
-            reference=references[index],
+            reference=references[0][index],
             source=None if sources is None else sources[index],
+            other_references=tuple(stream[index] for stream in references[1:]),
         )
 
     order = sorted(range(len(chrf)), key=lambda i: (chrf[i], i))
     comparison = seed = None
     if baseline is not None:
-        comparison, seed = compare_systems(hypotheses, baseline, references, bootstrap_samples)
+        comparison, seed = compare_systems(
+            hypotheses, baseline, references, bootstrap_samples, scoring
+        )
     return Evaluation(
         sentences=len(hypotheses),
+        references=len(references),
         empty_hypotheses=sum(not h.strip() for h in hypotheses),
         metrics=metrics,
         length=length,
@@ -422,7 +488,11 @@ def _evaluate(
         bootstrap_samples=bootstrap_samples if baseline is not None else None,
         bootstrap_seed=seed,
         by_source_length=(
-            None if sources is None else source_length_buckets(hypotheses, references, sources)
+            None
+            if sources is None
+            else source_length_buckets(
+                hypotheses, references, sources, SOURCE_LENGTH_EDGES, scoring
+            )
         ),
     )
 
@@ -445,7 +515,7 @@ def _resampled_scores(
     metric,
     hypotheses: Sequence[str],
     baseline: Sequence[str],
-    references: Sequence[str],
+    references: Sequence[Sequence[str]],
     n_samples: int,
     seed: int | None,
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -456,7 +526,7 @@ def _resampled_scores(
     """
     import numpy as np
 
-    references_ = [list(references)]
+    references_ = [list(stream) for stream in references]
     system = np.array(metric._extract_corpus_statistics(list(hypotheses), references_), "float32")
     base = np.array(metric._extract_corpus_statistics(list(baseline), references_), "float32")
     rng = np.random.default_rng(seed if seed else None)

@@ -13,11 +13,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from translator.evaluation.metrics import Scoring
 from translator.evaluation.render import format_scores, write_report
 from translator.evaluation.report import EvaluationReport, ModelIdentity, Timing, file_identity
 from translator.evaluation.scoring import (
     DEFAULT_BOOTSTRAP_SAMPLES,
     EvaluationError,
+    check_references,
     check_same_length,
     evaluate,
 )
@@ -29,6 +31,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from translator.search.config import SearchConfig
 
 PathLike = str | os.PathLike[str]
+# One reference file, or several (each aligned with the sources: multiple references).
+ReferencePaths = PathLike | Sequence[PathLike]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +65,28 @@ class ReportFiles:
         return "\n".join(parts)
 
 
+def read_references(paths: ReferencePaths) -> tuple[list[PathLike], list[list[str]]]:
+    """The reference files as a list, and their lines: one stream each, checked aligned.
+
+    Raises:
+        CorpusError: a missing or unreadable file, or invalid UTF-8 (file and line).
+        EvaluationError: naming two files and counts when they differ, or no lines.
+    """
+    files = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
+    if not files:
+        raise EvaluationError("no reference file given")
+    streams = [read_lines(path) for path in files]
+    check_references(streams, files)
+    if not streams[0]:
+        raise EvaluationError(f"{files[0]}: no lines to score")
+    return files, streams
+
+
+def _roles(files: Sequence[PathLike]) -> dict[str, PathLike]:
+    """Report roles of the reference files: "reference", then "reference 2", ..."""
+    return {"reference" if i == 0 else f"reference {i + 1}": f for i, f in enumerate(files)}
+
+
 def read_aligned(path: PathLike, references: Sequence[str], reference_path: PathLike) -> list[str]:
     """The lines of `path`, checked to align with the references line by line.
 
@@ -77,36 +103,46 @@ def read_aligned(path: PathLike, references: Sequence[str], reference_path: Path
 
 def score_files(
     hypotheses: PathLike,
-    reference: PathLike,
+    reference: ReferencePaths,
     *,
     baseline: PathLike | None = None,
     bootstrap_samples: int = DEFAULT_BOOTSTRAP_SAMPLES,
     report_dir: PathLike | None = None,
+    scoring: Scoring | None = None,
 ) -> ReportFiles:
     """Scores a hypotheses file against references (`translator score`).
 
     Args:
         hypotheses: One translation per line (plain or .gz).
-        reference: The references, aligned with `hypotheses`.
+        reference: The reference file, or several (multiple references), each aligned
+            with `hypotheses`.
         baseline: Another system's hypotheses, for the paired bootstrap test.
         bootstrap_samples: Resamples of the paired test.
         report_dir: Also write report.json and report.md there.
+        scoring: The target language's tokenizers and extra metrics.
     """
-    references = read_lines(reference)
-    hypothesis_lines = read_aligned(hypotheses, references, reference)
-    others = _baseline(baseline, bootstrap_samples, references, reference)
+    scoring = scoring or Scoring()
+    scoring.check()
+    files, references = read_references(reference)
+    hypothesis_lines = read_aligned(hypotheses, references[0], files[0])
+    others = _baseline(baseline, bootstrap_samples, references[0], files[0])
     evaluation = evaluate(
-        hypothesis_lines, references, baseline=others, bootstrap_samples=bootstrap_samples
+        hypothesis_lines,
+        references,
+        baseline=others,
+        bootstrap_samples=bootstrap_samples,
+        scoring=scoring,
     )
-    files = {"hypotheses": hypotheses, "reference": reference, "baseline": baseline}
-    data = {role: file_identity(path, len(references)) for role, path in files.items() if path}
+    roles = {"hypotheses": hypotheses, **_roles(files), "baseline": baseline}
+    lines = len(hypothesis_lines)
+    data = {role: file_identity(path, lines) for role, path in roles.items() if path}
     return _written(EvaluationReport(evaluation=evaluation, data=data), report_dir)
 
 
 def evaluate_model(
     model: PathLike,
     source: PathLike,
-    reference: PathLike,
+    reference: ReferencePaths,
     search: SearchConfig,
     options: InferenceOptions | None = None,
     *,
@@ -115,13 +151,14 @@ def evaluate_model(
     baseline: PathLike | None = None,
     bootstrap_samples: int = DEFAULT_BOOTSTRAP_SAMPLES,
     progress: Callable[[int], None] | None = None,
+    scoring: Scoring | None = None,
 ) -> ReportFiles:
     """Translates `source` with `model` as `translate` does and scores it (`evaluate`).
 
     Args:
         model: A model or run directory, or a CTranslate2 export.
         source: Source sentences, one per line (plain or .gz).
-        reference: References aligned with `source`.
+        reference: The reference file, or several, aligned with `source`.
         search: The `SearchConfig`.
         options: Batching, engine and precision (`translator.engines.InferenceOptions`).
         hypotheses_out: Also write the translations there.
@@ -129,30 +166,41 @@ def evaluate_model(
         baseline: Another system's hypotheses of the same sources, for the paired test.
         bootstrap_samples: Resamples of the paired test.
         progress: Called with the number of lines finished after each batch.
+        scoring: The target language's tokenizers and extra metrics (default: the
+            target language of the model's run, when it recorded one).
 
     Raises:
         TranslatorError: naming the file or setting at fault (before the model loads).
     """
     from translator.engines import load_translator
 
-    references = read_lines(reference)
-    sources = read_aligned(source, references, reference)
-    others = _baseline(baseline, bootstrap_samples, references, reference)
+    files, references = read_references(reference)
+    sources = read_aligned(source, references[0], files[0])
+    others = _baseline(baseline, bootstrap_samples, references[0], files[0])
+    scoring = scoring or Scoring()
+    scoring.check()
     loaded = load_translator(model, search, options)
+    scoring = _with_the_models_language(scoring, loaded.loaded.metadata)
+    scoring.check()
     started = time.monotonic()
     translations = loaded.translator.search(sources, progress)
     seconds = time.monotonic() - started
     hypotheses = [one_line(text) for text in translations.texts]
     if hypotheses_out:
         write_atomic(hypotheses_out, "".join(h + "\n" for h in hypotheses))
-    files = {"source": source, "reference": reference, "hypotheses": hypotheses_out}
+    roles = {"source": source, **_roles(files), "hypotheses": hypotheses_out}
     report = EvaluationReport(
         evaluation=evaluate(
-            hypotheses, references, sources, baseline=others, bootstrap_samples=bootstrap_samples
+            hypotheses,
+            references,
+            sources,
+            baseline=others,
+            bootstrap_samples=bootstrap_samples,
+            scoring=scoring,
         ),
         data={  # every file has a line per source line
             role: file_identity(path, len(sources))
-            for role, path in {**files, "baseline": baseline}.items()
+            for role, path in {**roles, "baseline": baseline}.items()
             if path is not None
         },
         model=model_identity(loaded.loaded),
@@ -161,6 +209,14 @@ def evaluate_model(
         timing=_timing(loaded, translations.stats, len(sources), seconds),
     )
     return dataclasses.replace(_written(report, report_dir), notes=loaded.notes)
+
+
+def _with_the_models_language(scoring: Scoring, metadata: dict[str, Any]) -> Scoring:
+    """The scoring, with the target language the model's run recorded when none was given."""
+    if scoring.target_lang:
+        return scoring
+    recorded = (metadata.get("config") or {}).get("data", {}).get("target_lang", "")
+    return dataclasses.replace(scoring, target_lang=recorded) if recorded else scoring
 
 
 def search_record(loaded: LoadedTranslator) -> dict[str, Any]:

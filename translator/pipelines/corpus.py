@@ -7,7 +7,7 @@ Everything streams, so corpora larger than RAM work. Lines are read as
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -61,7 +61,17 @@ class ParallelCorpus:
             CorpusError: on invalid UTF-8 (file and line), or, when one file ends before
                 the other, naming both files and both line counts.
         """
-        sources, targets = iter_lines(self.source_path), iter_lines(self.target_path)
+        return self.pairs()
+
+    def pairs(self, on_invalid: Callable[[int], None] | None = None) -> Iterator[tuple[str, str]]:
+        """`iter(corpus)`, optionally reading invalid UTF-8 as U+FFFD (`iter_lines`).
+
+        Args:
+            on_invalid: Called with each invalid line's number (either file); None: an
+                invalid line is an error.
+        """
+        sources = iter_lines(self.source_path, on_invalid)
+        targets = iter_lines(self.target_path, on_invalid)
         count = 0
         for source in sources:
             target = next(targets, None)
