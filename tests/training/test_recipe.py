@@ -282,6 +282,7 @@ def test_a_recipe_with_a_cjk_side_scores_and_buckets_it_as_that_language(tmp_pat
     for name, count, seed in (("train", 300, 5), ("test", 30, 6)):
         latin, copied = write_copy_corpus(tmp_path / name, count, seed)
         script = _in_script(copied, cjk)
+        script = script.rename(script.with_name(f"{name}.{cjk}"))
         latin = latin.rename(latin.with_name(f"{name}.en"))
         pairs[name] = (latin, script) if side == "target" else (script, latin)
     langs = f"en-{cjk}" if side == "target" else f"{cjk}-en"
