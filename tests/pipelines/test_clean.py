@@ -187,7 +187,7 @@ def test_the_command_prints_the_report_and_writes_it_as_json(val_pairs, tmp_path
     assert report["settings"]["target_lang"] == "de"
     assert f"{report['pairs']:,} pairs" in printed and "(language check: en/de" in printed
     for rule in RULES:
-        assert f"  {rule:<16} {report['removed'][rule]:>8,}" in printed
+        assert f"  {rule:<16} {report['removed'][rule]:>10,}" in printed
     with gzip.open(out_source, "rt", encoding="utf-8") as file:
         assert len(file.read().splitlines()) == report["kept"]
 

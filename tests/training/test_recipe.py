@@ -305,3 +305,9 @@ def test_a_recipe_with_a_cjk_side_scores_and_buckets_it_as_that_language(tmp_pat
     # whitespace would have put every unspaced source.
     buckets = report["by_source_length"]["buckets"]
     assert {b["label"] for b in buckets} == {"1-5", "6-10"}
+    # `evaluate` without -l scores in the language the model's run recorded.
+    again = translator(
+        "evaluate", "--model", work / "run", "--src", pairs["test"][0], "--ref", pairs["test"][1]
+    )
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"|tok:{tokenizer}" in again.stdout

@@ -76,8 +76,9 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         "--tokenize",
         metavar="NAME",
         help="sacreBLEU's BLEU tokenizer, instead of the target language's: 13a, intl, zh, "
-        "ja-mecab, ko-mecab, char, spm, flores200, none (ja-mecab and ko-mecab need "
-        f'pip install -e ".[{CJK_EXTRA}]")',
+        "ja-mecab, ko-mecab, char, none, or spm, flores101, flores200 (these download "
+        "their SentencePiece model on first use); ja-mecab and ko-mecab need "
+        f'pip install -e ".[{CJK_EXTRA}]"',
     )
     parser.add_argument(
         "--metrics",

@@ -133,14 +133,18 @@ class CleanReport:
 
     def summary(self) -> str:
         """The report as the command prints it."""
-        share = lambda n: f"{100 * n / self.pairs:5.1f}%" if self.pairs else "  0.0%"  # noqa: E731
+
+        def row(name: str, count: int) -> str:
+            share = 100 * count / self.pairs if self.pairs else 0.0
+            return f"  {name:<16} {count:>10,} {share:5.1f}%"
+
         lines = [
             f"{self.source} | {self.target}: {self.pairs:,} pairs in {self.seconds:.1f} s "
             f"({self.pairs / max(self.seconds, 1e-9):,.0f} pairs/s)",
-            f"  kept     {self.kept:>12,} {share(self.kept)}",
+            row("kept", self.kept),
         ]
         for rule in RULES:
-            lines.append(f"  {rule:<16} {self.removed[rule]:>8,} {share(self.removed[rule])}")
+            lines.append(row(rule, self.removed[rule]))
             for example in self.examples[rule]:
                 lines.append(
                     f"      line {example.line}: {_shown(example.source)} ||| "
