@@ -155,8 +155,9 @@ def _source_length_markdown(buckets: Sequence[LengthBucket]) -> list[str]:
         "## Scores by source length",
         "",
         "Corpus BLEU and chrF2 of the sentences in each bucket of source length, counted in "
-        "whitespace-separated words of the source (same sacreBLEU settings as above; buckets "
-        "without sentences are left out, and a bucket of few sentences has a noisy score).",
+        "words of the source: whitespace-separated, a Chinese or Japanese character counting "
+        "as one (same sacreBLEU settings as above; buckets without sentences are left out, "
+        "and a bucket of few sentences has a noisy score).",
         "",
         "| Source words | Sentences | BLEU | chrF2 |",
         "|---|---:|---:|---:|",
