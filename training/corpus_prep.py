@@ -151,8 +151,9 @@ def _cleaned(
             "sizes": [path.stat().st_size for path in corpus.files],
             "settings": dataclasses.asdict(config),
         }
-        if marker.is_file() and json.loads(marker.read_text("utf-8"))["origin"] == origin:
-            kept = json.loads(marker.read_text("utf-8"))["report"]["kept"]
+        done = json.loads(marker.read_text("utf-8")) if marker.is_file() else {}
+        if done.get("origin") == origin:
+            kept = done["report"]["kept"]
             print(f"  clean {corpus.describe()}: {kept:,} pairs kept (done before)", flush=True)
         else:
             report = clean_corpus(*corpus.files, *out, config)
