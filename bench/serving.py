@@ -1,5 +1,6 @@
 """Serving: latency and throughput of `translator serve`, dynamic batching on and off, both
-servers at once on one export, measured interleaved. Without --model, random `small` weights."""
+servers at once on one export, measured interleaved; REST, and gRPC to the batching server.
+Without --model, random `small` weights."""
 
 import concurrent.futures
 import http.client
@@ -56,23 +57,69 @@ def run_clients(port: int, sentences: list[str], clients: int, per_client: int) 
     return dict(seconds=time.perf_counter() - started, latencies=latencies, texts=texts)
 
 
+def run_grpc_clients(target: str, sentences: list[str], clients: int, per_client: int) -> dict:
+    """`run_clients` over gRPC (TF Serving's stubs), each client on its own channel."""
+    import grpc
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    from serving.grpc_client import string_tensor
+
+    barrier = threading.Barrier(clients + 1)
+
+    def client(number: int) -> list[tuple[int, float, str]]:  # (sentence, seconds, text)
+        done = []
+        with grpc.insecure_channel(target) as channel:
+            stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+            grpc.channel_ready_future(channel).result(timeout=60)
+            barrier.wait()
+            for k in range(per_client):
+                index = (number + k * clients) % len(sentences)
+                request = predict_pb2.PredictRequest()
+                request.model_spec.name = "translator"
+                request.inputs["inputs"].CopyFrom(string_tensor([sentences[index]]))
+                started = time.perf_counter()
+                response = stub.Predict(request, timeout=600)
+                elapsed = time.perf_counter() - started
+                text = response.outputs["translations"].string_val[0].decode("utf-8")
+                done.append((index, elapsed, text))
+        return done
+
+    with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+        futures = [pool.submit(client, number) for number in range(clients)]
+        barrier.wait()
+        started = time.perf_counter()
+        done = [request for future in futures for request in future.result()]
+    latencies, texts = [seconds for _, seconds, _ in done], {i: text for i, _, text in done}
+    return dict(seconds=time.perf_counter() - started, latencies=latencies, texts=texts)
+
+
 def percentile(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, max(0, math.ceil(q * len(values)) - 1))]
 
 
 def measure_rounds(servers: dict, sentences: list[str], args) -> dict:
-    """{mode: {clients: figures}}: 1 client, then CLIENTS, on each server in turn, alternating."""
-    runs = {mode: {1: [], CLIENTS: []} for mode in servers}
-    for server in servers.values():
-        run_clients(server.port, sentences, CLIENTS, 2)  # warm-up: several batch sizes
+    """{mode: {clients: figures}}: 1 client, then CLIENTS, on each server in turn, alternating.
+
+    The modes are the servers' (REST) and "grpc": gRPC clients of the "on" server."""
+
+    def run(mode: str, clients: int, count: int) -> dict:
+        if mode == "grpc":
+            return run_grpc_clients(servers["on"].grpc_target, sentences, clients, count)
+        return run_clients(servers[mode].port, sentences, clients, count)
+
+    modes = [*servers, "grpc"]
+    runs = {mode: {1: [], CLIENTS: []} for mode in modes}
+    for mode in modes:
+        run(mode, CLIENTS, 2)  # warm-up: several batch sizes
     for number in range(args.rounds):
         for clients, count in ((1, args.single), (CLIENTS, args.per_client)):
-            for mode in list(servers)[:: -1 if number % 2 else 1]:
-                before = servers[mode].get("/healthz")[1]
-                run = run_clients(servers[mode].port, sentences, clients, count)
-                after = servers[mode].get("/healthz")[1]
-                run |= {key: after[key] - before[key] for key in ("sentences", "batches")}
-                runs[mode][clients].append(run)
+            for mode in modes[:: -1 if number % 2 else 1]:
+                server = servers["on" if mode == "grpc" else mode]
+                before = server.get("/healthz")[1]
+                run_ = run(mode, clients, count)
+                after = server.get("/healthz")[1]
+                run_ |= {key: after[key] - before[key] for key in ("sentences", "batches")}
+                runs[mode][clients].append(run_)
     results = {mode: {} for mode in runs}
     for mode, by_clients in runs.items():
         for clients, done in by_clients.items():
@@ -88,7 +135,7 @@ def measure_rounds(servers: dict, sentences: list[str], args) -> dict:
                 "mean_batch": total["sentences"] / max(total["batches"], 1),
                 "translations": {i: text for run in done for i, text in run["texts"].items()},
             }
-            print(f"batching {mode}, {clients} client(s): {figures['throughput']:.2f} sentences/s")
+            print(f"{mode}, {clients} client(s): {figures['throughput']:.2f} sentences/s")
     return results
 
 
@@ -120,9 +167,13 @@ def comparison(modes: dict) -> dict:
     """Batching on over off: sentences/s at CLIENTS clients (`ratio`) and at 1 (`one_client`);
     the 1-client median latencies (`p50_on`, `p50_off`); of the 1-client runs' sentences
     (`compared`), those with the same translation (`same`)."""
-    on, off = modes["on"], modes["off"]
+    on, off, grpc = modes["on"], modes["off"], modes["grpc"]
     texts = off[1]["translations"]
     return {
+        "grpc_ratio": grpc[CLIENTS]["throughput"] / on[CLIENTS]["throughput"],
+        "grpc_one": grpc[1]["throughput"] / on[1]["throughput"],
+        "p50_grpc": grpc[1]["p50_ms"],
+        "same_grpc": sum(grpc[1]["translations"][i] == text for i, text in texts.items()),
         "ratio": on[CLIENTS]["throughput"] / off[CLIENTS]["throughput"],
         "one_client": on[1]["throughput"] / off[1]["throughput"],
         "p50_on": on[1]["p50_ms"],
@@ -135,10 +186,14 @@ def comparison(modes: dict) -> dict:
 def section_markdown(modes: dict, ceiling: dict[str, float], args, model: str) -> str:
     """The section: the template filled with this run's figures (its local names)."""
     figures, required_ratio, clients = comparison(modes), REQUIRED_RATIO, CLIENTS
-    labels = {"on": render("label-on", size=MAX_BATCH_SIZE, args=args), "off": render("label-off")}
+    labels = {
+        "on": render("label-on", size=MAX_BATCH_SIZE, args=args),
+        "off": render("label-off"),
+        "grpc": render("label-grpc", size=MAX_BATCH_SIZE, args=args),
+    }
     rows = "\n".join(
         render("row", label=labels[mode], clients=c, **modes[mode][c])
-        for mode in ("on", "off")
+        for mode in ("on", "grpc", "off")
         for c in (1, CLIENTS)
     )
     model_ratio, timeout_ms = ceiling["together"] / ceiling["alone"], args.timeout / 1000

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import re
+from collections.abc import Callable
 from typing import Any
 
 from starlette.applications import Starlette
@@ -26,19 +27,10 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from serving.batching import Batcher, BatcherStoppedError, QueueFullError
-from serving.model import ServedModel
 from serving.page import render_page
-from serving.protocol import (
-    RequestError,
-    RequestLimits,
-    Row,
-    dumps,
-    format_predict,
-    parse_predict,
-)
+from serving.protocol import RequestError, dumps, format_predict, parse_predict
 from serving.protocol import too_large as body_too_large
-from translator.signatures import TAGS_KEY
+from serving.service import Predictor
 
 logger = logging.getLogger(__name__)
 
@@ -69,19 +61,16 @@ class ModelService:
     """The request handlers of one model: TF Serving's REST routes and a health check.
 
     Args:
-        model: The served model.
-        batcher: Runs predict requests in batches.
-        limits: Request size limits.
-        tag: What `serve --tag` gives every sentence of an untagged request ("": none):
-            `serving_default` and `n_best` then run as `tagged` and `tagged_n_best`.
+        predictor: The model behind its batcher, as the gRPC API reaches it too.
+        before_stop: Called at shutdown before the batcher stops (the gRPC server's
+            graceful stop), so that its requests in flight are still answered.
     """
 
-    def __init__(self, model: ServedModel, batcher: Batcher, limits: RequestLimits, tag: str = ""):
-        self.model = model
-        self.batcher = batcher
-        self.limits = limits
-        self.tag = tag.encode("utf-8")
-        self.input_keys = {name: info.input_keys for name, info in model.signatures.items()}
+    def __init__(self, predictor: Predictor, before_stop: Callable[[], None] | None = None):
+        self.predictor = predictor
+        self.model = predictor.model
+        self.batcher = predictor.batcher
+        self.before_stop = before_stop
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette):
@@ -89,6 +78,8 @@ class ModelService:
         if not self.batcher.alive:
             self.batcher.start()
         yield
+        if self.before_stop is not None:
+            await asyncio.to_thread(self.before_stop)
         stopped = await asyncio.to_thread(self.batcher.stop)
         stats = self.batcher.stats
         logger.info(
@@ -131,12 +122,10 @@ class ModelService:
         if request.method != wanted:
             what = verb or "model status"
             return error_response(f"{what} takes {wanted}, not {request.method}", 405)
-        spec = f"Specific({name}, {version})" if version else f"Latest({name})"
-        if label is not None:
-            return error_response(f"Servable not found for request: label {label!r}", 404)
-        model = self.model
-        if name != model.name or (version is not None and version != str(model.version)):
-            return error_response(f"Servable not found for request: {spec}", 404)
+        try:
+            self.predictor.find(name, version, label)
+        except RequestError as error:
+            return error_response(error.message, error.status)
         if verb is None:
             return json_response(self.status_body())
         if verb == "/metadata":
@@ -171,41 +160,19 @@ class ModelService:
 
     async def predict(self, request: Request) -> Response:
         """:predict: parse, submit to the batcher, wait, format."""
+        predictor = self.predictor
         try:
-            body = await read_body(request, self.limits.max_bytes)
-            parsed = parse_predict(body, self.input_keys, self.limits)
-            signature, inputs = self.tagged(parsed.signature, parsed.inputs)
-            future = self.batcher.submit(signature, inputs)
+            body = await read_body(request, predictor.limits.max_bytes)
+            parsed = parse_predict(body, predictor.input_keys, predictor.limits)
+            future = predictor.submit(parsed.signature, parsed.inputs)
         except RequestError as error:
             return error_response(error.message, error.status)
-        except (QueueFullError, BatcherStoppedError) as error:
-            return error_response(str(error), 503)
         try:
             outputs = await asyncio.wrap_future(future)
         except Exception as error:  # the model failed on this batch
             return error_response(f"the model failed: {error}", 500)
         keys = self.model.signatures[parsed.signature].output_keys
         return json_response(format_predict(outputs, keys, parsed.columnar))
-
-    def tagged(self, signature: str, inputs: list[Row]) -> tuple[str, list[Row]]:
-        """The signature and sentences to run: `--tag` applied, every tag checked.
-
-        Raises:
-            RequestError: a tag the model does not know (400), before it is batched with
-                other requests' sentences, whose calls it would fail.
-        """
-        tagged = self.model.tagged(signature)
-        if self.tag and tagged is not None:
-            signature, inputs = tagged, [(row, self.tag) for row in inputs]
-        keys = self.model.signatures[signature].input_keys
-        if TAGS_KEY in keys:
-            at = keys.index(TAGS_KEY)
-            for index, row in enumerate(inputs):
-                assert isinstance(row, tuple)  # a signature of several inputs
-                why = self.model.unknown_tag(row[at])
-                if why is not None:
-                    raise RequestError(f"sentence {index}: {why}")
-        return signature, inputs
 
     async def http_error(self, request: Request, error: Exception) -> Response:
         """Starlette's own errors (unknown route, wrong method) in TF Serving's shape."""
@@ -215,16 +182,14 @@ class ModelService:
         )
 
 
-def create_app(
-    model: ServedModel, batcher: Batcher, limits: RequestLimits, tag: str = ""
-) -> Starlette:
-    """The Starlette application serving `model` through `batcher`.
+def create_app(predictor: Predictor, before_stop: Callable[[], None] | None = None) -> Starlette:
+    """The Starlette application serving `predictor`'s model.
 
     The batcher is started with the application (if not yet running) and stopped when the
-    application shuts down, after the server has finished the requests in flight. `tag`:
-    see `ModelService`.
+    application shuts down, after the server has finished the requests in flight (and
+    after `before_stop`: see `ModelService`).
     """
-    service = ModelService(model, batcher, limits, tag)
+    service = ModelService(predictor, before_stop)
     return Starlette(
         routes=[
             Route("/", service.page, methods=["GET"]),

@@ -19,19 +19,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     # Long but flat: one declaration per option, in the order `--help` lists them.
     parser = subparsers.add_parser(
         "serve",
-        help="serve an exported model over HTTP with TF Serving's REST API",
+        help="serve an exported model with TF Serving's REST and gRPC APIs",
         description=(
             "Loads the newest version under EXPORT_BASE (as written by `translator export`)\n"
-            "and serves it with TF Serving's REST API, so TF Serving clients work unchanged:\n"
+            "and serves it with TF Serving's two APIs, so TF Serving clients work unchanged.\n"
+            "REST (--port, 8501):\n"
             "  GET  /                          a page to try the model in a browser\n"
             "  GET  /v1/models/NAME            model status\n"
             "  GET  /v1/models/NAME/metadata   signatures\n"
             '  POST /v1/models/NAME:predict    {"instances": [...]} or {"inputs": [...]}\n'
             "  GET  /healthz                   200 while serving\n"
+            "gRPC (--grpc-port, 8500; the stubs of the tensorflow-serving-api package):\n"
+            "  tensorflow.serving.PredictionService  Predict, GetModelMetadata\n"
+            "  tensorflow.serving.ModelService       GetModelStatus\n"
             "Before serving, it replays the export's warm-up requests\n"
             "(assets.extra/tf_serving_warmup_requests), as TF Serving does.\n"
-            "Concurrent requests are decoded together (dynamic batching). SIGTERM or Ctrl-C\n"
-            "stops the server after it has answered the requests in flight."
+            "Concurrent requests of both APIs are decoded together (dynamic batching).\n"
+            "SIGTERM or Ctrl-C"
+            " stops the server after it has answered the requests in flight."
         ),
         epilog=(
             "Example: translator serve --model exports/m30k --port 8501\n"
@@ -53,7 +58,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)"
     )
-    parser.add_argument("--port", type=int, default=8501, help="TCP port (default: 8501)")
+    parser.add_argument(
+        "--port", type=int, default=8501, help="TCP port of the REST API (default: 8501)"
+    )
+    grpc = parser.add_mutually_exclusive_group()
+    grpc.add_argument(
+        "--grpc-port",
+        type=int,
+        default=8500,
+        metavar="PORT",
+        help="TCP port of the gRPC API, on the same --host (default: 8500, as TF Serving)",
+    )
+    grpc.add_argument("--no-grpc", action="store_true", help="serve REST only")
     tags = parser.add_argument_group(
         "tags (a model trained on tagged corpora; requests may also name the 'tagged' "
         'signature and give {"inputs": ..., "tags": ...} per sentence)'
@@ -183,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
     from serving.batching import Batcher
     from serving.model import ServedModel
     from serving.protocol import RequestLimits
+    from serving.service import Predictor
     from translator.constants import language_tag
     from translator.signatures import SERVING_SIGNATURE
 
@@ -221,7 +238,22 @@ def run(args: argparse.Namespace) -> int:
     except BaseException:
         batcher.stop()
         raise
-    app = create_app(model, batcher, limits, tag)
+    predictor = Predictor(model, batcher, limits, tag)
+    grpc_server = None
+    if not args.no_grpc:
+        from serving.grpc_api import start_grpc_server
+
+        try:
+            grpc_server = start_grpc_server(predictor, args.host, args.grpc_port)
+        except OSError as error:
+            batcher.stop()
+            raise CommandError(f"{error} (--grpc-port, or --no-grpc)") from None
+
+    def stop_grpc() -> None:  # before the batcher stops: gRPC requests in flight finish
+        if grpc_server is not None:
+            grpc_server.stop(grace=30).wait()
+
+    app = create_app(predictor, before_stop=stop_grpc)
     server = _server_class(uvicorn)(
         uvicorn.Config(
             app,
@@ -232,12 +264,17 @@ def run(args: argparse.Namespace) -> int:
             timeout_graceful_shutdown=30,
         )
     )
+    grpc_line = "" if grpc_server is None else f"; gRPC at {args.host}:{args.grpc_port}"
     print(
         f"serving model {args.name!r} at http://{args.host}:{args.port}/v1/models/{args.name}"
-        f"; try it at http://{args.host}:{args.port}/",
+        f"{grpc_line}; try it at http://{args.host}:{args.port}/",
         flush=True,
     )
-    server.run()
+    try:
+        server.run()
+    finally:
+        stop_grpc()  # at once where uvicorn never started (its lifespan did not run)
+        batcher.stop()
     if not server.started:
         raise CommandError(f"could not listen on {args.host}:{args.port} (see the log above)")
     return 0

@@ -1,12 +1,14 @@
-"""A TF Serving REST client for the translator model, standard library only.
+"""A TF Serving client for the translator model: REST (standard library) or gRPC.
 
     python -m serving.client "A man rides a bike." "Two dogs play in the snow."
     python -m serving.client --n-best < sentences.txt
     python -m serving.client --tag "<2de>" "A man rides a bike."     (a multilingual model)
     python -m serving.client --url http://127.0.0.1:8501 --name translator --status
+    python -m serving.client --grpc 127.0.0.1:8500 "A man rides a bike."
 
-It speaks TF Serving's REST API only, so the same client works against `translator serve`
-and against TF Serving's image serving the same export (serving/models.config).
+It speaks TF Serving's APIs only, so the same client works against `translator serve`
+and against TF Serving's image serving the same export (serving/models.config). Over
+gRPC (`--grpc`) it uses the stubs of tensorflow-serving-api (`serving.grpc_client`).
 It sends the sentences in requests of at most --chunk-size, by default the largest request
 both accept with serving/batching_parameters.txt (its max_batch_size), in order.
 """
@@ -68,6 +70,13 @@ def default_chunk_size(path: Path = BATCHING_PARAMETERS) -> int:
     return int(found.group(1))
 
 
+def signature_of(n_best: bool, tag: str) -> str:
+    """The export's signature that gives the best (or every) hypothesis, tagged or not."""
+    if tag:
+        return "tagged_n_best" if n_best else "tagged"
+    return "n_best" if n_best else "serving_default"
+
+
 def translate(
     sentences: list[str],
     url: str,
@@ -86,9 +95,7 @@ def translate(
     if chunk_size is not None and chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     step = chunk_size or max(len(sentences), 1)
-    signature = "n_best" if n_best else "serving_default"
-    if tag:
-        signature = "tagged_n_best" if n_best else "tagged"
+    signature = signature_of(n_best, tag)
     predictions: list[dict[str, Any]] = []
     for start in range(0, len(sentences), step):
         chunk = sentences[start : start + step]
@@ -103,6 +110,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m serving.client", description=__doc__)
     parser.add_argument("sentences", nargs="*", help="sentences (default: read stdin lines)")
     parser.add_argument("--url", default="http://127.0.0.1:8501", help="server address")
+    parser.add_argument(
+        "--grpc",
+        metavar="HOST:PORT",
+        help="send over TF Serving's gRPC API instead, e.g. 127.0.0.1:8500",
+    )
     parser.add_argument("--name", default="translator", help="model name (default: translator)")
     parser.add_argument("--n-best", action="store_true", help="print every hypothesis")
     parser.add_argument("--tag", default="", help="tag every sentence, e.g. <2de> (default: none)")
@@ -116,6 +128,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--status", action="store_true", help="print the model status and exit")
     args = parser.parse_args(argv)
     try:
+        if args.status and args.grpc:
+            from serving.grpc_client import status
+
+            print(json.dumps(status(args.grpc, args.name), indent=2))
+            return 0
         if args.status:
             print(json.dumps(call(f"{args.url}/v1/models/{args.name}"), indent=2))
             return 0
@@ -123,7 +140,16 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--chunk-size must be >= 1, got {args.chunk_size}")
         sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
         chunk_size = args.chunk_size or default_chunk_size()
-        predictions = translate(sentences, args.url, args.name, args.n_best, args.tag, chunk_size)
+        if args.grpc:
+            from serving.grpc_client import translate as translate_grpc
+
+            predictions = translate_grpc(
+                sentences, args.grpc, args.name, args.n_best, args.tag, chunk_size
+            )
+        else:
+            predictions = translate(
+                sentences, args.url, args.name, args.n_best, args.tag, chunk_size
+            )
         for prediction in predictions:
             if args.n_best:
                 pairs = zip(prediction["scores"], prediction["translations"], strict=True)

@@ -103,7 +103,9 @@ class ServedModel:
                 f"{self.path}: no '{SERVING_SIGNATURE}' signature taking string tensors "
                 f"[batch] (signatures: {found}); export the model with `translator export`"
             )
-        self.signature_defs = _signature_defs(self.path)
+        # Every SignatureDef of the SavedModel (`GetModelMetadata`), and as JSON (REST).
+        self.signature_def_protos = _signature_def_protos(self.path)
+        self.signature_defs = _as_json(self.signature_def_protos)
         # The tags the tagged signatures take ("" for the export's own); () if unknown.
         self.tags: tuple[str, ...] = tuple(read_metadata(self.path).get("tags", ()))
 
@@ -236,14 +238,19 @@ def _string_vector_signature(function: Any) -> SignatureInfo | None:
     return SignatureInfo(input_keys=keys, output_keys=tuple(sorted(function.structured_outputs)))
 
 
-def _signature_defs(path: Path) -> dict[str, Any]:
-    """The SignatureDefs of the SavedModel as JSON (proto field names, as TF Serving)."""
-    from google.protobuf import json_format
+def _signature_def_protos(path: Path) -> dict[str, Any]:
+    """The SavedModel's `SignatureDef` messages by name, as TF Serving reads them."""
     from tensorflow.core.protobuf import saved_model_pb2
 
     saved_model = saved_model_pb2.SavedModel()
     saved_model.ParseFromString((path / SAVED_MODEL_FILE).read_bytes())
-    signature_defs = saved_model.meta_graphs[0].signature_def
+    return dict(saved_model.meta_graphs[0].signature_def)
+
+
+def _as_json(signature_defs: Mapping[str, Any]) -> dict[str, Any]:
+    """SignatureDefs as JSON (proto field names, defaults printed, as TF Serving's REST)."""
+    from google.protobuf import json_format
+
     options: dict[str, Any] = {"preserving_proto_field_name": True}
     try:  # protobuf >= 5.26 renamed the option that prints fields left at their default
         return {

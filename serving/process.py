@@ -1,6 +1,7 @@
 """`translator serve` as a subprocess on a free loopback port, for tests and benchmarks.
 
-It imports no TensorFlow: the server process loads it, the caller only talks HTTP.
+It imports no TensorFlow: the server process loads it, the caller only talks HTTP (or
+gRPC, at `grpc_target`, with TF Serving's stubs).
 
     with ServerProcess(export_base, tmp / "serve.log", "--no-batching") as server:
         server.wait_ready()
@@ -58,6 +59,12 @@ class ServerProcess:
         # `python -m translator`, not the console script: the same interpreter and sys.path.
         command = [sys.executable, "-m", "translator", "serve", "--model", str(model)]
         command += ["--port", str(self.port), *options]
+        # The gRPC API on a free port too (8500 may be taken), unless turned off.
+        self.grpc_port = None if "--no-grpc" in options else free_port()
+        if self.grpc_port is not None:
+            command += ["--grpc-port", str(self.grpc_port)]
+        # HOST:PORT of the gRPC API, as gRPC channels take it (None: REST only).
+        self.grpc_target = None if self.grpc_port is None else f"127.0.0.1:{self.grpc_port}"
         self._log = open(self.log_path, "wb")  # noqa: SIM115 (open for the life of the process)
         environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
         self.process = subprocess.Popen(

@@ -152,13 +152,18 @@ def parse_predict(
         inputs = _parse_rows(request[ROW_KEY], input_keys[0])
     else:
         inputs = _parse_columns(request[COLUMN_KEY], input_keys[0])
-    if len(inputs) > limits.max_sentences:
+    check_sentence_count(len(inputs), limits)
+    return PredictRequest(signature=signature, inputs=inputs, columnar=COLUMN_KEY in request)
+
+
+def check_sentence_count(count: int, limits: RequestLimits) -> None:
+    """Refuses (413) a request of more sentences than the limit."""
+    if count > limits.max_sentences:
         raise RequestError(
-            f"the request has {len(inputs)} sentences, more than the limit of "
+            f"the request has {count} sentences, more than the limit of "
             f"{limits.max_sentences} per request; split it",
             status=413,
         )
-    return PredictRequest(signature=signature, inputs=inputs, columnar=COLUMN_KEY in request)
 
 
 def too_large(size: int, limit: int, exact: bool = True) -> RequestError:

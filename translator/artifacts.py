@@ -112,6 +112,17 @@ def resolve_model_dir(path: str | Path) -> Path:
     )
 
 
+def model_tags(path: str | Path | None) -> tuple[str, ...]:
+    """The tags of a model directory's vocabulary, read without TensorFlow; () if none."""
+    from translator.pipelines.vocab import METADATA_FILE, VocabularyMetadata
+
+    try:
+        vocab = resolve_model_dir(path) / VOCAB_DIR / METADATA_FILE  # type: ignore[arg-type]
+        return VocabularyMetadata.from_json(vocab.read_text("utf-8")).tags
+    except (TypeError, OSError, TranslatorError):
+        return ()  # not a model directory: whatever loads it says why
+
+
 def read_model_config(model_file: str | Path) -> TransformerConfig:
     """The `TransformerConfig` of a saved `.keras` Transformer, read without TensorFlow.
 

@@ -188,6 +188,7 @@ def serving_modes(on16: float, off16: float, differ: int = 0) -> dict:
     return {
         "on": {1: figures(3.0, 1, 1.0, changed), 16: figures(on16, 16, 12.25, {})},
         "off": {1: figures(3.2, 1, 1.0, same, 118.6), 16: figures(off16, 16, 1.0, {})},
+        "grpc": {1: figures(3.3, 1, 1.0, same, 111.2), 16: figures(on16 * 1.1, 16, 13.5, {})},
     }
 
 
@@ -212,7 +213,15 @@ def test_the_serving_section_holds_the_run_figures(monkeypatch):
     assert "under load a batch waits up to\n  2.5 ms for others to join it)." in text
     assert "at 4.00 sentences/s one by\n  one and 25.00 sentences/s as one batch" in text
     assert "**6.2x** is all" in text and "reaches\n  80% of it. Batching pays because" in text
+    grpc = "| on, gRPC (max_batch_size 32, batch_timeout_micros 2500) |"
+    assert f"{grpc} 16 | 256 | 22.00 | 123 | 988 | 13.5 |" in text
+    assert text.index(f"{on} 16") < text.index(f"{grpc} 1 ") < text.index("| off (")
+    assert "against REST on the same server: 1.10x REST's throughput\n  at 16 clients, 1.10x" in (
+        text
+    )
+    assert "at 1 client (p50 111 ms against\n  123 ms)." in text
     assert "- 58/60 sentences of the 1-client runs got the same" in text
+    assert "with and without batching; 60/60 the same over gRPC." in text
     assert "- Model: trained model `runs/m30k`; exported with beam 4" in text
     assert "- Command: `python -m bench.x --flag`\n- Date: 2026-01-02 03:04 UTC\n" in text
     assert "- Machine: 2 cores (nproc), FAKE CPU; load average 0.5/1.2/2.0 at the start" in text

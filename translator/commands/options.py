@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from translator.artifacts import model_tags
 from translator.config import PRECISIONS
 from translator.constants import DEFAULT_PARALLEL_BATCHES, language_tag
 from translator.engines.base import (
@@ -17,7 +18,6 @@ from translator.engines.base import (
     SEARCH_CACHE_ENTRIES,
     InferenceOptions,
 )
-from translator.errors import TranslatorError
 from translator.evaluation.metrics import CJK_EXTRA, EXTRA_METRICS, Scoring
 from translator.evaluation.scoring import DEFAULT_BOOTSTRAP_SAMPLES
 from translator.languages import language_pair
@@ -270,19 +270,7 @@ def tag_of(args: argparse.Namespace) -> str:
     """The tag --tag or --target-lang gives ("" for none), in the form `args.model` uses."""
     if not args.target_lang:
         return args.tag
-    return language_tag(args.target_lang, _model_tags(getattr(args, "model", None)))
-
-
-def _model_tags(path: str | None) -> tuple[str, ...]:
-    """The tags of a model directory's vocabulary, read without TensorFlow; () if none."""
-    from translator.artifacts import VOCAB_DIR, resolve_model_dir
-    from translator.pipelines.vocab import METADATA_FILE, VocabularyMetadata
-
-    try:
-        vocab = resolve_model_dir(path) / VOCAB_DIR / METADATA_FILE
-        return VocabularyMetadata.from_json(vocab.read_text("utf-8")).tags
-    except (TypeError, OSError, TranslatorError):
-        return ()  # not a model directory: the command's own loading says why
+    return language_tag(args.target_lang, model_tags(getattr(args, "model", None)))
 
 
 def add_batching_options(parser: argparse.ArgumentParser) -> None:

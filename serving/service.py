@@ -1,0 +1,91 @@
+"""What REST and gRPC share: finding the servable, the request limits, `--tag`, the batcher.
+
+Both front ends parse their own wire format into a signature name and sentences, then
+call `Predictor.submit`; every check that does not depend on the wire format lives here,
+so that both refuse the same requests with the same messages. Errors are `RequestError`s
+with an HTTP status; the gRPC front end maps them to status codes (`serving.grpc_api`).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Sequence
+
+from serving.batching import Batcher, BatcherStoppedError, QueueFullError
+from serving.model import ServedModel
+from serving.protocol import RequestError, RequestLimits, Row, check_sentence_count
+from translator.signatures import TAGS_KEY
+
+
+class Predictor:
+    """One served model behind its batcher, as both APIs reach it.
+
+    Args:
+        model: The served model.
+        batcher: Runs predict requests in batches.
+        limits: Request size limits.
+        tag: What `serve --tag` gives every sentence of an untagged request ("": none):
+            `serving_default` and `n_best` then run as `tagged` and `tagged_n_best`.
+    """
+
+    def __init__(self, model: ServedModel, batcher: Batcher, limits: RequestLimits, tag: str = ""):
+        self.model = model
+        self.batcher = batcher
+        self.limits = limits
+        self.tag = tag.encode("utf-8")
+        # The input keys of each servable signature, by signature name.
+        self.input_keys = {name: info.input_keys for name, info in model.signatures.items()}
+
+    def find(self, name: str, version: str | None = None, label: str | None = None) -> None:
+        """Checks that a request's model spec names this model, as TF Serving checks it.
+
+        Raises:
+            RequestError: 404 with TF Serving's message, e.g. `Servable not found for
+                request: Latest(other)`.
+        """
+        spec = f"Specific({name}, {version})" if version else f"Latest({name})"
+        if label:
+            raise RequestError(f"Servable not found for request: label {label!r}", 404)
+        if name != self.model.name or (version is not None and version != str(self.model.version)):
+            raise RequestError(f"Servable not found for request: {spec}", 404)
+
+    def submit(self, signature: str, inputs: Sequence[Row]) -> concurrent.futures.Future:
+        """Checks a parsed request and queues it.
+
+        Args:
+            signature: A key of `input_keys`.
+            inputs: The sentences, as `serving.protocol.Row`s.
+
+        Returns:
+            The batcher's future: numpy arrays by output key, one row per sentence.
+
+        Raises:
+            RequestError: too many sentences (413), an unknown tag (400), or a full queue or
+                a stopping server (503).
+        """
+        check_sentence_count(len(inputs), self.limits)
+        signature, rows = self.tagged(signature, list(inputs))
+        try:
+            return self.batcher.submit(signature, rows)
+        except (QueueFullError, BatcherStoppedError) as error:
+            raise RequestError(str(error), 503) from None
+
+    def tagged(self, signature: str, inputs: list[Row]) -> tuple[str, list[Row]]:
+        """The signature and sentences to run: `--tag` applied, every tag checked.
+
+        Raises:
+            RequestError: a tag the model does not know (400), before it is batched with
+                other requests' sentences, whose calls it would fail.
+        """
+        tagged = self.model.tagged(signature)
+        if self.tag and tagged is not None:
+            signature, inputs = tagged, [(row, self.tag) for row in inputs]
+        keys = self.model.signatures[signature].input_keys
+        if TAGS_KEY in keys:
+            at = keys.index(TAGS_KEY)
+            for index, row in enumerate(inputs):
+                assert isinstance(row, tuple)  # a signature of several inputs
+                why = self.model.unknown_tag(row[at])
+                if why is not None:
+                    raise RequestError(f"sentence {index}: {why}")
+        return signature, inputs
