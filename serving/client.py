@@ -24,6 +24,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from translator.signatures import signature_of
+
 # The servers' batching parameters, whose max_batch_size is the largest request they take.
 BATCHING_PARAMETERS = Path(__file__).resolve().with_name("batching_parameters.txt")
 # A top-level `max_batch_size { value: N }` of that text proto, comments removed.
@@ -70,13 +72,6 @@ def default_chunk_size(path: Path = BATCHING_PARAMETERS) -> int:
     return int(found.group(1))
 
 
-def signature_of(n_best: bool, tag: str) -> str:
-    """The export's signature that gives the best (or every) hypothesis, tagged or not."""
-    if tag:
-        return "tagged_n_best" if n_best else "tagged"
-    return "n_best" if n_best else "serving_default"
-
-
 def translate(
     sentences: list[str],
     url: str,
@@ -95,7 +90,7 @@ def translate(
     if chunk_size is not None and chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     step = chunk_size or max(len(sentences), 1)
-    signature = signature_of(n_best, tag)
+    signature = signature_of(n_best, bool(tag))
     predictions: list[dict[str, Any]] = []
     for start in range(0, len(sentences), step):
         chunk = sentences[start : start + step]

@@ -17,7 +17,7 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
 )
 
-from serving.client import signature_of
+from translator.signatures import signature_of
 
 
 def string_tensor(values: list[str]) -> tensor_pb2.TensorProto:
@@ -77,7 +77,7 @@ def translate(
             chunk = sentences[start : start + step]
             request = predict_pb2.PredictRequest()
             request.model_spec.name = name
-            request.model_spec.signature_name = signature_of(n_best, tag)
+            request.model_spec.signature_name = signature_of(n_best, bool(tag))
             request.inputs["inputs"].CopyFrom(string_tensor(chunk))
             if tag:
                 request.inputs["tags"].CopyFrom(string_tensor([tag] * len(chunk)))

@@ -34,6 +34,12 @@ PREFIXED_SIGNATURE = "prefixed"
 SAMPLE_SIGNATURE = "sample"
 
 
+def signature_of(n_best: bool, tagged: bool) -> str:
+    """The signature giving each sentence's best (or every) hypothesis, tagged or not."""
+    untagged = N_BEST_SIGNATURE if n_best else SERVING_SIGNATURE
+    return TAGGED_OF[untagged] if tagged else untagged
+
+
 def describe_signatures(
     n_best: int | str = "N", tagged: bool = True, samples: int | str | None = "S"
 ) -> dict[str, str]:
