@@ -67,8 +67,9 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:
         "--init-from",
         metavar="MODEL",
         help="fine-tune: start from the weights of MODEL (a model or run directory, or a "
-        ".keras file); its architecture and vocabulary are used, and the optimizer, "
-        "schedule and budget start fresh (shorthand for --set train.init_from=MODEL)",
+        ".keras file); its architecture and vocabulary are used (data.vocabulary defaults "
+        "to the model's), and the optimizer, schedule and budget start fresh (shorthand for "
+        "--set train.init_from=MODEL)",
     )
     parser.add_argument(
         "--plan",
@@ -100,6 +101,7 @@ def run_train(args: argparse.Namespace) -> int:
         overrides.append(f"train.max_minutes={args.max_minutes}")
     if args.init_from is not None:
         overrides.append(f"train.init_from={args.init_from}")
+        overrides += init_vocabulary(args.init_from, overrides)
     config = load_config(args.config, overrides)
     choose_backend(config)  # before Keras is imported
     from training.run import PlanRequest, preview_plan, summary_line, train
@@ -118,6 +120,20 @@ def run_train(args: argparse.Namespace) -> int:
     if result.curves is not None:
         print(f"curves:      {result.curves}  (loss, learning rate, validation BLEU)")
     return 0
+
+
+def init_vocabulary(init_from: str, overrides: list[str]) -> list[str]:
+    """`data.vocabulary=` the model's own vocabulary, unless `--set data.vocabulary` is given.
+
+    Fine-tuning needs the model's vocabulary: the user need not point at it (a
+    `--set data.vocabulary` of theirs is kept and checked against it).
+    """
+    from training.finetune import find_init_model
+
+    if any(item.startswith("data.vocabulary=") for item in overrides):
+        return []
+    vocabulary = find_init_model(init_from).vocabulary_dir
+    return [] if vocabulary is None else [f"data.vocabulary={vocabulary}"]
 
 
 def run_config_path(given: Path | None, run_dir: Path) -> Path:
