@@ -1,0 +1,190 @@
+"""The README's example commands, run as written, in order, on files the test makes.
+
+Every `translator ...` line of the README's ```bash blocks runs in a temporary directory
+(its relative paths land there), with its budget cut to seconds, and must exit 0 and
+write what it names. The corpora it names are Multi30k slices under the names the README
+uses (the language codes of their suffixes are all the test can vouch for). What is
+left out says why in `LEFT_OUT`. Slow: about 20 runs of the toolkit, a few trainings.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.corpora import read_gz_lines
+from tests.support.paths import REPO
+
+pytestmark = pytest.mark.slow
+
+README = REPO / "README.md"
+# Seconds, not minutes: every budget of a README command becomes this many minutes.
+BUDGET = "0.25"
+# (what a line holds, why it is not run).
+LEFT_OUT = (
+    ("pip install", "installs; the test runs in the installed environment"),
+    ("python -m pytest", "the test command itself"),
+    ("translator serve", "serving has its own tests (tests/serving), over real ports"),
+    ("translator import marian", "downloads an OPUS-MT model (the internet)"),
+    ("models/en-", "an OPUS-MT model that `translator import marian` downloads"),
+)
+# Blocks run only on a GPU (the line that marks them).
+GPU_BLOCK = '".[gpu]"'
+
+
+def readme_commands() -> list[str]:
+    """The `translator` commands of the README's bash blocks, continuation lines joined."""
+    commands, block, in_bash = [], [], False
+    for line in README.read_text("utf-8").splitlines():
+        if line.startswith("```"):
+            if in_bash and not any(GPU_BLOCK in text for text in block):
+                commands += _joined(block)
+            in_bash, block = line == "```bash", []
+        elif in_bash:
+            block.append(line)
+    return [command for command in commands if "translator " in command]
+
+
+def _joined(lines: list[str]) -> list[str]:
+    joined, current = [], ""
+    for line in lines:
+        if line.lstrip().startswith("#"):
+            continue
+        current += line.rstrip()
+        if current.endswith("\\"):
+            current = current[:-1] + " "
+            continue
+        joined.append(current)
+        current = ""
+    return joined
+
+
+def runnable(command: str) -> str | None:
+    """The command as the test runs it (budgets cut), or None if it is left out."""
+    if any(marker in command for marker, _ in LEFT_OUT):
+        segments = [s.strip() for s in command.split("&&")]
+        kept = [s for s in segments if not any(m in s for m, _ in LEFT_OUT)]
+        if not kept or len(kept) == len(segments):
+            return None
+        command = " && ".join(kept)
+    command = re.sub(r"(--minutes|--max-minutes) \S+", rf"\1 {BUDGET}", command)
+    command = re.sub(r"train\.max_minutes=\S+", f"train.max_minutes={BUDGET}", command)
+    budgetless = "minutes" not in command and "--help-config" not in command
+    if command.startswith("translator train ") and budgetless:
+        command = command.replace(
+            "translator train ", f"translator train --max-minutes {BUDGET} ", 1
+        )
+    return command
+
+
+def written(command: str) -> list[str]:
+    """What the command says it writes (paths relative to the working directory)."""
+    argv = command.split("#")[0].split()
+    value = {flag: argv[i + 1] for i, flag in enumerate(argv[:-1]) if flag.startswith("-")}
+    paths = []
+    if ">" in argv:
+        paths.append(argv[argv.index(">") + 1])
+    for flag in ("-o", "--out-src", "--out-tgt", "--hyp-out", "--dest"):
+        if flag in value:
+            paths.append(value[flag])
+    if "--report" in value:
+        paths.append(f"{value['--report']}/report.json")
+    if "--plan" not in argv:
+        if "recipe" in argv:
+            paths.append(f"{value['--workdir']}/export/1/saved_model.pb")
+        if "train" in argv and "--run-dir" in value:
+            paths.append(f"{value['--run-dir']}/config.yaml")
+        if "export" in argv:
+            ct2 = value.get("--format") == "ctranslate2"
+            paths.append(f"{value['--out']}/model.bin" if ct2 else f"{value['--out']}/1")
+        if "build-vocab" in argv:
+            paths.append(value["--out"])
+    return paths
+
+
+def _write(path: Path, lines: list[str]) -> None:
+    text = "".join(line + "\n" for line in lines)
+    if path.suffix == ".gz":
+        with gzip.open(path, "wt", encoding="utf-8") as file:
+            file.write(text)
+    else:
+        path.write_text(text, "utf-8")
+
+
+def make_files(root: Path, multi30k: Path) -> None:
+    """The files the README's commands read, as Multi30k slices under the README's names."""
+    en = read_gz_lines(multi30k / "train.en.gz")
+    de = read_gz_lines(multi30k / "train.de.gz")
+    test_en = read_gz_lines(multi30k / "test_2016_flickr.en.gz", 40)
+    test_de = read_gz_lines(multi30k / "test_2016_flickr.de.gz", 40)
+    pairs = {
+        "corpus.fr.gz": de[:2000],  # German text, named French: the pair is the suffixes'
+        "corpus.en.gz": en[:2000],
+        "crawl.en.gz": en[2000:4000] + en[2000:2100] + ["", "http://x.y"],
+        "crawl.de.gz": de[2000:4000] + de[2000:2100] + ["Ein Satz.", "http://x.y"],
+        "news.en.gz": en[4000:5000],
+        "news.de.gz": de[4000:5000],
+        "general.en.gz": en[5000:7000],
+        "general.de.gz": de[5000:7000],
+        "bt.en.gz": en[7000:8000],
+        "mono.de.gz": de[7000:8000],
+        "train.en.gz": en[8000:10000],
+        "train.de.gz": de[8000:10000],
+        "all.en.gz": en,
+        "all.de.gz": de,
+        "train.en": en[:60],
+        "train.de": de[:60],
+        "mono.de": test_de[:10],
+    }
+    for name in ("newstest", "test"):
+        pairs[f"{name}.en"], pairs[f"{name}.de"] = test_en, test_de
+    pairs["newstest.fr"] = test_de
+    pairs["test.en.gz"], pairs["test.de.gz"] = test_en, test_de
+    pairs["baseline.hyp.de"] = test_de[1:] + test_de[:1]
+    pairs["in.en"] = test_en[:5]
+    pairs["partial.de"] = [" ".join(line.split()[:2]) for line in test_de[:5]]
+    pairs["test.hyp.zh"] = ["一个男人骑自行车。"] * 3
+    pairs["ref1.zh"] = ["一个男人在骑自行车。"] * 3
+    pairs["ref2.zh"] = ["男人骑车。"] * 3
+    for name, lines in pairs.items():
+        _write(root / name, lines)
+
+
+def test_every_readme_command_runs_as_written(multi30k, tmp_path):
+    commands = readme_commands()
+    runs = [(command, runnable(command)) for command in commands]
+    left_out = [command for command, run in runs if run is None]
+    assert all(any(m in c for m, _ in LEFT_OUT) for c in left_out)
+    assert len([run for _, run in runs if run]) >= 30, runs  # the README lost its examples?
+    make_files(tmp_path, multi30k)
+    env = {
+        **os.environ,
+        "TRANSLATOR_DATA_MIRROR": str(multi30k),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+    }
+    for _, run in runs:
+        if run is None:
+            continue
+        if "runs/m30k-de-en" in run and not (tmp_path / "runs/m30k-de-en").exists():
+            # The README's back-translation model: a run of the other direction, which the
+            # README leaves to the reader; the commands only need a model there.
+            shutil.copytree(tmp_path / "runs/m30k", tmp_path / "runs/m30k-de-en")
+        result = subprocess.run(
+            ["bash", "-c", run],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1200,
+        )
+        assert result.returncode == 0, f"{run}\n{result.stderr[-3000:]}"
+        for path in written(run):
+            assert (tmp_path / path).exists(), f"{run}: did not write {path}"
