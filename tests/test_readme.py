@@ -157,7 +157,8 @@ def make_files(root: Path, multi30k: Path) -> None:
         _write(root / name, lines)
 
 
-def test_every_readme_command_runs_as_written(multi30k, tmp_path):
+def test_every_readme_command_runs_as_written(multi30k_dir, tmp_path):
+    multi30k = multi30k_dir
     commands = readme_commands()
     runs = [(command, runnable(command)) for command in commands]
     left_out = [command for command, run in runs if run is None]
@@ -177,6 +178,7 @@ def test_every_readme_command_runs_as_written(multi30k, tmp_path):
             # The README's back-translation model: a run of the other direction, which the
             # README leaves to the reader; the commands only need a model there.
             shutil.copytree(tmp_path / "runs/m30k", tmp_path / "runs/m30k-de-en")
+        print(f"$ {run}", flush=True)
         result = subprocess.run(
             ["bash", "-c", run],
             cwd=tmp_path,

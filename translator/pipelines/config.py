@@ -65,7 +65,17 @@ class PipelineConfig(DictConfig):
     # per sentence.
     tokenize_batch_size: int = 1024
     # Keep the tokenized corpus in memory after the first epoch (for corpora that fit).
+    # With subword sampling the text is kept instead, and segmented anew each epoch.
     cache: bool = False
+    # Subword regularization (Kudo 2018): each training sentence, each epoch, is segmented
+    # by a seeded draw among its `subword_nbest` most probable segmentations (a unigram
+    # vocabulary); 0 or 1: off, the one best segmentation, as validation, evaluation,
+    # export and serving always use. The draws follow `seed`, so a resumed run segments
+    # as an uninterrupted one.
+    subword_nbest: int = 0
+    # The draw's smoothing: a segmentation x is drawn with probability ~ P(x) ** alpha
+    # (0: uniformly among the n best; larger: closer to the best).
+    subword_alpha: float = 0.1
 
     def __post_init__(self) -> None:
         problems = []
@@ -79,6 +89,10 @@ class PipelineConfig(DictConfig):
             problems.append(
                 "max_source_length and max_target_length must be >= 2 (a piece + EOS/BOS)"
             )
+        if self.subword_nbest < 0:
+            problems.append(f"subword_nbest must be >= 0, got {self.subword_nbest}")
+        if self.subword_alpha < 0:
+            problems.append(f"subword_alpha must be >= 0, got {self.subword_alpha}")
         if self.shuffle_buffer_size < 0:
             problems.append(f"shuffle_buffer_size must be >= 0, got {self.shuffle_buffer_size}")
         bounds = tuple(self.bucket_boundaries)
@@ -93,6 +107,11 @@ class PipelineConfig(DictConfig):
         if problems:
             raise ConfigError("Invalid PipelineConfig: " + "; ".join(problems))
         object.__setattr__(self, "bucket_boundaries", bounds)
+
+    @property
+    def samples_subwords(self) -> bool:
+        """Whether training segments each sentence anew (`subword_nbest` > 1)."""
+        return self.subword_nbest > 1
 
     @property
     def max_length(self) -> int:

@@ -26,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from translator.constants import BOS_ID, EOS_ID, PAD_ID
+from translator.errors import ConfigError
 from translator.pipelines.config import PipelineConfig
 from translator.pipelines.corpus import ParallelCorpus
 from translator.pipelines.errors import CorpusError
@@ -127,13 +128,26 @@ def _bucket_of(
 
 
 def _tokenizer_fn(
-    vocabulary: Vocabulary, config: PipelineConfig, tag_id: int | None = None
+    vocabulary: Vocabulary, config: PipelineConfig, tag_id: int | None = None, sample=False
 ) -> Callable[..., Any]:
-    """The per-line-batch map: tokenize, tag, filter, add specials, assign buckets."""
+    """The per-line-batch map: tokenize, tag, filter, add specials, assign buckets.
 
-    def encode(sources: tf.Tensor, targets: tf.Tensor) -> tuple[tf.RaggedTensor, ...]:
-        source = tag_sources(vocabulary.source.tokenize(sources), tag_id)  # [n, (s)] int32
-        target = vocabulary.target.tokenize(targets)  # [n, (t)] int32
+    With `sample`, the map also takes an int64 seed per line batch and draws each side's
+    segmentation (`SentencePieceTokenizer.sample`), so buckets and token budgets count
+    the drawn lengths.
+    """
+
+    def segment(sources: tf.Tensor, targets: tf.Tensor, seed: tf.Tensor | None):
+        if seed is None:
+            return vocabulary.source.tokenize(sources), vocabulary.target.tokenize(targets)
+        nbest, alpha = config.subword_nbest, config.subword_alpha
+        source = vocabulary.source.sample(sources, seed, nbest, alpha)
+        target = vocabulary.target.sample(targets, seed + 1, nbest, alpha)  # another draw
+        return source, target
+
+    def encode(sources: tf.Tensor, targets: tf.Tensor, seed=None) -> tuple[tf.RaggedTensor, ...]:
+        source, target = segment(sources, targets, seed if sample else None)
+        source = tag_sources(source, tag_id)  # [n, (s)] int32
         source_pieces = source.row_lengths()  # [n] int64
         target_pieces = target.row_lengths()  # [n] int64
         keep = tf.equal(_classify(source_pieces, target_pieces, config), KEPT)  # [n]
@@ -289,21 +303,38 @@ def _pairs(
     )
     check_learnable(stats, training)
 
+    sample = training and config.samples_subwords
+    if sample:
+        _check_samples(vocabulary)
     dataset = ParallelCorpus(source_path, target_path).text_dataset()  # (str, str) scalars
     if num_shards > 1:
         dataset = dataset.shard(num_shards, shard)
+    if config.cache and sample:
+        dataset = dataset.cache()  # the text: segmented anew each epoch
     dataset = dataset.batch(config.tokenize_batch_size)  # ([n], [n]) lines
+    if sample:  # a seed per line batch, another each epoch, the same in every run
+        seeds = tf.data.Dataset.random(seed=config.seed, rerandomize_each_iteration=True)
+        dataset = tf.data.Dataset.zip(dataset, seeds).map(lambda lines, seed: (*lines, seed))
     dataset = dataset.map(
-        _tokenizer_fn(vocabulary, config, tag_id), num_parallel_calls=tf.data.AUTOTUNE
+        _tokenizer_fn(vocabulary, config, tag_id, sample), num_parallel_calls=tf.data.AUTOTUNE
     )  # ([k, (s)], [k, (t)], [k, (t)], [k]) kept pairs
     dataset = dataset.unbatch()  # ([s], [t], [t], []) one pair
-    if config.cache:
+    if config.cache and not sample:
         dataset = dataset.cache()
     if training and config.shuffle_buffer_size > 1:
         dataset = dataset.shuffle(
             config.shuffle_buffer_size, seed=config.seed, reshuffle_each_iteration=True
         )
     return dataset
+
+
+def _check_samples(vocabulary: Vocabulary) -> None:
+    """Refuses subword sampling with a vocabulary that has no n-best segmentations."""
+    if not (vocabulary.source.samples and vocabulary.target.samples):
+        raise ConfigError(
+            "data.pipeline.subword_nbest: subword sampling draws among a unigram model's "
+            "n best segmentations; this vocabulary is BPE (build-vocab --model-type unigram)"
+        )
 
 
 def _batch_by_bucket(

@@ -122,6 +122,75 @@ class SentencePieceTokenizer(tf.Module):
             return ids
         return tf.ragged.map_flat_values(lambda flat: tf.gather(self._remap, flat), ids)
 
+    @property
+    def samples(self) -> bool:
+        """Whether `sample` can draw segmentations: a unigram model (BPE has no n-best)."""
+        from sentencepiece import sentencepiece_model_pb2
+
+        proto = sentencepiece_model_pb2.ModelProto()
+        proto.ParseFromString(self._model_proto)
+        return proto.trainer_spec.model_type == sentencepiece_model_pb2.TrainerSpec.UNIGRAM
+
+    def sample(
+        self, texts: tf.Tensor, seed: tf.Tensor, nbest: int, alpha: float
+    ) -> tf.RaggedTensor:
+        """Tokenizes in-graph, each sentence segmented by a seeded draw (subword sampling).
+
+        Kudo (2018)'s l-best sampling: a sentence's `nbest` most probable segmentations
+        under the unigram model, one drawn with probability proportional to P(x) ** alpha
+        (alpha 0: uniformly; larger: closer to the best one). The draws are a function
+        of `seed` and the sentences only, so the same seed gives the same segmentations.
+        (tensorflow_text's own sampling takes no seed; `sentencepiece` runs here.)
+
+        Args:
+            texts: tf.string `[batch]`: UTF-8 sentences.
+            seed: int64 scalar.
+            nbest: Segmentations drawn from per sentence (> 1).
+            alpha: The smoothing exponent (>= 0).
+
+        Returns:
+            int32 RaggedTensor `[batch, (pieces)]`, without BOS or EOS; each row decodes
+            to what `tokenize`'s row decodes to.
+        """
+
+        def draw(lines: tf.Tensor, seed: tf.Tensor) -> tuple[np.ndarray, np.ndarray]:
+            rows = self.sample_ids(
+                [line.decode("utf-8") for line in lines.numpy()], int(seed), nbest, alpha
+            )
+            lengths = np.array([len(row) for row in rows], np.int64)
+            values = np.array([i for row in rows for i in row], np.int32)
+            return values, lengths
+
+        values, lengths = tf.py_function(draw, [texts, seed], [tf.int32, tf.int64])
+        values.set_shape([None])
+        lengths.set_shape([None])
+        return tf.RaggedTensor.from_row_lengths(values, lengths, validate=False)
+
+    def sample_ids(
+        self, texts: Sequence[str], seed: int, nbest: int, alpha: float
+    ) -> list[list[int]]:
+        """`sample` from Python: each text's drawn segmentation, as ids."""
+        scores = self._piece_scores()
+        rng = np.random.default_rng(seed & 0xFFFFFFFFFFFFFFFF)
+        rows = []
+        for candidates in self._processor.nbest_encode(list(texts), nbest_size=nbest, out_type=int):
+            if len(candidates) <= 1:
+                rows.append(candidates[0] if candidates else [])
+                continue
+            log_p = np.array([scores[row].sum() for row in candidates]) * alpha
+            weights = np.exp(log_p - log_p.max())
+            rows.append(candidates[rng.choice(len(candidates), p=weights / weights.sum())])
+        if self._remap is None:
+            return rows
+        return [[int(self._remap[i]) for i in row] for row in rows]
+
+    def _piece_scores(self) -> np.ndarray:
+        """Each id's unigram log probability, float64 `[vocab_size]`."""
+        if not hasattr(self, "_scores"):
+            processor = self._processor
+            self._scores = np.array([processor.get_score(i) for i in range(self.vocab_size)])
+        return self._scores
+
     def detokenize(self, ids: tf.Tensor | tf.RaggedTensor) -> tf.Tensor:
         """Turns ids back into text in-graph, stopping at the first EOS.
 
