@@ -14,7 +14,10 @@ carry TF Serving's status codes and messages (its predict_util.cc, get_model_sta
 and get_model_metadata_impl.cc): NOT_FOUND for another model or version,
 FAILED_PRECONDITION for an unknown signature, INVALID_ARGUMENT for inputs that do not fit
 the signature, RESOURCE_EXHAUSTED over a size limit (gRPC's own for the message size),
-UNAVAILABLE when the queue is full or the server stops, INTERNAL if the model fails.
+UNAVAILABLE when the queue is full or the server stops, INTERNAL if the model fails,
+DEADLINE_EXCEEDED past the client's deadline. Inputs are string vectors whose shape
+matches their values exactly (TF Serving would also repeat a last value to fill a longer
+shape; this server refuses that as INVALID_ARGUMENT).
 """
 
 from __future__ import annotations
@@ -49,7 +52,8 @@ STATUS_CODES = {
     503: grpc.StatusCode.UNAVAILABLE,
 }
 # Requests handled at once; each waits on the batcher while its sentences are decoded,
-# so this many clients can have their sentences in one batch.
+# so this many clients can have their sentences in one batch. gRPC refuses more at once
+# (RESOURCE_EXHAUSTED) rather than queue them where the batcher's limit cannot see them.
 MAX_WORKERS = 64
 SIGNATURE_DEF_FIELD = "signature_def"
 
@@ -78,7 +82,7 @@ class GrpcService(
         self.predictor = predictor
         self.model = predictor.model
 
-    def _model_spec(self, spec, required: bool = True) -> None:
+    def _model_spec(self, spec) -> None:
         """Checks a request's `ModelSpec` names this model (and version, if any)."""
         if not spec.name:
             raise _RefusedError(grpc.StatusCode.INVALID_ARGUMENT, "Missing model name in request.")
@@ -92,11 +96,14 @@ class GrpcService(
 
     def Predict(self, request, context):  # noqa: N802 (the service's method name)
         try:
-            return self._predict(request)
+            return self._predict(request, context.time_remaining())
         except _RefusedError as refused:
             context.abort(refused.code, refused.message)
+        except Exception as error:  # a bug here: the client still gets one clear line
+            logger.exception("Predict failed")
+            context.abort(grpc.StatusCode.INTERNAL, f"Predict failed: {error}")
 
-    def _predict(self, request) -> predict_pb2.PredictResponse:
+    def _predict(self, request, seconds: float | None) -> predict_pb2.PredictResponse:
         self._model_spec(request.model_spec)
         signature = request.model_spec.signature_name or SERVING_SIGNATURE
         info = self.model.signatures.get(signature)
@@ -113,7 +120,11 @@ class GrpcService(
         except RequestError as error:
             raise _refuse(error) from None
         try:
-            outputs = future.result()
+            outputs = future.result(timeout=seconds)  # the client's deadline, if it set one
+        except concurrent.futures.TimeoutError:
+            raise _RefusedError(
+                grpc.StatusCode.DEADLINE_EXCEEDED, "the translation did not finish in time"
+            ) from None
         except Exception as error:  # the model failed on this batch
             raise _RefusedError(grpc.StatusCode.INTERNAL, f"the model failed: {error}") from None
         response = predict_pb2.PredictResponse()
@@ -286,6 +297,7 @@ def start_grpc_server(predictor: Predictor, host: str, port: int) -> grpc.Server
             ("grpc.max_receive_message_length", predictor.limits.max_bytes),
             ("grpc.so_reuseport", 0),  # a port in use is an error, not shared
         ],
+        maximum_concurrent_rpcs=MAX_WORKERS,
     )
     service = GrpcService(predictor)
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(service, server)

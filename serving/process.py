@@ -60,7 +60,9 @@ class ServerProcess:
         command = [sys.executable, "-m", "translator", "serve", "--model", str(model)]
         command += ["--port", str(self.port), *options]
         # The gRPC API on a free port too (8500 may be taken), unless turned off.
-        self.grpc_port = None if "--no-grpc" in options else free_port()
+        self.grpc_port = None
+        while "--no-grpc" not in options and self.grpc_port in (None, self.port):
+            self.grpc_port = free_port()
         if self.grpc_port is not None:
             command += ["--grpc-port", str(self.grpc_port)]
         # HOST:PORT of the gRPC API, as gRPC channels take it (None: REST only).

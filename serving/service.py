@@ -41,11 +41,11 @@ class Predictor:
 
         Raises:
             RequestError: 404 with TF Serving's message, e.g. `Servable not found for
-                request: Latest(other)`.
+                request: Latest(other)`; 400 for a version label (none is given here).
         """
         spec = f"Specific({name}, {version})" if version else f"Latest({name})"
-        if label:
-            raise RequestError(f"Servable not found for request: label {label!r}", 404)
+        if label:  # this server gives its version no label
+            raise RequestError(f"Unrecognized servable version label: {label}", 400)
         if name != self.model.name or (version is not None and version != str(self.model.version)):
             raise RequestError(f"Servable not found for request: {spec}", 404)
 

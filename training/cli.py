@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 from pathlib import Path
 
 from training.backend import choose_backend
-from training.config import DEFAULT_CONFIG, explicit_keys, load_config
+from training.config import DEFAULT_CONFIG, RunConfig, explicit_keys, load_config
 from translator.errors import ConfigError
 
 
@@ -101,8 +102,7 @@ def run_train(args: argparse.Namespace) -> int:
         overrides.append(f"train.max_minutes={args.max_minutes}")
     if args.init_from is not None:
         overrides.append(f"train.init_from={args.init_from}")
-        overrides += init_vocabulary(args.init_from, overrides)
-    config = load_config(args.config, overrides)
+    config = with_init_vocabulary(load_config(args.config, overrides), overrides)
     choose_backend(config)  # before Keras is imported
     from training.run import PlanRequest, preview_plan, summary_line, train
 
@@ -122,18 +122,22 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def init_vocabulary(init_from: str, overrides: list[str]) -> list[str]:
-    """`data.vocabulary=` the model's own vocabulary, unless `--set data.vocabulary` is given.
+def with_init_vocabulary(config: RunConfig, overrides: list[str]) -> RunConfig:
+    """The config with fine-tuning's vocabulary: the model's own (`train.init_from`).
 
-    Fine-tuning needs the model's vocabulary: the user need not point at it (a
-    `--set data.vocabulary` of theirs is kept and checked against it).
+    Fine-tuning needs the model's vocabulary, so the user need not point at it: a config
+    file's `data.vocabulary` (the default Multi30k one's included) is replaced. One set on
+    the command line is kept, and checked against the model's when the run starts.
     """
     from training.finetune import find_init_model
 
-    if any(item.startswith("data.vocabulary=") for item in overrides):
-        return []
-    vocabulary = find_init_model(init_from).vocabulary_dir
-    return [] if vocabulary is None else [f"data.vocabulary={vocabulary}"]
+    if not config.train.init_from or "data.vocabulary" in explicit_keys(None, overrides):
+        return config
+    vocabulary = find_init_model(config.train.init_from).vocabulary_dir
+    if vocabulary is None:  # a bare .keras file: the config's vocabulary, size-checked
+        return config
+    data = dataclasses.replace(config.data, vocabulary=str(vocabulary))
+    return dataclasses.replace(config, data=data)
 
 
 def run_config_path(given: Path | None, run_dir: Path) -> Path:

@@ -27,12 +27,17 @@ if TYPE_CHECKING:  # pragma: no cover
     from translator.search.config import SearchConfig
 
 
+# Searches a `Model` keeps built (each holds its own copy of the model's weights).
+KEPT_SEARCHES = 4
+
+
 class Model:
     """A loaded model: `translate` and `score`. Made by `load`.
 
-    Each distinct search (beam size, n-best, target language, ...) is built once, on its
-    first use, and kept: the first call with new settings takes seconds, the next ones
-    only decode.
+    Each distinct search (beam size, n-best, target language, seed, ...) is built on its
+    first use, loading the model as `translator translate` does, and the last
+    `KEPT_SEARCHES` are kept: the first call with new settings takes seconds, the next
+    ones only decode.
     """
 
     def __init__(self, path: Path, options: InferenceOptions):
@@ -89,9 +94,9 @@ class Model:
         translator = self._translator(settings, self._tag(tag, target_lang))
         if n_best == 1:
             texts: list = translator.translate(lines)
-        else:
+        else:  # (sampling gives `num_samples` draws; the n best of them, as `translate`)
             found = translator.search(lines).hypotheses
-            texts = [[hypothesis.text for hypothesis in each] for each in found]
+            texts = [[hypothesis.text for hypothesis in each[:n_best]] for each in found]
         return texts[0] if single else texts
 
     def score(
@@ -158,10 +163,14 @@ class Model:
             )
         config = SearchConfig(**settings)
         key = (config, tag)
-        if key not in self._translators:
+        translator = self._translators.pop(key, None)
+        if translator is None:
             options = dataclasses.replace(self.options, tag=tag)
-            self._translators[key] = load_translator(self.path, config, options).translator
-        return self._translators[key]
+            translator = load_translator(self.path, config, options).translator
+        self._translators[key] = translator  # the most recently used last
+        while len(self._translators) > KEPT_SEARCHES:
+            del self._translators[next(iter(self._translators))]
+        return translator
 
 
 def load(

@@ -86,6 +86,12 @@ def test_every_signature_answers_as_rest_and_as_the_saved_model(server, stub, re
         assert server.post(PREDICT, body) == (200, {"outputs": got}), signature
         if want is not None:
             assert got == {"scores": want["scores"], "translations": want["translations"]}
+    # The version by number, as TF Serving takes it.
+    got = as_lists(stub.Predict(versioned(predict_request(inputs=SENTENCES), 1), timeout=120))
+    assert got == {
+        "scores": reference["batch"]["scores"],
+        "translations": reference["batch"]["translations"],
+    }
     # output_filter: only the outputs asked for.
     request = predict_request("n_best", inputs=SENTENCES[:2])
     request.output_filter.append("translations")
@@ -168,6 +174,14 @@ def test_concurrent_grpc_and_rest_clients_share_batches(server, reference):
     assert after["batches"] - before["batches"] < requests / 2  # merged, not one by one
 
 
+def versioned(request, version: int | None = None, label: str = ""):
+    if version is not None:
+        request.model_spec.version.value = version
+    if label:
+        request.model_spec.version_label = label
+    return request
+
+
 def _tensor(dtype: int, dims: list[int], **values) -> tensor_pb2.TensorProto:
     shape = tensor_shape_pb2.TensorShapeProto(
         dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=d) for d in dims]
@@ -182,6 +196,16 @@ BAD_REQUESTS = [
         "Servable not found for request: Latest(other)",
     ),
     (predict_request(name="", inputs=["a"]), grpc.StatusCode.INVALID_ARGUMENT, "Missing model"),
+    (
+        versioned(predict_request(inputs=["a"]), version=2),
+        grpc.StatusCode.NOT_FOUND,
+        "Servable not found for request: Specific(translator, 2)",
+    ),
+    (
+        versioned(predict_request(inputs=["a"]), label="stable"),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "Unrecognized servable version label: stable",
+    ),
     (
         predict_request("nope", inputs=["a"]),
         grpc.StatusCode.FAILED_PRECONDITION,

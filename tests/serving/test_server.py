@@ -219,6 +219,10 @@ def test_bad_urls_and_the_server_keeps_serving(server, reference):
     )
     status, body = server.post("/v1/models/translator/versions/2:predict", {"inputs": ["a"]})
     assert status == 404 and "Specific(translator, 2)" in body["error"]
+    assert server.get("/v1/models/translator/labels/stable") == (
+        400,
+        {"error": "Unrecognized servable version label: stable"},
+    )
     assert server.get(PREDICT)[0] == 405
     assert server.post("/v1/models/translator:classify", {"examples": []})[0] == 400
     status, body = server.get("/no/such/path")
@@ -340,16 +344,21 @@ def test_an_oversized_body_gets_413_and_the_server_keeps_serving(server, referen
 
 def test_sigterm_answers_requests_in_flight_then_exits_cleanly(server):
     """Stops the session's server: keep this test last."""
+    from serving.grpc_client import translate as translate_grpc
+
     before = server.get("/healthz")[1]["requests"]
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
         future = pool.submit(server.post, PREDICT, {"instances": SENTENCES[:8]})
+        over_grpc = pool.submit(translate_grpc, SENTENCES[:6], server.grpc_target)
         deadline = time.monotonic() + 60
-        while server.get("/healthz")[1]["requests"] == before:  # queued by the server
+        while server.get("/healthz")[1]["requests"] < before + 2:  # both queued
             assert time.monotonic() < deadline
             time.sleep(0.01)
         server.process.send_signal(signal.SIGTERM)
         status, body = future.result(timeout=60)
+        answered = over_grpc.result(timeout=60)
     assert status == 200 and len(body["predictions"]) == 8
+    assert len(answered) == 6  # the gRPC request in flight was answered too
     assert server.process.wait(timeout=60) == 0
     log = server.log()
     assert "batcher stopped" in log and "Traceback" not in log

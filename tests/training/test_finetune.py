@@ -93,6 +93,24 @@ def test_another_vocabulary_is_refused_naming_both(copy_task, base_model, tmp_pa
         train(missing, tmp_path / "run2", verbose=0)
 
 
+def test_the_command_line_fine_tunes_with_the_models_vocabulary(base_model):
+    """`train --init-from M` needs no data.vocabulary: the default config's is replaced by
+    the model's; one given with --set is kept (and checked when the run starts)."""
+    from training.cli import with_init_vocabulary
+    from training.config import DEFAULT_CONFIG, load_config
+
+    overrides = [f"train.init_from={base_model}"]
+    config = with_init_vocabulary(load_config(DEFAULT_CONFIG, overrides), overrides)
+    assert config.data.vocabulary == str(base_model / "vocab")
+    assert load_config(DEFAULT_CONFIG, []).data.vocabulary != config.data.vocabulary
+    given = [*overrides, "data.vocabulary=elsewhere"]
+    assert with_init_vocabulary(load_config(DEFAULT_CONFIG, given), given).data.vocabulary == (
+        "elsewhere"
+    )
+    plain = load_config(DEFAULT_CONFIG, [])
+    assert with_init_vocabulary(plain, []) == plain
+
+
 def _bleu(model_dir, sources, references):
     texts = [row[0].text if row else "" for row in _translations(model_dir, sources)]
     return sacrebleu.corpus_bleu(texts, [references]).score

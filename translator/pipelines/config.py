@@ -71,7 +71,8 @@ class PipelineConfig(DictConfig):
     # by a seeded draw among its `subword_nbest` most probable segmentations (a unigram
     # vocabulary); 0 or 1: off, the one best segmentation, as validation, evaluation,
     # export and serving always use. The draws follow `seed`, so a resumed run segments
-    # as an uninterrupted one.
+    # as an uninterrupted one. Length limits apply to the drawn lengths; the corpus
+    # counts (and the planner's epochs) are of the one best, which is no longer.
     subword_nbest: int = 0
     # The draw's smoothing: a segmentation x is drawn with probability ~ P(x) ** alpha
     # (0: uniformly among the n best; larger: closer to the best).
