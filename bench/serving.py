@@ -9,6 +9,7 @@ import math
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import tensorflow as tf
@@ -31,13 +32,11 @@ MAX_BATCH_SIZE = 32
 
 def run_clients(port: int, sentences: list[str], clients: int, per_client: int) -> dict:
     """Each of `clients` threads sends `per_client` one-sentence requests back to back."""
-    barrier = threading.Barrier(clients + 1)
 
-    def client(number: int) -> list[tuple[int, float, str]]:  # (sentence, seconds, text)
+    def client(number: int, ready: Callable[[], object]) -> list[tuple[int, float, str]]:
         connection, done = http.client.HTTPConnection("127.0.0.1", port, timeout=600), []
-        barrier.wait()
-        for k in range(per_client):
-            index = (number + k * clients) % len(sentences)
+        ready()
+        for index in picks(number, clients, per_client, len(sentences)):
             body, started = json.dumps({"instances": [sentences[index]]}), time.perf_counter()
             connection.request("POST", PREDICT, body, {"Content-Type": "application/json"})
             response = connection.getresponse()
@@ -48,13 +47,7 @@ def run_clients(port: int, sentences: list[str], clients: int, per_client: int) 
         connection.close()
         return done
 
-    with concurrent.futures.ThreadPoolExecutor(clients) as pool:
-        futures = [pool.submit(client, number) for number in range(clients)]
-        barrier.wait()
-        started = time.perf_counter()
-        done = [request for future in futures for request in future.result()]
-    latencies, texts = [seconds for _, seconds, _ in done], {i: text for i, _, text in done}
-    return dict(seconds=time.perf_counter() - started, latencies=latencies, texts=texts)
+    return timed(clients, client)
 
 
 def run_grpc_clients(target: str, sentences: list[str], clients: int, per_client: int) -> dict:
@@ -64,16 +57,13 @@ def run_grpc_clients(target: str, sentences: list[str], clients: int, per_client
 
     from serving.grpc_client import string_tensor
 
-    barrier = threading.Barrier(clients + 1)
-
-    def client(number: int) -> list[tuple[int, float, str]]:  # (sentence, seconds, text)
+    def client(number: int, ready: Callable[[], object]) -> list[tuple[int, float, str]]:
         done = []
         with grpc.insecure_channel(target) as channel:
             stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
             grpc.channel_ready_future(channel).result(timeout=60)
-            barrier.wait()
-            for k in range(per_client):
-                index = (number + k * clients) % len(sentences)
+            ready()
+            for index in picks(number, clients, per_client, len(sentences)):
                 request = predict_pb2.PredictRequest()
                 request.model_spec.name = "translator"
                 request.inputs["inputs"].CopyFrom(string_tensor([sentences[index]]))
@@ -84,8 +74,22 @@ def run_grpc_clients(target: str, sentences: list[str], clients: int, per_client
                 done.append((index, elapsed, text))
         return done
 
+    return timed(clients, client)
+
+
+def picks(number: int, clients: int, per_client: int, count: int) -> list[int]:
+    """The sentences client `number` sends, in order: every client a different one."""
+    return [(number + k * clients) % count for k in range(per_client)]
+
+
+def timed(clients: int, client: Callable) -> dict:
+    """Runs `client(number, ready)` on `clients` threads, timed from when all are `ready()`.
+
+    Each returns its requests as (sentence index, seconds, translation).
+    """
+    barrier = threading.Barrier(clients + 1)
     with concurrent.futures.ThreadPoolExecutor(clients) as pool:
-        futures = [pool.submit(client, number) for number in range(clients)]
+        futures = [pool.submit(client, number, barrier.wait) for number in range(clients)]
         barrier.wait()
         started = time.perf_counter()
         done = [request for future in futures for request in future.result()]
