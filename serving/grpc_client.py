@@ -32,16 +32,15 @@ def string_tensor(values: list[str]) -> tensor_pb2.TensorProto:
 
 
 def _values(tensor: tensor_pb2.TensorProto) -> list[Any]:
-    """A [batch] or [batch, n] output as nested lists of str or float."""
-    dims = [dim.size for dim in tensor.tensor_shape.dim]
-    if tensor.dtype == types_pb2.DT_STRING:
-        flat: list[Any] = [value.decode("utf-8", errors="replace") for value in tensor.string_val]
-    else:
-        flat = list(tensor.float_val)
-    if len(dims) == 1:
-        return flat
-    width = dims[1]
-    return [flat[i : i + width] for i in range(0, len(flat), width)]
+    """An output tensor as nested lists of str or float (TensorFlow's own reading of it)."""
+    import numpy as np
+    import tensorflow as tf  # loaded already: the protos above belong to its package
+
+    array = tf.make_ndarray(tensor)
+    if array.dtype == object:
+        decode = np.vectorize(lambda b: b.decode("utf-8", errors="replace"), otypes=[object])
+        array = decode(array) if array.size else array
+    return array.tolist()
 
 
 def translate(
