@@ -186,6 +186,7 @@ def test_the_command_prints_the_report_and_writes_it_as_json(val_pairs, tmp_path
     assert report["settings"]["source_lang"] == "en"  # from the file suffixes
     assert report["settings"]["target_lang"] == "de"
     assert f"{report['pairs']:,} pairs" in printed and "(language check: en/de" in printed
+    assert "max_length_ratio 3, min_letter_share 0.5, dedup True" in printed  # the settings
     for rule in RULES:
         assert f"  {rule:<16} {report['removed'][rule]:>10,}" in printed
     with gzip.open(out_source, "rt", encoding="utf-8") as file:

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from tests.support.cli import NOISE, translator
-from tests.support.corpora import write_copy_corpus
+from tests.support.corpora import find_multi30k, read_gz_lines, write_copy_corpus, write_lines
 from tests.support.images import assert_png
 from training.corpus_prep import held_out_size, hold_out, languages, prepare_data
 from training.recipe_cli import settings_files
@@ -20,6 +20,8 @@ from translator.languages import language_of
 
 
 def lines(path: Path) -> list[str]:
+    if path.suffix == ".gz":
+        return read_gz_lines(path)
     return path.read_text("utf-8").splitlines()
 
 
@@ -154,6 +156,43 @@ def test_several_tagged_corpora_become_the_configs_weighted_list(tmp_path):
     from training.run import check_inputs
 
     check_inputs(config)  # every file found, every tag one piece of the vocabulary
+
+
+def test_recipe_clean_trains_on_the_cleaned_corpus_and_cleans_it_once(tmp_path, capsys):
+    """`recipe --clean`: stage 1 cleans each corpus, holds validation out of what it kept."""
+    directory = find_multi30k()
+    if directory is None:
+        pytest.skip("Multi30k not found")
+    english = read_gz_lines(directory / "val.en.gz", 300)
+    german = read_gz_lines(directory / "val.de.gz", 300)
+    # 300 clean pairs, 40 copies of the source, 30 repeats and 10 with an empty side.
+    sources = english + english[:40] + english[:30] + english[:10]
+    targets = german + english[:40] + german[:30] + [""] * 10
+    files = (write_lines(tmp_path / "web.en", sources), write_lines(tmp_path / "web.de", targets))
+    args = recipe_args("--workdir", tmp_path / "work", "--train", *files, "--clean")
+    settings = RecipeSettings(1, None, None, clean=args.clean, **settings_files(args))
+    paths = RecipePaths(tmp_path / "work")
+    corpus = prepare_data(paths, settings)
+    printed = capsys.readouterr().out
+    report = json.loads((paths.data / "clean-1.json").read_text())["report"]
+    removed = report["removed"]
+    assert removed["empty"] == 10 and removed["copy"] == 40 and removed["duplicate"] == 30
+    assert report["kept"] == 300 - sum(
+        n for rule, n in removed.items() if rule not in ("empty", "copy", "duplicate")
+    )
+    assert f"{report['kept']:,}" in printed and "language check: en/de" in printed
+
+    # Training and the held-out validation slice come from the cleaned pairs only.
+    def pairs(source: Path, target: Path) -> set[tuple[str, str]]:
+        return set(zip(lines(source), lines(target), strict=True))
+
+    kept = pairs(paths.data / "clean-1.en.gz", paths.data / "clean-1.de.gz")
+    trained = pairs(corpus.train[0].source, corpus.train[0].target)
+    held = pairs(*corpus.valid)
+    assert trained | held == kept and not trained & held and len(held) == held_out_size(len(kept))
+    # A second run of the stage cleans nothing again.
+    again = prepare_data(paths, settings)
+    assert "(done before)" in capsys.readouterr().out and again == corpus
 
 
 def test_bad_corpus_files_are_one_error_line_naming_the_file(tmp_path):

@@ -158,6 +158,13 @@ class CleanReport:
             lines.append("  (language check off: no languages; give --langs SRC-TGT)")
         else:
             lines.append(f"  (language check: {checked}, py3langid)")
+        lines.append(
+            f"  (settings: max_characters {settings.max_characters}, max_words "
+            f"{settings.max_words}, max_length_ratio {settings.max_length_ratio:g}, "
+            f"min_letter_share {settings.min_letter_share:g}, dedup {settings.dedup}, "
+            f"dedup_sources {settings.dedup_sources}, min_language_probability "
+            f"{settings.min_language_probability:g}, errors {settings.errors})"
+        )
         if self.replaced_lines:
             lines.append(f"  lines with invalid UTF-8 read as U+FFFD: {self.replaced_lines:,}")
         lines.append(f"wrote {self.out_source} and {self.out_target}")
