@@ -34,6 +34,7 @@ LEFT_OUT = (
     ("translator serve", "serving has its own tests (tests/serving), over real ports"),
     ("translator import marian", "downloads an OPUS-MT model (the internet)"),
     ("models/en-", "an OPUS-MT model that `translator import marian` downloads"),
+    ("opus-mt-en-de", "an OPUS-MT model downloaded (the internet)"),
 )
 # Blocks run only on a GPU (the line that marks them).
 GPU_BLOCK = '".[gpu]"'

@@ -18,6 +18,7 @@ from training.config import ModelSection, RunConfig
 from translator.artifacts import MODEL_FILE, VOCAB_DIR, read_model_config, resolve_model_dir
 from translator.config import TransformerConfig
 from translator.errors import ConfigError
+from translator.marian.files import is_marian_model
 
 if TYPE_CHECKING:  # pragma: no cover
     from translator.model import Transformer
@@ -58,6 +59,11 @@ def find_init_model(path: str | Path) -> InitModel:
         ConfigError: naming `train.init_from` and what is wrong with the path.
     """
     source = Path(path)
+    if is_marian_model(source):
+        raise ConfigError(
+            f"train.init_from: {source} is a Marian model; import it first (translator import "
+            f"marian {source} --out MODEL_DIR), or give it to `translator recipe --init-from`"
+        )
     try:
         if source.is_file():
             vocabulary = source.parent / VOCAB_DIR

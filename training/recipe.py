@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from training.corpus_prep import RecipeCorpus, prepare_data
 from training.plan import Plan
+from training.pretrained import with_imported_init
 from training.recipe_config import run_request
 from training.recipe_settings import EXPORT_VERSION, RecipePaths, RecipeSettings
 from training.reports import RecipeSummary, evaluate_sets, summarize
@@ -38,6 +39,7 @@ def run_recipe(paths: RecipePaths, settings: RecipeSettings) -> RecipeSummary:
         PipelineError, ConfigError, TrainingError: from the stage that failed.
     """
     corpus = prepare_data(paths, settings)
+    settings = with_imported_init(paths, settings)
     build_vocab(paths, settings, corpus)
     train_model(paths, settings, corpus)
     evaluate_sets(paths, settings, corpus)
@@ -48,6 +50,7 @@ def run_recipe(paths: RecipePaths, settings: RecipeSettings) -> RecipeSummary:
 def plan_recipe(paths: RecipePaths, settings: RecipeSettings) -> Plan:
     """Stages 1 and 2, then the plan the training stage would train (`--plan`)."""
     corpus = prepare_data(paths, settings)
+    settings = with_imported_init(paths, settings)
     build_vocab(paths, settings, corpus)
     config, request = run_request(paths, settings, corpus)
     return preview_plan(config, request, paths.run)

@@ -127,9 +127,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--init-from",
         type=Path,
         metavar="MODEL",
-        help="fine-tune MODEL (a model or run directory) on --train within the budget: its "
-        "vocabulary and architecture are kept, the plan chooses the learning rate, warmup, "
-        "dropout and batch",
+        help="fine-tune MODEL (a model or run directory, or a Marian model: an OPUS-MT "
+        "directory or zip, or a Hugging Face MarianMT directory, imported into WORKDIR/"
+        "pretrained first) on --train within the budget: its vocabulary and architecture "
+        "are kept, the plan chooses the learning rate, warmup, dropout and batch",
     )
     parser.add_argument(
         "--vocab-size", type=int, help="joint vocabulary size (default: planned from the corpus)"

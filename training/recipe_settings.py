@@ -107,6 +107,11 @@ class RecipePaths:
         return self.workdir / "vocab"
 
     @property
+    def pretrained(self) -> Path:
+        """`--init-from`'s Marian model, imported (a model directory)."""
+        return self.workdir / "pretrained"
+
+    @property
     def run(self) -> Path:
         """The training run directory (its final model is `run/model`)."""
         return self.workdir / "run"

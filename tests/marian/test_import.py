@@ -237,6 +237,7 @@ def test_the_huggingface_layout_imports_to_the_same_model(imported, tmp_path):
         ("no_target_spm", "no target.spm"),
         ("bpe", r"a BPE \(subword-nmt\) model"),
         ("pytorch", "pytorch_model.bin"),
+        ("zip_without_source_spm", "opus.zip: no source.spm"),
     ],
 )
 def test_bad_input_is_one_error_and_nothing_written(
@@ -271,8 +272,17 @@ def test_bad_input_is_one_error_and_nothing_written(
         (marian / "pytorch_model.bin").write_bytes(b"torch")
     if marian.exists() and npz.exists():
         np.savez(npz, **params)
+    given = marian
+    if damage == "zip_without_source_spm":
+        import zipfile
+
+        given = tmp_path / "opus.zip"
+        with zipfile.ZipFile(given, "w") as zipped:
+            for path in marian.iterdir():
+                if path.name != "source.spm":
+                    zipped.write(path, path.name)
     with pytest.raises(MarianImportError, match=message) as error:
-        import_marian(marian, tmp_path / "out")
+        import_marian(given, tmp_path / "out")
     assert "\n" not in str(error.value)
     assert not (tmp_path / "out").exists()
 
@@ -351,6 +361,55 @@ def test_the_command_imports_and_translate_takes_the_target_language(
         assert lines == expected.translate(sources[:8])
     assert main(["import", "marian", str(tmp_path / "nothing"), "--out", str(tmp_path / "x")]) == 2
     assert "nothing: neither a model directory nor a zip file" in capsys.readouterr().err
+
+
+def test_recipe_fine_tunes_a_marian_model_and_every_command_takes_its_import(
+    tmp_path, sentencepiece_models
+):
+    """`recipe --init-from MARIAN_DIR`: imported once into the work directory, fine-tuned
+    from it, the report beside the model it started from; `evaluate` and `score-pairs`
+    take the import; `train --init-from MARIAN_DIR` says to import it first."""
+    from tests.support.cli import translator
+    from tests.support.corpora import write_lines
+
+    marian = write_marian_model(tmp_path / "opus-mt", VARIANTS[0], *sentencepiece_models)
+    files = {}
+    for name, count in [("train", 300), ("val", 60)]:
+        for side in ("en", "de"):
+            lines = _multi30k(f"{name}.{side}", count)
+            files[name, side] = write_lines(tmp_path / f"{name}.{side}", lines)
+    recipe = [
+        *("recipe", "--workdir", tmp_path / "work", "--minutes", "0.1"),
+        *("--train", files["train", "en"], files["train", "de"]),
+        *("--valid", files["val", "en"], files["val", "de"]),
+        *("--test", files["val", "en"], files["val", "de"], "--init-from", marian),
+    ]
+    done = translator(*recipe, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    pretrained = tmp_path / "work" / "pretrained"
+    assert f"a Marian model, imported -> {pretrained}" in done.stdout
+    assert "architecture: post-norm" in done.stdout  # the import's report
+    assert "(the model it fine-tuned: " in done.stdout  # validation before the first update
+    assert (tmp_path / "work" / "eval" / "val" / "report.md").is_file()
+    again = translator(*recipe, timeout=600)
+    assert again.returncode == 0 and "imported before" in again.stdout, again.stderr[-3000:]
+
+    evaluated = translator(
+        *("evaluate", "--model", pretrained, "--src", files["val", "en"]),
+        *("--ref", files["val", "de"], "--report", tmp_path / "eval", "--beam-size", "1"),
+    )
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    assert "BLEU" in (tmp_path / "eval" / "report.md").read_text()
+    scored = translator(
+        *("score-pairs", "--model", pretrained),
+        *("--src", files["val", "en"], "--tgt", files["val", "de"]),
+    )
+    assert scored.returncode == 0, scored.stderr[-3000:]
+    assert len(scored.stdout.splitlines()) == 60
+
+    train = translator("train", "--run-dir", tmp_path / "run", "--set", f"train.init_from={marian}")
+    assert train.returncode == 2 and "is a Marian model; import it first" in train.stderr
+    assert len(train.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.slow

@@ -105,6 +105,21 @@ class _Source:
         return (self.path / self._names[name]).read_bytes()
 
 
+def is_marian_model(path: str | Path) -> bool:
+    """Whether `read_model` takes `path`, judged by its file names.
+
+    A directory or zip with `decoder.yml` (Marian), or with `config.json` beside
+    `model.safetensors` or `pytorch_model.bin` (Hugging Face). Our own model directories
+    and `.keras` files (zips too, with a `config.json`) are not.
+    """
+    path = Path(path)
+    if not (path.is_dir() or (path.is_file() and zipfile.is_zipfile(path))):
+        return False
+    source = _Source(path)
+    weights = source.has("model.safetensors") or source.has("pytorch_model.bin")
+    return source.has("decoder.yml") or (source.has("config.json") and weights)
+
+
 def read_model(path: str | Path) -> MarianFiles:
     """Reads a Marian model directory or zip, or a Hugging Face MarianMT directory.
 

@@ -1,0 +1,36 @@
+"""`recipe --init-from` a Marian model: OPUS-MT's files or Hugging Face's MarianMT.
+
+The recipe fine-tunes model directories. A Marian model is imported into the work
+directory first, once (`translator import marian`'s import, exact against CTranslate2's
+converter), and the run starts from that import. The work directory's record holds the
+path the user gave, so another model in the same work directory is refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from training.recipe_settings import RecipePaths, RecipeSettings
+from translator.artifacts import MODEL_FILE
+from translator.marian import import_marian, is_marian_model
+
+
+def with_imported_init(paths: RecipePaths, settings: RecipeSettings) -> RecipeSettings:
+    """`settings`, its `--init-from` a model directory: a Marian model's import.
+
+    Anything else (a model or run directory, a .keras file, none) is returned as it is.
+
+    Raises:
+        MarianImportError: naming the missing file or unsupported option; nothing written.
+    """
+    init = settings.init_from
+    if init is None or not is_marian_model(init):
+        return settings
+    out = paths.pretrained
+    if (out / MODEL_FILE).is_file():
+        print(f"  --init-from {init}: a Marian model, imported before ({out})", flush=True)
+    else:
+        print(f"  --init-from {init}: a Marian model, imported -> {out}", flush=True)
+        for line in import_marian(init, out).lines():
+            print(f"    {line}", flush=True)
+    return dataclasses.replace(settings, init_from=out)
