@@ -175,7 +175,9 @@ def test_the_import_searches_as_ctranslate2s_conversion(imported, sources, searc
             elif search == "greedy":
                 assert pieces[: LIMIT - 1] == expected[: LIMIT - 1]
                 compared += LIMIT - 1
-        assert compared >= (SENTENCES if search == "greedy" else 0)
+        # Greedy compares every sentence; beam, the finished ones: at least a quarter
+        # (the EOS bias of `write_marian_model` ends that many of each variant's).
+        assert compared >= SENTENCES if search == "greedy" else sum(ended) >= SENTENCES // 4
 
 
 def test_an_import_exported_to_marian_imports_to_the_same_translations(imported, sources, tmp_path):
@@ -388,7 +390,7 @@ def test_recipe_fine_tunes_a_marian_model_and_every_command_takes_its_import(
     assert done.returncode == 0, done.stderr[-3000:]
     pretrained = tmp_path / "work" / "pretrained"
     assert f"a Marian model, imported -> {pretrained}" in done.stdout
-    assert "architecture: post-norm" in done.stdout  # the import's report
+    assert "architecture: 2+2 layers, d_model 32" in done.stdout  # the import's report
     assert "(the model it fine-tuned: " in done.stdout  # validation before the first update
     assert (tmp_path / "work" / "eval" / "val" / "report.md").is_file()
     again = translator(*recipe, timeout=600)
@@ -408,8 +410,8 @@ def test_recipe_fine_tunes_a_marian_model_and_every_command_takes_its_import(
     assert len(scored.stdout.splitlines()) == 60
 
     train = translator("train", "--run-dir", tmp_path / "run", "--set", f"train.init_from={marian}")
-    assert train.returncode == 2 and "is a Marian model; import it first" in train.stderr
-    assert len(train.stderr.strip().splitlines()) == 1
+    assert train.returncode == 2
+    assert "is a Marian model; import it first" in train.stderr.strip().splitlines()[-1]
 
 
 @pytest.mark.slow
