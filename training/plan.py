@@ -18,6 +18,9 @@ depends on them, by a few small rules, each a documented function below:
   two, bounded by the memory the machine has.
 - **Dropout** (`choose_dropout`): a function of the epochs the budget buys. Near one
   epoch there is nothing to overfit; after tens of epochs, regularize hard.
+- **Subword sampling** (`choose_subword_sampling`): also a regularizer of many epochs, so
+  also chosen by epochs; the trials found no size or budget where it paid beside the
+  epochs' dropout, so the rule keeps it off (`SAMPLING_FROM_EPOCHS` is None).
 - **Peak learning rate** (`choose_learning_rate`): lower for wider models
   (`(REFERENCE_WIDTH / d_model) ** 0.75`), as the paper's `d_model ** -0.5` schedule.
 - **Warmup** (`choose_warmup_fraction`): a number of updates that grows with width, as a
@@ -53,6 +56,8 @@ from training.config import (
     MODEL_OVERRIDES,
     MODEL_PRESET,
     PEAK_LEARNING_RATE,
+    SUBWORD_ALPHA,
+    SUBWORD_NBEST,
     WARMUP_FRACTION,
     Change,
     ConfigKey,
@@ -114,6 +119,11 @@ FINE_TUNING_MIN_DROPOUT = 0.1
 FINE_TUNING_VALIDATIONS = 4
 # Characters per piece of an 8,000-piece vocabulary (for a piece count before one exists).
 CHARACTERS_PER_PIECE = 4.0
+# Subword sampling (Kudo 2018; `choose_subword_sampling`) from this many epochs on; None:
+# never. Its strength when on: a draw among SAMPLING_NBEST segmentations, ~ P ** alpha.
+SAMPLING_FROM_EPOCHS: float | None = None
+SAMPLING_NBEST = 8
+SAMPLING_ALPHA = 0.5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,6 +253,8 @@ class Given:
     warmup_fraction: float | None = None
     label_smoothing: float | None = None
     eval_every_steps: int | None = None
+    subword_nbest: int | None = None
+    subword_alpha: float | None = None
     # Fine-tuning a trained model (`--init-from`): the fine-tuning rules apply.
     fine_tuning: bool = False
 
@@ -486,6 +498,43 @@ def choose_dropout(epochs: float) -> float:
     return round(round(value / 0.05) * 0.05, 2)
 
 
+def choose_subword_sampling(epochs: float) -> int:
+    """`data.pipeline.subword_nbest` for `epochs` passes: 0 (off) or `SAMPLING_NBEST`.
+
+    Subword sampling is a regularizer of many epochs, as dropout is; it is chosen from
+    `SAMPLING_FROM_EPOCHS` on (never while that is None), at `SAMPLING_ALPHA`.
+    """
+    if SAMPLING_FROM_EPOCHS is None or epochs < SAMPLING_FROM_EPOCHS:
+        return 0
+    return SAMPLING_NBEST
+
+
+def speed_decides_something(given: Given) -> bool:
+    """Whether a measured speed could change the plan.
+
+    It can when a value that depends on what the budget buys is unset. Sampling's
+    strength is a constant, and while the sampling rule is off it depends on nothing.
+    """
+    unset = {f.name for f in dataclasses.fields(given) if getattr(given, f.name) is None}
+    unset.discard("subword_alpha")
+    if SAMPLING_FROM_EPOCHS is None:
+        unset.discard("subword_nbest")
+    return bool(unset)
+
+
+def subword_sampling_reason(epochs: float) -> str:
+    """`choose_subword_sampling`'s reason, in the plan's words."""
+    if SAMPLING_FROM_EPOCHS is None:
+        return (
+            f"{epochs:,.1f} epochs: off at every budget; beside the epochs' dropout it lost "
+            "validation BLEU in every trial, from 3,000 to 29,000 pairs (bench/RESULTS.md)"
+        )
+    return (
+        f"{epochs:,.1f} epochs: {SAMPLING_NBEST} segmentations at alpha {SAMPLING_ALPHA} "
+        f"from {SAMPLING_FROM_EPOCHS:g} epochs on, else off"
+    )
+
+
 def choose_learning_rate(d_model: int) -> float:
     """The peak learning rate: the narrow model's, scaled by (128 / d_model) ** 0.75."""
     return float(f"{REFERENCE_LEARNING_RATE * (REFERENCE_WIDTH / d_model) ** 0.75:.2g}")
@@ -591,6 +640,7 @@ def _training_choices(
             choose_dropout(epochs),
             f"{epochs:,.1f} epochs: 0.1 from 2 to 20 epochs, up to 0.3 at 80, down to 0 below 2",
         ),
+        *_sampling_choices(given, epochs),
         _choice(
             PEAK_LEARNING_RATE,
             given.peak_learning_rate,
@@ -611,6 +661,20 @@ def _training_choices(
             "validate once at the end under 20 minutes, else about 8 times",
         ),
     )
+
+
+def _sampling_choices(given: Given, epochs: float) -> tuple[Choice, ...]:
+    """Subword sampling and, when it is on, its strength."""
+    nbest = _choice(
+        SUBWORD_NBEST,
+        given.subword_nbest,
+        choose_subword_sampling(epochs),
+        subword_sampling_reason(epochs),
+    )
+    if int(nbest.value) <= 1:
+        return (nbest,)
+    alpha = _choice(SUBWORD_ALPHA, given.subword_alpha, SAMPLING_ALPHA, "with sampling on")
+    return nbest, alpha
 
 
 def _label_smoothing_choice(given: Given) -> Choice:
@@ -634,6 +698,7 @@ def _fine_tuning_choices(
             f"fine-tuning, {epochs:,.1f} epochs: the epochs rule, at least "
             f"{FINE_TUNING_MIN_DROPOUT} (pretraining's usual rate)",
         ),
+        *_sampling_choices(given, epochs),
         _choice(
             PEAK_LEARNING_RATE,
             given.peak_learning_rate,

@@ -45,6 +45,8 @@ from training.config import (
     MODEL_OVERRIDES,
     MODEL_PRESET,
     PEAK_LEARNING_RATE,
+    SUBWORD_ALPHA,
+    SUBWORD_NBEST,
     WARMUP_FRACTION,
     Change,
     ConfigKey,
@@ -65,6 +67,7 @@ from training.plan import (
     compute_limit,
     data_limit,
     make_plan,
+    speed_decides_something,
     tokens_bought,
 )
 from translator.flops import training_flops
@@ -125,6 +128,8 @@ def given_settings(config: RunConfig, keys: frozenset[str], vocab_sizes: tuple[i
         warmup_fraction=value(WARMUP_FRACTION, lambda: config.optimizer.warmup_fraction),
         label_smoothing=value(LABEL_SMOOTHING, lambda: config.optimizer.label_smoothing),
         eval_every_steps=value(EVAL_EVERY_STEPS, lambda: config.eval.every_steps),
+        subword_nbest=value(SUBWORD_NBEST, lambda: config.data.pipeline.subword_nbest),
+        subword_alpha=value(SUBWORD_ALPHA, lambda: config.data.pipeline.subword_alpha),
         fine_tuning=bool(init_from),
     )
 
@@ -479,7 +484,7 @@ def plan_run(
     given = given_settings(config, keys, vocab_sizes)
     candidates = (given.shape,) if given.shape else SHAPES
     batch = given.batch_tokens or TIMED_BATCH_TOKENS
-    settled = all(getattr(given, field.name) is not None for field in dataclasses.fields(given))
+    settled = not speed_decides_something(given)
     cache: SpeedCache | None = None
     if config.train.max_minutes > 0 and not settled:
         signature = machine_signature(

@@ -17,6 +17,7 @@ from training.plan import (
     choose_dropout,
     choose_vocab_size,
     make_plan,
+    speed_decides_something,
 )
 
 # A 2-core CPU as measured here: the narrow shape's speed and 25 s to its first update;
@@ -152,6 +153,49 @@ def test_what_the_user_set_is_kept_and_planned_around():
     # The planned values follow the user's choices: base's learning rate, updates at 8,192.
     assert Change(PEAK_LEARNING_RATE, 0.0018) in changes
     assert p.updates == int(p.tokens / CPU["base"].at_batch(8192))
+
+
+@pytest.mark.parametrize("pairs", [3_000, 10_000, 29_000])
+@pytest.mark.parametrize("minutes", [5, 15, 60])
+def test_subword_sampling_is_planned_by_the_rule_the_trials_chose(pairs, minutes):
+    """The trials (bench/RESULTS.md) chose sampling at no size or budget they covered."""
+    p = plan(corpus(pairs), minutes=minutes)
+    assert p.value("data.pipeline.subword_nbest") == 0
+    reason = next(c.reason for c in p.choices if c.key == "data.pipeline.subword_nbest")
+    assert f"{p.epochs:,.1f} epochs" in reason and "bench/RESULTS.md" in reason
+    assert not any(c.key == "data.pipeline.subword_alpha" for c in p.choices)
+
+
+def test_subword_sampling_when_the_rule_turns_it_on_and_when_the_user_sets_it(monkeypatch):
+    import training.plan
+
+    monkeypatch.setattr(training.plan, "SAMPLING_FROM_EPOCHS", 100.0)
+    few, many = plan(corpus(29_000), minutes=5), plan(corpus(3_000), minutes=60)
+    assert few.epochs < 100 < many.epochs
+    assert few.value("data.pipeline.subword_nbest") == 0
+    assert many.value("data.pipeline.subword_nbest") == 8
+    assert many.value("data.pipeline.subword_alpha") == 0.5
+    config = apply_changes(RunConfig(), many.changes())
+    assert (config.data.pipeline.subword_nbest, config.data.pipeline.subword_alpha) == (8, 0.5)
+    # Only now does the speed decide sampling: a config that sets all else is timed.
+    everything = dict(
+        dropout=0.1,
+        batch_tokens=2048,
+        peak_learning_rate=1e-3,
+        warmup_fraction=0.1,
+        label_smoothing=0.1,
+        eval_every_steps=0,
+    )
+    shape = dataclasses.replace(SHAPES[0], name="yours")
+    assert speed_decides_something(Given(shape=shape, **everything))
+    monkeypatch.setattr(training.plan, "SAMPLING_FROM_EPOCHS", None)
+    assert not speed_decides_something(Given(shape=shape, **everything))
+    assert speed_decides_something(Given(**everything))  # the shape is planned
+    # What the user sets is kept, and writes no change.
+    mine = plan(corpus(3_000), minutes=60, subword_nbest=4, subword_alpha=0.2)
+    assert mine.value("data.pipeline.subword_nbest") == 4
+    assert mine.value("data.pipeline.subword_alpha") == 0.2
+    assert not any("subword" in str(change.key) for change in mine.changes())
 
 
 def test_planned_changes_make_a_run_config():

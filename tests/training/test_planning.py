@@ -173,6 +173,10 @@ def test_overrides_set_as_a_whole_fix_the_shape_and_its_dropout():
     assert given.dropout == 0.1 and given.batch_tokens is None  # the batch is still planned
     nothing = given_settings(load_config(None), frozenset(), (90, 90))
     assert nothing.shape is None and nothing.dropout is None
+    assert nothing.subword_nbest is None and nothing.subword_alpha is None
+    sampling = ["data.pipeline.subword_nbest=4"]
+    given = given_settings(load_config(None, sampling), explicit_keys(None, sampling), (90, 90))
+    assert given.subword_nbest == 4 and given.subword_alpha is None  # alpha still planned
 
 
 def test_a_config_that_sets_every_planned_value_spends_nothing_on_timing(copy_task, tmp_path):
