@@ -23,6 +23,7 @@ _SHAPE = dict(num_encoder_layers=4, num_decoder_layers=4, d_model=128, ffn_dim=2
 _OPTIMIZER = dict(peak_learning_rate=0.005, warmup_fraction=0.05, label_smoothing=0.1)
 _NARROW = ("model.preset=small", *(f"model.overrides.{k}={v}" for k, v in _SHAPE.items()))
 _NARROW += (*(f"optimizer.{k}={v}" for k, v in _OPTIMIZER.items()), "--vocab-size=8000")
+_NARROW += ("data.pipeline.subword_nbest=0",)  # the table had no subword sampling
 _SHORT = (*_NARROW, "model.overrides.dropout=0.1", "data.pipeline.batch_tokens=2048")
 _LONG = (*_NARROW, "model.overrides.dropout=0.3", "data.pipeline.batch_tokens=4096")
 MINUTES_TABLE = {

@@ -223,6 +223,7 @@ def test_the_baseline_run_sets_every_planned_value_so_nothing_is_planned_or_time
     sets = [item.removeprefix("--set=") for item in command if item.startswith("--set=")]
     assert "--vocab-size=8000" in command and "--pair=en-de" in command
     given = given_settings(load_config(None, sets), explicit_keys(None, sets), (8000, 8000))
-    assert all(value is not None for value in dataclasses.asdict(given).values())
+    unset = [name for name, value in dataclasses.asdict(given).items() if value is None]
+    assert unset == ["subword_alpha"] and given.subword_nbest == 0  # off: no strength
     assert given.shape.d_model == 128 and given.batch_tokens == 2048 and given.dropout == 0.1
     assert quality.table_setting(60.0) != quality.table_setting(15.0) == quality.table_setting(7)
