@@ -47,7 +47,7 @@ settings() {  # TRIAL -> its --set arguments
     few) echo --set data.pipeline.subword_nbest=2 --set data.pipeline.subword_alpha=0.5 ;;
     control) echo "${sampling[@]}" --set data.pipeline.subword_alpha=100 ;;
     seed2) echo --set train.seed=2 ;;
-    vocab*) echo --vocab-size "${trial#vocab}" ;;
+    vocab[1-9]*) echo --vocab-size "${trial#vocab}" ;;
     *) echo "unknown trial: $1" >&2; exit 2 ;;
   esac
 }

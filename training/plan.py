@@ -62,6 +62,7 @@ from training.config import (
     Change,
     ConfigKey,
 )
+from translator.pipelines.config import PipelineConfig
 
 # A planned value: a number, or the chosen shape's name (the key `model`).
 PlanValue = int | float | str
@@ -120,10 +121,11 @@ FINE_TUNING_VALIDATIONS = 4
 # Characters per piece of an 8,000-piece vocabulary (for a piece count before one exists).
 CHARACTERS_PER_PIECE = 4.0
 # Subword sampling (Kudo 2018; `choose_subword_sampling`) from this many epochs on; None:
-# never. Its strength when on: a draw among SAMPLING_NBEST segmentations, ~ P ** alpha.
+# never. Its strength when on: a draw among SAMPLING_NBEST segmentations, ~ P ** alpha
+# (the pipeline's default alpha).
 SAMPLING_FROM_EPOCHS: float | None = None
 SAMPLING_NBEST = 8
-SAMPLING_ALPHA = 0.5
+SAMPLING_ALPHA = PipelineConfig.subword_alpha
 
 
 @dataclasses.dataclass(frozen=True)
@@ -526,8 +528,9 @@ def subword_sampling_reason(epochs: float) -> str:
     """`choose_subword_sampling`'s reason, in the plan's words."""
     if SAMPLING_FROM_EPOCHS is None:
         return (
-            f"{epochs:,.1f} epochs: off at every budget; beside the epochs' dropout it lost "
-            "validation BLEU in every trial, from 3,000 to 29,000 pairs (bench/RESULTS.md)"
+            f"{epochs:,.1f} epochs: off at every budget; beside the epochs' dropout it never "
+            "beat no sampling on validation in the trials on 3,000 to 29,000 pairs "
+            "(bench/RESULTS.md)"
         )
     return (
         f"{epochs:,.1f} epochs: {SAMPLING_NBEST} segmentations at alpha {SAMPLING_ALPHA} "

@@ -203,6 +203,8 @@ def machine_signature(
             config.data.pipeline.max_source_length,
             config.data.pipeline.max_target_length,
         ],
+        # Subword sampling's draws (in Python) take time from the training step.
+        **({"subword_nbest": nbest} if (nbest := config.data.pipeline.subword_nbest) > 1 else {}),
     }
 
 

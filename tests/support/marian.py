@@ -149,7 +149,7 @@ def _params(variant: Variant, sizes: tuple[int, int], rng) -> dict[str, np.ndarr
     if variant.tied in ("none", "source"):
         p["decoder_ff_logit_out_W"] = normal(D_MODEL, sizes[1], scale=0.35)
     bias = normal(1, sizes[1], scale=0.5)
-    bias[0, 0] += 6.0  # `</s>`: some hypotheses of a random model end before the limit
+    bias[0, 0] += 4.0  # `</s>`: some hypotheses of a random model end before the limit
     p["decoder_ff_logit_out_b"] = bias
     if variant.learned_positions:
         p["Wpos"] = normal(128, D_MODEL, scale=1.0)

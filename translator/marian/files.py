@@ -113,11 +113,18 @@ def is_marian_model(path: str | Path) -> bool:
     and `.keras` files (zips too, with a `config.json`) are not.
     """
     path = Path(path)
-    if not (path.is_dir() or (path.is_file() and zipfile.is_zipfile(path))):
+    if path.is_dir():
+        names = {p.name for p in path.iterdir()}
+    elif path.is_file() and zipfile.is_zipfile(path):
+        try:
+            with zipfile.ZipFile(path) as zipped:
+                names = {Path(member).name for member in zipped.namelist()}
+        except zipfile.BadZipFile:
+            return False
+    else:
         return False
-    source = _Source(path)
-    weights = source.has("model.safetensors") or source.has("pytorch_model.bin")
-    return source.has("decoder.yml") or (source.has("config.json") and weights)
+    weights = bool(names & {"model.safetensors", "pytorch_model.bin"})
+    return "decoder.yml" in names or ("config.json" in names and weights)
 
 
 def read_model(path: str | Path) -> MarianFiles:

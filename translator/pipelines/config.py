@@ -75,8 +75,9 @@ class PipelineConfig(DictConfig):
     # counts (and the planner's epochs) are of the one best, which is no longer.
     subword_nbest: int = 0
     # The draw's smoothing: a segmentation x is drawn with probability ~ P(x) ** alpha
-    # (0: uniformly among the n best; larger: closer to the best).
-    subword_alpha: float = 0.1
+    # (0: uniformly among the n best; larger: closer to the best). 0.5 lost least in the
+    # trials of bench/RESULTS.md ("Subword sampling"); 0.1 lost most.
+    subword_alpha: float = 0.5
 
     def __post_init__(self) -> None:
         problems = []
