@@ -10,7 +10,9 @@
 #   weak     nbest 8, alpha 2                         the sampling pipeline's own cost)
 #   mild     nbest 8, alpha 0.5              seed2    off, another training seed (noise)
 #   strong   nbest 8, alpha 0.1              vocabN   off, an N-piece vocabulary
-#   few      nbest 2, alpha 0.5              NAME-d01 NAME at dropout 0.1
+#   few      nbest 2, alpha 0.5
+# and a trial's suffixes: NAME-d0DIGITS at dropout 0.DIGITS (mild-d01, off-d025),
+# NAME-sN with seed N for training and data, shuffle and draws (mild-s2).
 # Each is validated on Multi30k val (greedy BLEU: what a choice is made on) and tested
 # on test_2016_flickr (beam 4). Nothing else should run meanwhile.
 set -euo pipefail
@@ -37,8 +39,15 @@ common=(--minutes "$M" --train "$OUT/train-$PAIRS.$SRC" "$OUT/train-$PAIRS.$TGT"
   --test "$DATA/test_2016_flickr.$SRC.gz" "$DATA/test_2016_flickr.$TGT.gz")
 sampling=(--set data.pipeline.subword_nbest=8)
 settings() {  # TRIAL -> its --set arguments
-  local trial=${1%-d01}
-  [ "$trial" = "$1" ] || echo --set model.overrides.dropout=0.1
+  local trial=$1
+  while [[ $trial =~ ^(.+)-(d0([0-9]+)|s([0-9]+))$ ]]; do
+    trial=${BASH_REMATCH[1]}
+    if [ -n "${BASH_REMATCH[3]}" ]; then
+      echo --set "model.overrides.dropout=0.${BASH_REMATCH[3]}"
+    else
+      echo --set "train.seed=${BASH_REMATCH[4]}" --set "data.pipeline.seed=${BASH_REMATCH[4]}"
+    fi
+  done
   case $trial in
     off) ;;
     weak) echo "${sampling[@]}" --set data.pipeline.subword_alpha=2.0 ;;
