@@ -82,7 +82,10 @@ class _Source:
     def __init__(self, path: Path):
         self.path = path
         if path.is_file() and zipfile.is_zipfile(path):
-            self._zip = zipfile.ZipFile(path)
+            try:
+                self._zip = zipfile.ZipFile(path)
+            except zipfile.BadZipFile as error:
+                raise MarianImportError(f"{path}: a broken zip file ({error})") from None
             members = [m for m in self._zip.namelist() if not m.endswith("/")]
             self._names = {Path(m).name: m for m in members}
         elif path.is_dir():
@@ -90,6 +93,13 @@ class _Source:
             self._names = {p.name: p.name for p in path.iterdir() if p.is_file()}
         else:
             raise MarianImportError(f"{path}: neither a model directory nor a zip file")
+
+    def __enter__(self) -> _Source:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._zip is not None:
+            self._zip.close()
 
     def names(self) -> list[str]:
         return sorted(self._names)
@@ -112,19 +122,12 @@ def is_marian_model(path: str | Path) -> bool:
     `model.safetensors` or `pytorch_model.bin` (Hugging Face). Our own model directories
     and `.keras` files (zips too, with a `config.json`) are not.
     """
-    path = Path(path)
-    if path.is_dir():
-        names = {p.name for p in path.iterdir()}
-    elif path.is_file() and zipfile.is_zipfile(path):
-        try:
-            with zipfile.ZipFile(path) as zipped:
-                names = {Path(member).name for member in zipped.namelist()}
-        except zipfile.BadZipFile:
-            return False
-    else:
+    try:
+        with _Source(Path(path)) as source:
+            weights = source.has("model.safetensors") or source.has("pytorch_model.bin")
+            return source.has("decoder.yml") or (source.has("config.json") and weights)
+    except MarianImportError:  # neither a directory nor a readable zip
         return False
-    weights = bool(names & {"model.safetensors", "pytorch_model.bin"})
-    return "decoder.yml" in names or ("config.json" in names and weights)
 
 
 def read_model(path: str | Path) -> MarianFiles:
@@ -134,17 +137,17 @@ def read_model(path: str | Path) -> MarianFiles:
         MarianImportError: a missing file (named), a BPE model, a PyTorch-only checkpoint,
             or a file that cannot be parsed.
     """
-    source = _Source(Path(path))
-    if source.has("config.json") and not source.has("decoder.yml"):
-        return _read_huggingface(source)
-    if not source.has("decoder.yml"):
-        if source.has("pytorch_model.bin"):
-            raise _pytorch_only(source.path)
-        raise MarianImportError(
-            f"{source.path}: no decoder.yml (Marian) or config.json (Hugging Face); "
-            f"it holds {', '.join(source.names()) or 'nothing'}"
-        )
-    return _read_marian(source)
+    with _Source(Path(path)) as source:
+        if source.has("config.json") and not source.has("decoder.yml"):
+            return _read_huggingface(source)
+        if not source.has("decoder.yml"):
+            if source.has("pytorch_model.bin"):
+                raise _pytorch_only(source.path)
+            raise MarianImportError(
+                f"{source.path}: no decoder.yml (Marian) or config.json (Hugging Face); "
+                f"it holds {', '.join(source.names()) or 'nothing'}"
+            )
+        return _read_marian(source)
 
 
 def _pytorch_only(path: Path) -> MarianImportError:
