@@ -19,9 +19,9 @@ depends on them, by a few small rules, each a documented function below:
 - **Dropout** (`choose_dropout`): a function of the epochs the budget buys. Near one
   epoch there is nothing to overfit; after tens of epochs, regularize hard.
 - **Subword sampling** (`choose_subword_sampling`): also a regularizer of many epochs, so
-  also chosen by epochs; the trials found no size or budget where it paid more than the
-  seed noise beside the epochs' dropout, so the rule keeps it off (`SAMPLING_FROM_EPOCHS`
-  is None).
+  also chosen by epochs; beside the epochs' dropout the trials found no size or budget
+  where it gained 0.5 BLEU (in the one cell where a single run had, not over two seeds),
+  so the rule keeps it off (`SAMPLING_FROM_EPOCHS` is None).
 - **Peak learning rate** (`choose_learning_rate`): lower for wider models
   (`(REFERENCE_WIDTH / d_model) ** 0.75`), as the paper's `d_model ** -0.5` schedule.
 - **Warmup** (`choose_warmup_fraction`): a number of updates that grows with width, as a
@@ -531,7 +531,7 @@ def subword_sampling_reason(epochs: float) -> str:
         return (
             f"{epochs:,.1f} epochs: off at every budget; beside the epochs' dropout it lost "
             "validation BLEU in 10 of 12 trial cells on 3,000 to 29,000 pairs and won the "
-            "other two by less than the seed noise (bench/RESULTS.md)"
+            "other two by under 0.5, over two seeds where one run had not (bench/RESULTS.md)"
         )
     return (
         f"{epochs:,.1f} epochs: {SAMPLING_NBEST} segmentations at alpha {SAMPLING_ALPHA} "
