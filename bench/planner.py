@@ -12,10 +12,10 @@ from pathlib import Path
 from bench import harness
 from training.config import load_config
 from training.plan import SHAPES, Budget, CorpusCounts, Speed, choose_vocab_size, make_plan
-from training.planning import TIMED_BATCH_TOKENS, count_characters, measure_speed
+from training.planning import TIMED_BATCH_TOKENS, measure_speed
 from training.record import RunRecord
 from training.strategy import make_strategy, select_precision
-from translator.io import read_lines, write_atomic
+from translator.io import count_characters, read_lines, write_atomic
 from translator.pipelines import PipelineConfig, build_vocabulary, load_vocabulary, scan_corpus
 
 render = harness.Template("planner")

@@ -62,6 +62,41 @@ def choose_backend(config: RunConfig) -> str:
     return wanted
 
 
+def tensorflow_installed() -> bool:
+    """Whether TensorFlow can be imported here (a JAX-only GPU image has none)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("tensorflow") is not None
+    except ImportError:  # an import hook that refuses it
+        return False
+
+
+def check_tensorflow(config: RunConfig) -> None:
+    """Refuses, in one line, a run this process cannot train for want of TensorFlow.
+
+    Text is read by the tf.data pipeline: without TensorFlow, training takes a prepared
+    corpus, made where TensorFlow is.
+
+    Raises:
+        ConfigError: TensorFlow is not installed and the run needs it.
+    """
+    if tensorflow_installed():
+        return
+    if not config.data.prepared:
+        raise ConfigError(
+            "data.train_source: training reads text files with tf.data, and TensorFlow is "
+            "not installed here; prepare the corpus once where it is (translator data "
+            "prepare --src SRC --tgt TGT --vocab VOCAB --out DIR), then train with --set "
+            "data.prepared=DIR"
+        )
+    raise ConfigError(
+        "train.backend: TensorFlow is not installed here; a prepared corpus is read "
+        "without it, but validation, checkpoints and TensorBoard still need it in this "
+        "version (pip install tensorflow-cpu beside JAX)"
+    )
+
+
 def resolved(config: RunConfig) -> RunConfig:
     """`config` with `train.backend` the one this process runs (no longer "auto").
 

@@ -7,7 +7,7 @@ import dataclasses
 import logging
 from pathlib import Path
 
-from training.backend import choose_backend
+from training.backend import check_tensorflow, choose_backend
 from training.config import DEFAULT_CONFIG, RunConfig, explicit_keys, load_config
 from translator.errors import ConfigError
 
@@ -104,7 +104,9 @@ def run_train(args: argparse.Namespace) -> int:
     if args.init_from is not None:
         overrides.append(f"train.init_from={args.init_from}")
     config = with_init_vocabulary(load_config(args.config, overrides), overrides)
+    config = with_prepared_corpus(config, overrides)
     choose_backend(config)  # before Keras is imported
+    check_tensorflow(config)
     from training.run import PlanRequest, preview_plan, summary_line, train
 
     request = None
@@ -121,6 +123,22 @@ def run_train(args: argparse.Namespace) -> int:
     if result.curves is not None:
         print(f"curves:      {result.curves}  (loss, learning rate, validation BLEU)")
     return 0
+
+
+def with_prepared_corpus(config: RunConfig, overrides: list[str]) -> RunConfig:
+    """The config training on a prepared corpus given with `--set data.prepared=DIR`.
+
+    It replaces the config file's training text files (the default Multi30k ones
+    included); text files set on the command line beside it are an error at the start.
+    """
+    keys = explicit_keys(None, overrides)
+    if "data.prepared" not in keys:
+        return config
+    text = ("data.train", "data.train_source", "data.train_target")
+    if any(key in keys for key in text):
+        return config
+    data = dataclasses.replace(config.data, train=(), train_source="", train_target="")
+    return dataclasses.replace(config, data=data)
 
 
 def with_init_vocabulary(config: RunConfig, overrides: list[str]) -> RunConfig:

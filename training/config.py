@@ -83,6 +83,9 @@ class DataSection:
     train_target: str = ""
     # Several training corpora, mixed by weight, instead of train_source/train_target.
     train: tuple[TrainCorpus, ...] = ()
+    # A prepared corpus (`translator data prepare`) instead of the training text files:
+    # tokenized once, read with numpy (no TensorFlow), batched as the pipeline batches.
+    prepared: str = ""
     # Validation files for loss and BLEU; empty to train without validation.
     valid_source: str = ""
     valid_target: str = ""
@@ -98,7 +101,12 @@ class DataSection:
     pipeline: PipelineConfig = dataclasses.field(default_factory=PipelineConfig)
 
     def corpora(self) -> tuple[TrainCorpus, ...]:
-        """The training corpora: `train`, or the one pair of train_source/train_target."""
+        """The training corpora: `train`, or the one pair of train_source/train_target.
+
+        None with a prepared corpus: it holds the tokenized pairs, not text files.
+        """
+        if self.prepared:
+            return ()
         if self.train:
             return self.train
         return (TrainCorpus(self.train_source, self.train_target),)

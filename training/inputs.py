@@ -1,34 +1,50 @@
-"""The run's tf.data inputs, sharded over the strategy's replicas.
+"""The run's training and validation inputs, sharded over the strategy's replicas.
 
-Training and the planner's speed timing read the same batches through these.
+Training and the planner's speed timing read the same batches through these: the
+tf.data pipeline over text files, or a prepared corpus (`data.prepared`), which needs
+no TensorFlow. A strategy calls each input function with its `InputContext`; JAX's
+calls it with None, and takes the global batches as they come (Keras splits them).
 """
 
 from __future__ import annotations
 
-import tensorflow as tf
+import itertools
+import logging
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from training.config import RunConfig
-from translator.pipelines.dataset import WeightedCorpus, make_dataset, make_mixed_dataset
-from translator.pipelines.tokenizer import Vocabulary
+from translator.pipelines.prepared import Batch, PreparedCorpus
+
+if TYPE_CHECKING:  # pragma: no cover
+    import tensorflow as tf
+
+    from translator.pipelines.tokenizer import Vocabulary
+
+log = logging.getLogger(__name__)
 
 
-def training_dataset(
-    config: RunConfig, vocabulary: Vocabulary, strategy, skip: int
-) -> tf.distribute.DistributedDataset:
+def training_dataset(config: RunConfig, vocabulary: Vocabulary, strategy, skip: int) -> Iterable:
     """Each replica's endless shard of the training corpora (`distribute_datasets_from_function`).
 
     One corpus repeats; several (or a tagged one) are mixed by weight
-    (`make_mixed_dataset`). Either way the order is a function of the seed only, so
-    skipping the `skip` batches already consumed puts a resumed run on exactly the
-    batches an uninterrupted run would see.
+    (`make_mixed_dataset`); a prepared corpus is batched from its arrays. Either way the
+    order is a function of the seed only, so skipping the `skip` batches already consumed
+    puts a resumed run on exactly the batches an uninterrupted run would see.
     """
+    if config.data.prepared:
+        return _prepared_dataset(config, vocabulary, strategy, skip)
+    import tensorflow as tf
+
+    from translator.pipelines.dataset import WeightedCorpus, make_dataset, make_mixed_dataset
+
     data = config.data
     corpora = [
         WeightedCorpus(corpus.source, corpus.target, corpus.weight, corpus.tag)
         for corpus in data.corpora()
     ]
 
-    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+    def dataset_fn(context: tf.distribute.InputContext | None) -> tf.data.Dataset:
         if data.is_mix():
             dataset = make_mixed_dataset(corpora, vocabulary, data.pipeline, input_context=context)
         else:
@@ -46,13 +62,67 @@ def training_dataset(
     return strategy.distribute_datasets_from_function(dataset_fn)
 
 
-def validation_dataset(
-    config: RunConfig, vocabulary: Vocabulary, strategy
-) -> tf.distribute.DistributedDataset:
+def open_prepared(config: RunConfig, vocabulary: Vocabulary) -> PreparedCorpus:
+    """The run's prepared corpus, checked against its vocabulary and length limits.
+
+    Raises:
+        CorpusError: not a prepared corpus. ConfigError: made with another vocabulary or
+            other limits (one line saying to prepare it again).
+    """
+    corpus = PreparedCorpus(config.data.prepared)
+    pipeline = config.data.pipeline
+    corpus.check(
+        vocabulary.source.sha256,
+        vocabulary.target.sha256,
+        pipeline.max_source_length,
+        pipeline.max_target_length,
+    )
+    return corpus
+
+
+def _prepared_dataset(
+    config: RunConfig, vocabulary: Vocabulary, strategy, skip: int
+) -> Iterable[Batch]:
+    """The prepared corpus' batches: a Python iterator on JAX, a tf.data one on TensorFlow."""
+    corpus = open_prepared(config, vocabulary)
+    pipeline = corpus.buckets_for(config.data.pipeline)
+    if pipeline is not config.data.pipeline:
+        log.info(
+            "data.prepared: buckets %s, chosen from the corpus for static shapes",
+            ", ".join(str(b.length) for b in pipeline.buckets()),
+        )
+
+    def batches(shard: int, shards: int) -> Iterator[Batch]:
+        # Input pipeline `shard` of `shards` takes every `shards`-th batch. (A generator:
+        # what Keras' `fit` takes as a Python input.)
+        start = shard + skip * shards
+        yield from itertools.islice(corpus.batches(pipeline), start, None, shards)
+
+    def dataset_fn(context: tf.distribute.InputContext | None):
+        if context is None:
+            return batches(0, 1)
+        import tensorflow as tf
+
+        rows = tf.TensorSpec([None, None], tf.int32)
+        signature = ({"source_ids": rows, "decoder_input_ids": rows}, rows)
+        shard, shards = context.input_pipeline_id, context.num_input_pipelines
+        dataset = tf.data.Dataset.from_generator(
+            lambda: batches(shard, shards), output_signature=signature
+        )
+        return dataset.prefetch(tf.data.AUTOTUNE)
+
+    return strategy.distribute_datasets_from_function(dataset_fn)
+
+
+def validation_dataset(config: RunConfig, vocabulary: Vocabulary, strategy) -> Iterable:
     """Each replica's shard of the validation corpus: one pass, file order."""
+    import tensorflow as tf
+
+    from translator.pipelines.dataset import make_dataset
+
     data = config.data
 
-    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+    def dataset_fn(context: tf.distribute.InputContext | None) -> tf.data.Dataset:
         return make_dataset(
             data.valid_source,
             data.valid_target,

@@ -7,9 +7,9 @@ by their number) and so is clipping (the global gradient norm): under
 `keras.distribution.DataParallel` a batch is one global array split over the devices,
 so both are global without a collective written here.
 
-The input is the same tf.data pipeline, read by Keras as NumPy; TensorFlow also writes
-the TensorBoard events. XLA compiles one program per batch shape, so the pipeline runs
-with static shapes (`adapt`).
+The input is the same tf.data pipeline, read by Keras as NumPy, or a prepared corpus
+(`data.prepared`, read with numpy); TensorFlow also writes the TensorBoard events. XLA
+compiles one program per batch shape, so the pipeline runs with static shapes (`adapt`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import math
 
 import jax
 import keras
-import tensorflow as tf
 from keras import ops
 
 from training.config import RunConfig
@@ -61,9 +60,9 @@ class JaxStrategy:
     def scope(self):
         return contextlib.nullcontext()
 
-    def distribute_datasets_from_function(self, dataset_fn) -> tf.data.Dataset:
-        """The global batches: Keras splits each over the devices."""
-        return dataset_fn(tf.distribute.InputContext())
+    def distribute_datasets_from_function(self, dataset_fn):
+        """The global batches, one input pipeline (no context); Keras splits each batch."""
+        return dataset_fn(None)
 
 
 def make_strategy(name: str) -> JaxStrategy:

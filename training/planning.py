@@ -71,7 +71,7 @@ from training.plan import (
     tokens_bought,
 )
 from translator.flops import training_flops
-from translator.io import iter_lines, write_atomic
+from translator.io import count_characters, write_atomic
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -146,11 +146,6 @@ def shape_of(model: TransformerConfig, preset: str) -> Shape:
     )
 
 
-def count_characters(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> int:
-    """Characters of both sides of a parallel corpus (streamed; line ends not counted)."""
-    return sum(len(line) for path in (source, target) for line in iter_lines(path))
-
-
 def count_corpus(config: RunConfig, vocabulary: Vocabulary) -> CorpusCounts:
     """Pairs, characters and target tokens of one epoch of the run's training corpus.
 
@@ -162,6 +157,15 @@ def count_corpus(config: RunConfig, vocabulary: Vocabulary) -> CorpusCounts:
 
     data = config.data
     pairs = characters = target_tokens = 0
+    if data.prepared:  # counted when it was prepared
+        from training.inputs import open_prepared
+
+        manifest = open_prepared(config, vocabulary).manifest
+        pairs, characters, target_tokens = (
+            manifest.pairs,
+            manifest.characters,
+            manifest.target_tokens,
+        )
     for corpus in data.corpora():  # one epoch of a mix: each corpus once
         stats = scan_corpus(corpus.source, corpus.target, vocabulary, data.pipeline, tag=corpus.tag)
         check_learnable(stats, training=True)
@@ -203,6 +207,8 @@ def machine_signature(
             config.data.pipeline.max_source_length,
             config.data.pipeline.max_target_length,
         ],
+        # A prepared corpus is batched in Python, text through tf.data.
+        **({"input": "prepared"} if config.data.prepared else {}),
         # Subword sampling's draws (in Python) take time from the training step.
         **({"subword_nbest": nbest} if (nbest := config.data.pipeline.subword_nbest) > 1 else {}),
     }

@@ -19,8 +19,11 @@ result is already there, and an interrupted training resumes.
 
 from __future__ import annotations
 
+import keras
+
 from training.corpus_prep import RecipeCorpus, prepare_data
 from training.plan import Plan
+from training.prepared_stage import prepared_corpus
 from training.pretrained import with_imported_init
 from training.recipe_config import run_request
 from training.recipe_settings import EXPORT_VERSION, RecipePaths, RecipeSettings
@@ -52,7 +55,8 @@ def plan_recipe(paths: RecipePaths, settings: RecipeSettings) -> Plan:
     corpus = prepare_data(paths, settings)
     settings = with_imported_init(paths, settings)
     build_vocab(paths, settings, corpus)
-    config, request = run_request(paths, settings, corpus)
+    prepared = prepared_corpus(paths, settings, corpus, keras.backend.backend())
+    config, request = run_request(paths, settings, corpus, prepared)
     return preview_plan(config, request, paths.run)
 
 
@@ -62,7 +66,8 @@ def train_model(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorp
     if (paths.run / "model" / "model.keras").is_file():
         print(f"  already trained: {paths.run / 'model'}")
         return
-    config, request = run_request(paths, settings, corpus)
+    prepared = prepared_corpus(paths, settings, corpus, keras.backend.backend())
+    config, request = run_request(paths, settings, corpus, prepared)
     result = train(config, paths.run, planning=request)
     print(f"  {summary_line(result)}", flush=True)
 

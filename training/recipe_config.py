@@ -7,6 +7,7 @@ budget of the recipe, but for the keys the user set (theirs win).
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 from training.config import (
     DATA,
@@ -27,16 +28,19 @@ Fields = dict[str, str | float | tuple[TrainCorpus, ...]]
 
 
 def run_request(
-    paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus
+    paths: RecipePaths,
+    settings: RecipeSettings,
+    corpus: RecipeCorpus,
+    prepared: Path | None = None,
 ) -> tuple[RunConfig, PlanRequest]:
-    """The run config and its plan request.
+    """The run config and its plan request (training on `prepared`, when given).
 
     Raises:
         ConfigError: a bad `--set`, naming its key.
     """
     config = load_config(DEFAULT_CONFIG, settings.overrides)
     user = explicit_keys(None, settings.overrides)
-    sections = {DATA: _data_fields(paths, corpus), TRAIN: _train_fields(settings)}
+    sections = {DATA: _data_fields(paths, corpus, prepared), TRAIN: _train_fields(settings)}
     for section, fields in sections.items():
         kept = {name: v for name, v in fields.items() if not section.child(name).within(user)}
         config = _replace_section(config, section, kept)
@@ -51,10 +55,13 @@ def run_request(
     return config, request
 
 
-def _data_fields(paths: RecipePaths, corpus: RecipeCorpus) -> Fields:
-    """The corpus, the validation set and the vocabulary (`data.*`)."""
+def _data_fields(paths: RecipePaths, corpus: RecipeCorpus, prepared: Path | None) -> Fields:
+    """The corpus (its files, or prepared), the validation set, the vocabulary (`data.*`)."""
+    train = _corpus_fields(corpus.train)
+    if prepared is not None:
+        train = {"train_source": "", "train_target": "", "train": (), "prepared": str(prepared)}
     fields: Fields = {
-        **_corpus_fields(corpus.train),
+        **train,
         "valid_source": str(corpus.valid[0]),
         "valid_target": str(corpus.valid[1]),
         "target_lang": corpus.target_lang,

@@ -157,6 +157,16 @@ def check_inputs(config: RunConfig) -> None:
     data = config.data
     if data.train and (data.train_source or data.train_target):
         raise ConfigError("data.train and data.train_source/train_target: give one of them")
+    if data.prepared and (data.train or data.train_source or data.train_target):
+        raise ConfigError(
+            "data.prepared and data.train/train_source/train_target: give one of them (a "
+            "prepared corpus holds the training pairs)"
+        )
+    if data.prepared and not Path(data.prepared).is_dir():
+        raise ConfigError(
+            f"data.prepared: directory not found: {data.prepared} (make one with "
+            "`translator data prepare`)"
+        )
     files = {"data.valid_source": data.valid_source, "data.valid_target": data.valid_target}
     for index, corpus in enumerate(data.corpora()):
         where = f"data.train[{index}]." if data.train else "data.train_"

@@ -15,9 +15,8 @@ import tensorflow as tf
 from bench import accelerator as bundle_layout
 from bench import harness
 from training.plan import CorpusCounts, choose_vocab_size
-from training.planning import count_characters
 from translator import text
-from translator.io import iter_lines
+from translator.io import count_characters, iter_lines
 from translator.pipelines import PipelineConfig
 from translator.pipelines.dataset import make_dataset, scan_corpus
 from translator.pipelines.tokenizer import Vocabulary

@@ -231,3 +231,38 @@ def test_data_parallel_over_two_devices_trains_as_one_device(copy_task, tmp_path
     out = train_in_process(replace(config, "train", strategy="mirrored"), tmp_path, "two", env=two)
     assert "steps=5" in out and "2 replica(s)" in out
     assert_same_weights(tmp_path / "one.npz", tmp_path / "two.npz")
+
+
+@pytest.fixture(scope="module")
+def prepared_jax_run(copy_task, tmp_path_factory):
+    """The JAX run of `jax_run`, trained from the copy task prepared once (`data.prepared`)."""
+    from translator.pipelines.prepare import prepare_corpus
+    from translator.pipelines.tokenizer import load_vocabulary
+
+    root = tmp_path_factory.mktemp("prepared_jax_run")
+    base = jax_config(copy_task)
+    prepare_corpus(
+        *copy_task["train"], load_vocabulary(copy_task["vocab"]), root / "prepared",
+        base.data.pipeline,
+    )  # fmt: skip
+    data = dataclasses.replace(
+        base.data, train_source="", train_target="", prepared=str(root / "prepared")
+    )
+    out = train_in_process(dataclasses.replace(base, data=data), root, "run", env={})
+    assert f"steps={STEPS}" in out and "chosen from the corpus for static shapes" in out
+    return root
+
+
+def test_a_jax_run_from_a_prepared_corpus_resumes_at_the_batch_it_stopped_at(
+    prepared_jax_run, tmp_path
+):
+    """Resumed from step 20's checkpoint, it ends with the straight run's weights: the
+    reader skips the 20 batches trained (restarting them would end elsewhere)."""
+    resumed = tmp_path / "run"
+    shutil.copytree(prepared_jax_run / "run", resumed)
+    shutil.rmtree(resumed / "model")
+    (resumed / "checkpoints" / "ckpt-30.npz").unlink()
+    shutil.copy(prepared_jax_run / "run.yaml", tmp_path / "run.yaml")
+    out = train_to_end(tmp_path / "run.yaml", resumed, tmp_path / "resumed.npz")
+    assert f"steps={STEPS}" in out
+    assert_same_weights(prepared_jax_run / "run.npz", tmp_path / "resumed.npz")

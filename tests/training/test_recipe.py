@@ -1,5 +1,6 @@
 """`translator recipe` on a user's corpus: languages, the held-out slice, errors, end to end."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -156,6 +157,45 @@ def test_several_tagged_corpora_become_the_configs_weighted_list(tmp_path):
     from training.run import check_inputs
 
     check_inputs(config)  # every file found, every tag one piece of the vocabulary
+
+
+def test_on_jax_the_recipe_trains_from_its_corpus_prepared_once(tmp_path, capsys):
+    from training.planning import count_corpus
+    from training.prepared_stage import prepared_corpus
+    from training.run import check_inputs
+    from translator.pipelines.tokenizer import load_vocabulary
+
+    files = write_copy_corpus(tmp_path / "c", 400, seed=13)
+    args = recipe_args("--workdir", tmp_path / "work", "--langs", "xx-yy", "--train", *files)
+    settings = RecipeSettings(2, None, None, langs="xx-yy", **settings_files(args))
+    paths = RecipePaths(tmp_path / "work")
+    corpus = prepare_data(paths, settings)
+    build_vocab(paths, settings, corpus)
+    assert prepared_corpus(paths, settings, corpus, "tensorflow") is None  # tf.data reads text
+    prepared = prepared_corpus(paths, settings, corpus, "jax")
+    assert prepared == paths.workdir / "prepared"
+    assert "preparing the corpus once" in capsys.readouterr().out
+    written = (prepared / "manifest.json").stat().st_mtime_ns
+    assert prepared_corpus(paths, settings, corpus, "jax") == prepared  # a rerun: kept
+    assert "(prepared before)" in capsys.readouterr().out
+    assert (prepared / "manifest.json").stat().st_mtime_ns == written
+    config, request = run_request(paths, settings, corpus, prepared)
+    assert config.data.prepared == str(prepared) and config.data.corpora() == ()
+    assert "data.prepared" in request.set_keys
+    check_inputs(config)
+    text, _ = run_request(paths, settings, corpus)
+    vocabulary = load_vocabulary(paths.vocabulary)
+    assert count_corpus(config, vocabulary) == count_corpus(text, vocabulary)  # the plan's
+    # Other length limits (a user's --set) make it again; a mix of corpora reads text.
+    longer = RecipeSettings(
+        2, None, None, overrides=("data.pipeline.max_source_length=64",), langs="xx-yy",
+        **settings_files(args),
+    )  # fmt: skip
+    assert prepared_corpus(paths, longer, corpus, "jax") == prepared
+    assert "preparing the corpus once" in capsys.readouterr().out
+    mix = dataclasses.replace(corpus, train=(*corpus.train, *corpus.train))
+    assert prepared_corpus(paths, settings, mix, "jax") is None
+    assert "a mix of corpora is not prepared" in capsys.readouterr().out
 
 
 def test_recipe_clean_trains_on_the_cleaned_corpus_and_cleans_it_once(tmp_path, capsys):

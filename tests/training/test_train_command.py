@@ -169,3 +169,26 @@ def test_a_run_resumes_with_its_own_config_without_config_again(copy_task, tmp_p
     assert f"config: {run_dir / 'config.yaml'} (the run's own)" in messages
     assert any(m.startswith(f"resumed from {run_dir / 'checkpoints'}") for m in messages)
     assert latest_step(run_dir) == 20
+
+
+def test_without_tensorflow_train_says_in_one_line_what_it_needs(copy_task, tmp_path):
+    """A JAX-only machine: text needs the prepare command; a prepared corpus is read."""
+    config = write_config(tmp_path, copy_task, train={"backend": "jax"})
+    base = [sys.executable, "-m", "tests.support.no_tensorflow", "translator", "train"]
+    base += ["--config", str(config), "--run-dir", str(tmp_path / "run")]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for extra, wanted in (
+        (
+            [],
+            "data.train_source: training reads text files with tf.data, and TensorFlow is "
+            "not installed here; prepare the corpus once where it is (translator data prepare",
+        ),
+        (["--set", f"data.prepared={tmp_path}"], "train.backend: TensorFlow is not installed"),
+    ):
+        done = subprocess.run(
+            [*base, *extra], capture_output=True, text=True, env=env, cwd=REPO, timeout=120
+        )
+        errors = [line for line in done.stderr.splitlines() if "error:" in line]
+        assert done.returncode == 2 and len(errors) == 1, done.stderr[-2000:]
+        assert errors[0].startswith(f"translator train: error: {wanted}")
+    assert not (tmp_path / "run").exists()  # nothing written

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from translator.pipelines.config import PipelineConfig
 from translator.pipelines.download import DATASETS, ENV_MIRROR
 
 
@@ -11,11 +12,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Adds the `data` subcommand and its `<dataset>` and `check` subcommands."""
     parser = subparsers.add_parser(
         "data",
-        help="fetch a dataset (e.g. multi30k), check or clean a parallel corpus",
+        help="fetch a dataset (e.g. multi30k), check, prepare or clean a parallel corpus",
         description=(
             "Fetch a dataset into a directory, verifying every file's sha256, from the\n"
             f"network or from a local mirror directory (--mirror or ${ENV_MIRROR}),\n"
-            "check that two text files form a valid parallel corpus, or clean a noisy one."
+            "check that two text files form a valid parallel corpus, prepare one for\n"
+            "training (tokenized once), or clean a noisy one."
         ),
         epilog=(
             "Example: translator data multi30k --dest data/multi30k\n"
@@ -23,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    actions = parser.add_subparsers(dest="data_command", metavar="<dataset>|check|clean")
+    actions = parser.add_subparsers(dest="data_command", metavar="<dataset>|check|prepare|clean")
     for spec in DATASETS.values():
         fetch = actions.add_parser(
             spec.name,
@@ -83,6 +85,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="longest target sequence kept, BOS/EOS included (default: 256)",
     )
     check.set_defaults(handler=run_check)
+    _register_prepare(actions)
     _register_clean(actions)
     parser.set_defaults(handler=lambda args: _usage(parser))
 
@@ -133,6 +136,77 @@ def run_check(args: argparse.Namespace) -> int:
     )
     stats = scan_corpus(args.src, args.tgt, load_vocabulary(args.vocab), config)
     print(stats.summary())
+    return 0
+
+
+def _register_prepare(actions: argparse._SubParsersAction) -> None:
+    """Adds `data prepare`: a training corpus tokenized once, for training without text."""
+    prepare = actions.add_parser(
+        "prepare",
+        help="tokenize a training corpus once into id arrays that training reads "
+        "without TensorFlow (data.prepared)",
+        description=(
+            "Runs the training pipeline's tokenizer and filter over two aligned text files "
+            "once and writes the kept pairs as memory-mapped id arrays, in shards, with a "
+            "manifest (the vocabulary's sha256, the length limits, the counts, the pairs "
+            "skipped and why, bucket lengths chosen from the corpus). Training reads it "
+            "with numpy alone: set data.prepared=OUT (translator train --set ...). The "
+            "recipe prepares its corpus itself when it trains on JAX. A prepared corpus "
+            "made with another vocabulary or other length limits is refused."
+        ),
+        epilog=(
+            "Example: translator data prepare --src train.en.gz --tgt train.de.gz "
+            "--vocab vocab --out prepared\n"
+            "         translator train --run-dir runs/jax --set train.backend=jax "
+            "--set data.prepared=prepared"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    prepare.add_argument("--src", required=True, metavar="FILE", help="source-language file")
+    prepare.add_argument("--tgt", required=True, metavar="FILE", help="target-language file")
+    prepare.add_argument(
+        "--vocab", required=True, metavar="DIR", help="vocabulary directory (build-vocab)"
+    )
+    prepare.add_argument(
+        "--out", required=True, metavar="DIR", help="the prepared corpus (replaced if present)"
+    )
+    defaults = PipelineConfig()
+    prepare.add_argument(
+        "--max-source-length",
+        type=int,
+        default=defaults.max_source_length,
+        metavar="N",
+        help="longest source kept, EOS included; the run's data.pipeline.max_source_length "
+        f"(default: {defaults.max_source_length})",
+    )
+    prepare.add_argument(
+        "--max-target-length",
+        type=int,
+        default=defaults.max_target_length,
+        metavar="N",
+        help="longest target kept, BOS/EOS included; the run's "
+        f"data.pipeline.max_target_length (default: {defaults.max_target_length})",
+    )
+    prepare.add_argument(
+        "--tag", default="", help="prepend this vocabulary tag to every source (e.g. <bt>)"
+    )
+    prepare.set_defaults(handler=run_prepare)
+
+
+def run_prepare(args: argparse.Namespace) -> int:
+    """Prepares a training corpus."""
+    from translator.pipelines.prepare import prepare_corpus
+    from translator.pipelines.tokenizer import load_vocabulary
+
+    config = PipelineConfig(
+        max_source_length=args.max_source_length, max_target_length=args.max_target_length
+    )
+    print(f"preparing {args.src} | {args.tgt} -> {args.out}", flush=True)
+    manifest = prepare_corpus(
+        args.src, args.tgt, load_vocabulary(args.vocab), args.out, config, tag=args.tag
+    )
+    print(manifest.summary())
+    print(f"{args.out}: train from it with --set data.prepared={args.out}")
     return 0
 
 

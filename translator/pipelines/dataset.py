@@ -210,6 +210,35 @@ def make_dataset(
     return _batch_by_bucket(pairs, config, training).prefetch(tf.data.AUTOTUNE)
 
 
+def tokenized_corpus(
+    source_path: str | os.PathLike[str],
+    target_path: str | os.PathLike[str],
+    vocabulary: Vocabulary,
+    config: PipelineConfig,
+    tag: str = "",
+) -> tf.data.Dataset:
+    """The kept pairs of a corpus in file order, tokenized as training tokenizes them.
+
+    The same tokenizer, tag and filter as `make_dataset` (no shuffling, no sampling), a
+    line batch at a time: what `translator data prepare` writes once.
+
+    Returns:
+        A dataset of `(source_ids, labels)`: int32 RaggedTensors `[k, (s)]` (pieces + EOS)
+        and `[k, (t)]` (pieces + EOS), the kept pairs of `config.tokenize_batch_size` lines.
+    """
+    tag_id = vocabulary.tag_id(tag) if tag else None
+    encode = _tokenizer_fn(vocabulary, config, tag_id)
+
+    def pair_ids(sources: tf.Tensor, targets: tf.Tensor) -> tuple[tf.RaggedTensor, ...]:
+        source_ids, _, labels, _ = encode(sources, targets)  # the decoder input is derived
+        return source_ids, labels
+
+    dataset = ParallelCorpus(source_path, target_path).text_dataset()
+    dataset = dataset.batch(config.tokenize_batch_size)
+    dataset = dataset.map(pair_ids, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
 @dataclasses.dataclass(frozen=True)
 class WeightedCorpus:
     """One corpus of a training mix."""
