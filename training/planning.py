@@ -226,16 +226,10 @@ def _processor() -> str:
 
 
 def machine_cache_path() -> Path:
-    """Where speeds are shared across work directories on this machine.
+    """Where speeds are shared across work directories on this machine (`speed.json`)."""
+    from training.backend import machine_cache_dir
 
-    `$TRANSLATOR_CACHE_DIR`, else `$XDG_CACHE_HOME/translator`, else
-    `~/.cache/translator`; the file is `speed.json`.
-    """
-    root = os.environ.get("TRANSLATOR_CACHE_DIR")
-    if not root:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        root = os.path.join(base, "translator")
-    return Path(root) / SPEED_FILE
+    return machine_cache_dir() / SPEED_FILE
 
 
 class SpeedCache:

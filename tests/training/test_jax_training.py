@@ -235,7 +235,8 @@ def test_data_parallel_over_two_devices_trains_as_one_device(copy_task, tmp_path
 
 @pytest.fixture(scope="module")
 def prepared_jax_run(copy_task, tmp_path_factory):
-    """The JAX run of `jax_run`, trained from the copy task prepared once (`data.prepared`)."""
+    """The JAX run of `jax_run`, trained from the copy task prepared once (`data.prepared`),
+    its compiled programs kept in `cache/`."""
     from translator.pipelines.prepare import prepare_corpus
     from translator.pipelines.tokenizer import load_vocabulary
 
@@ -248,21 +249,28 @@ def prepared_jax_run(copy_task, tmp_path_factory):
     data = dataclasses.replace(
         base.data, train_source="", train_target="", prepared=str(root / "prepared")
     )
-    out = train_in_process(dataclasses.replace(base, data=data), root, "run", env={})
+    config = dataclasses.replace(base, data=data)
+    out = train_in_process(config, root, "run", env={"TRANSLATOR_CACHE_DIR": str(root / "cache")})
     assert f"steps={STEPS}" in out and "chosen from the corpus for static shapes" in out
-    return root
+    return root, config
 
 
-def test_a_jax_run_from_a_prepared_corpus_resumes_at_the_batch_it_stopped_at(
+def test_a_jax_run_from_a_prepared_corpus_resumes_at_its_batch_with_the_programs_it_compiled(
     prepared_jax_run, tmp_path
 ):
     """Resumed from step 20's checkpoint, it ends with the straight run's weights: the
-    reader skips the 20 batches trained (restarting them would end elsewhere)."""
+    reader skips the 20 batches trained (restarting them would end elsewhere). And it
+    compiles nothing: every program it needs is in the persistent cache the first run
+    filled (a new file would be a program compiled again)."""
+    root, config = prepared_jax_run
     resumed = tmp_path / "run"
-    shutil.copytree(prepared_jax_run / "run", resumed)
+    shutil.copytree(root / "run", resumed)
     shutil.rmtree(resumed / "model")
     (resumed / "checkpoints" / "ckpt-30.npz").unlink()
-    shutil.copy(prepared_jax_run / "run.yaml", tmp_path / "run.yaml")
-    out = train_to_end(tmp_path / "run.yaml", resumed, tmp_path / "resumed.npz")
+    cached = sorted(path.name for path in (root / "cache" / "jax").iterdir())
+    assert cached  # the straight run's training and validation steps
+    cache = {"TRANSLATOR_CACHE_DIR": str(root / "cache")}
+    out = train_in_process(config, tmp_path, "run", env=cache)
     assert f"steps={STEPS}" in out
-    assert_same_weights(prepared_jax_run / "run.npz", tmp_path / "resumed.npz")
+    assert_same_weights(root / "run.npz", tmp_path / "run.npz")
+    assert sorted(path.name for path in (root / "cache" / "jax").iterdir()) == cached
