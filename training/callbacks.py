@@ -32,9 +32,7 @@ def _step(model) -> int:
 
 def _learning_rate(model) -> float:
     """The rate of the current update (a schedule's value, or a plain float)."""
-    model.sync_state()  # (the schedule reads the optimizer's step counter)
-    rate = model.optimizer.learning_rate
-    return float(rate.numpy() if hasattr(rate, "numpy") else rate)
+    return model.current_learning_rate()
 
 
 class NanGuard(keras.callbacks.Callback):
@@ -43,6 +41,9 @@ class NanGuard(keras.callbacks.Callback):
     The periodic checkpoints look at `failed_step` and stop saving, so the last good
     checkpoint stays the newest one.
     """
+
+    # Any cadence of updates will do (`training.jax_engine.updates_unseen`).
+    every_steps = 0
 
     def __init__(self):
         super().__init__()
@@ -75,6 +76,9 @@ class Budget(keras.callbacks.Callback):
         schedule: A schedule with a `total_updates` variable to keep up to date, or None.
         clock: Seconds from an arbitrary origin (tests pass a simulated clock).
     """
+
+    # Any cadence of updates will do: it stops at the first look past the budget.
+    every_steps = 0
 
     def __init__(
         self,
@@ -131,8 +135,7 @@ class Budget(keras.callbacks.Callback):
         self.end_step = end
         self.elapsed_seconds.assign(elapsed)
         if self.schedule is not None and self.max_seconds and step > self._first[1]:
-            self.model.sync_state()  # so that the next update reads the new end
-            self.schedule.total_updates.assign(end)
+            self.schedule.total_updates.assign(end)  # (JAX's loop passes it to the step)
         if step >= self.max_steps:
             self.reason = f"reached max_steps ({self.max_steps})"
         elif self.max_seconds and elapsed >= self.max_seconds:
@@ -203,6 +206,8 @@ class Interrupt(keras.callbacks.Callback):
     multi-worker strategy, whose workers must all stop at the same step while a signal
     reaches one of them.
     """
+
+    every_steps = 0  # any cadence: it stops at the next look
 
     def __init__(self):
         super().__init__()
@@ -505,6 +510,8 @@ class BleuValidation(keras.callbacks.Callback):
             the model it starts from, which then counts as a best like any other).
         scoring: The target language's BLEU tokenizer (zh, ja-mecab, ko-mecab, 13a).
     """
+
+    every_steps = 0  # it acts at epoch (validation) ends only
 
     def __init__(
         self,

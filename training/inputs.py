@@ -62,6 +62,33 @@ def training_dataset(config: RunConfig, vocabulary: Vocabulary, strategy, skip: 
     return strategy.distribute_datasets_from_function(dataset_fn)
 
 
+def batch_shapes(config: RunConfig, vocabulary: Vocabulary) -> tuple[tuple[int, int], ...]:
+    """`(rows, length)` of the training batches under static shapes; () without them.
+
+    Every bucket whose pairs fill a batch in an epoch (in a mix, every bucket with a pair:
+    its corpora repeat before batching, so any bucket fills in time).
+    """
+    pipeline = config.data.pipeline
+    if not pipeline.static_shapes:
+        return ()
+    if config.data.prepared:
+        corpus = open_prepared(config, vocabulary)
+        return corpus.batch_shapes(corpus.buckets_for(pipeline))
+    from translator.pipelines.dataset import scan_corpus
+
+    data = config.data
+    counts = [0] * len(pipeline.buckets())
+    for corpus in data.corpora():
+        stats = scan_corpus(corpus.source, corpus.target, vocabulary, pipeline, tag=corpus.tag)
+        counts = [a + b for a, b in zip(counts, stats.bucket_counts, strict=True)]
+    least = 1 if data.is_mix() else None
+    return tuple(
+        (bucket.batch_size, bucket.length)
+        for bucket, count in zip(pipeline.buckets(), counts, strict=True)
+        if count >= (least or bucket.batch_size)
+    )
+
+
 def open_prepared(config: RunConfig, vocabulary: Vocabulary) -> PreparedCorpus:
     """The run's prepared corpus, checked against its vocabulary and length limits.
 

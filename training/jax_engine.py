@@ -1,15 +1,17 @@
-"""Training on Keras' JAX backend: the step under `fit`, the devices, the precision.
+"""Training on Keras' JAX backend: the loop, the devices, the precision.
 
-`JaxTranslationTrainer` is `TranslationTrainer` with JAX's stateless step: Keras' `fit`
-passes the variables' values in and takes the new ones back, compiled by XLA. The loss
-is the same (label-smoothed cross-entropy summed over the real target tokens, divided
-by their number) and so is clipping (the global gradient norm): under
-`keras.distribution.DataParallel` a batch is one global array split over the devices,
-so both are global without a collective written here.
+`JaxTranslationTrainer.fit` is the JAX loop: the one step of `training.jax_step` (the
+loss of `TranslationTrainer`: label-smoothed cross-entropy summed over the real target
+tokens, divided by their number; the global gradient norm clipped), its state kept on
+the devices, the updates counted on the host and the callbacks run every few updates,
+not after each. Under `keras.distribution.DataParallel` a batch is one global array
+split over the devices, so the loss and the clipping are global without a collective
+written here.
 
-The input is the same tf.data pipeline, read by Keras as NumPy, or a prepared corpus
+The input is the same tf.data pipeline, read as NumPy, or a prepared corpus
 (`data.prepared`, read with numpy); TensorFlow also writes the TensorBoard events. XLA
-compiles one program per batch shape, so the pipeline runs with static shapes (`adapt`).
+compiles one program per batch shape, so the pipeline runs with static shapes (`adapt`),
+and every shape is compiled before the clock starts.
 """
 
 from __future__ import annotations
@@ -18,16 +20,18 @@ import contextlib
 import dataclasses
 import logging
 import math
+import time
+import types
 
 import jax
+import jax.numpy as jnp
 import keras
+import numpy as np
 from keras import ops
 
 from training.config import RunConfig
-from training.jax_step import apply_stateless, clip_by_global_norm
 from training.trainer import TranslationTrainer
 from translator.errors import ConfigError
-from translator.losses import masked_cross_entropy
 
 log = logging.getLogger(__name__)
 
@@ -145,77 +149,224 @@ def adapt(config: RunConfig, strategy: JaxStrategy) -> RunConfig:
     return dataclasses.replace(config, data=data)
 
 
+# The most updates dispatched between two looks from the host (the clock, the callbacks):
+# the device is never waited for in between.
+MAX_UPDATES_UNSEEN = 50
+# ... and the most seconds: the clock (the time budget) is read at least this often.
+MAX_SECONDS_UNSEEN = 1.0
+
+
 @keras.saving.register_keras_serializable(package="translator")
 class JaxTranslationTrainer(TranslationTrainer):
-    """`TranslationTrainer`'s training and validation steps, stateless for JAX's `fit`.
+    """`TranslationTrainer`'s model, optimizer and schedule, trained by the JAX loop.
 
-    The schedule's `total_updates`, which the budget moves while training, is one of
-    this model's variables (`track_schedule`), so the compiled step reads its current
-    value rather than the one it was traced with.
+    `fit` is the product's loop on JAX: the one step (`training.jax_step.JaxTrainer`:
+    loss over the real tokens, clipping, the optimizer), its state held on the devices
+    and passed from update to update. The host counts the updates and dispatches them
+    without waiting; every few updates (`updates_unseen`) it reads the interval's loss
+    and tokens in one transfer and runs the callbacks, which see Keras' `fit` API (the
+    update count, the logs, `stop_training`). The variables are written back only when
+    a callback asks (`sync_state`: checkpoints, validation BLEU). Every batch shape the
+    input will bring (`batch_shapes`) is compiled before the clock starts, side by side.
     """
 
+    # The batch shapes `fit` compiles before its clock: `(rows, length)` each.
+    batch_shapes: tuple[tuple[int, int], ...] = ()
+
+    def expect_shapes(self, shapes: tuple[tuple[int, int], ...]) -> None:
+        """The batch shapes the input will bring (`training.inputs.batch_shapes`)."""
+        self.batch_shapes = tuple(shapes)
+
     def track_schedule(self, schedule) -> None:
-        """Keeps the schedule's `total_updates` (if it has one) in the step's state."""
-        total = getattr(schedule, "total_updates", None)
-        if total is not None:
-            self.schedule_total_updates = total
+        """Keeps the schedule: its `total_updates` (if any) travels in the step's state."""
+        self._schedule = schedule
 
     def updates_done(self) -> int:
-        """Optimizer updates so far, without writing the whole state back."""
-        state = getattr(self, "_jax_state", None)
-        if state and not self._jax_state_synced:  # mid-epoch: `fit` holds the values
-            index = _index(self.optimizer.variables, self.optimizer.iterations)
-            return int(state["optimizer_variables"][index])
+        """Optimizer updates so far: the host's count inside `fit`."""
+        loop = getattr(self, "_loop", None)
+        if loop is not None:
+            return loop.updates
         return int(ops.convert_to_numpy(self.optimizer.iterations))
 
     def sync_state(self) -> None:
-        """Writes the values `fit` holds back into the variables (Keras' `jax_state_sync`)."""
-        self.jax_state_sync()
+        """Writes the values `fit` holds back into the variables."""
+        loop = getattr(self, "_loop", None)
+        if loop is not None:
+            loop.write_back()
 
-    def _sums(self, trainable, non_trainable, features, labels, training):
-        """`(mean loss, (non_trainable, loss_sum, tokens))` of a batch at these values."""
-        inputs = (features["source_ids"], features["decoder_input_ids"])
-        logits, non_trainable = self.stateless_call(
-            trainable, non_trainable, inputs, training=training
-        )  # [batch, tgt_len, vocab]
-        loss_sum, tokens = masked_cross_entropy(labels, logits, self.label_smoothing)
-        return loss_sum / ops.maximum(tokens, 1.0), (non_trainable, loss_sum, tokens)
+    def current_learning_rate(self) -> float:
+        """The rate of the current update, from the host's count (no device read)."""
+        rate = self.optimizer.learning_rate
+        if callable(getattr(self, "_schedule", None)):
+            rate = self._schedule(self.updates_done())
+        return float(ops.convert_to_numpy(rate))
 
-    def train_step(self, state, data):
-        trainable, non_trainable, optimizer_values, metrics_values = state
-        features, labels = data
-        grad_fn = jax.value_and_grad(self._sums, has_aux=True)
-        (_, (non_trainable, loss_sum, tokens)), gradients = grad_fn(
-            trainable, non_trainable, features, labels, True
+    def fit(
+        self,
+        x,
+        *,
+        epochs: int = 1,
+        initial_epoch: int = 0,
+        steps_per_epoch: int,
+        validation_data=None,
+        callbacks=(),
+        **_,
+    ):
+        """Trains as Keras' `fit` would, on JAX's terms (see the class docstring).
+
+        Args:
+            x: The training input: an iterator of `(features, labels)` NumPy batches, or
+                a dataset that gives one (`as_numpy_iterator`).
+            epochs: The epoch to end before; an epoch is `steps_per_epoch` updates.
+            initial_epoch: The epoch to start at.
+            steps_per_epoch: Updates per epoch (one validation period).
+            validation_data: Batches for the validation loss after each epoch, or None.
+            callbacks: Keras callbacks.
+            **_: Keras' other arguments (`verbose`, `shuffle`): the callbacks report, and
+                the input is shuffled where it is made.
+
+        Returns:
+            A `keras.callbacks.History`-like object: `.history["loss"]` (and
+            `"val_loss"`) per epoch.
+        """
+        loop = _Loop(self, callbacks)
+        self._loop = loop
+        try:
+            history = loop.run(x, epochs, initial_epoch, steps_per_epoch, validation_data)
+            loop.write_back()  # (not after an error: an update may have taken the state)
+            return history
+        finally:
+            self._loop = None
+
+
+class _Loop:
+    """One `JaxTranslationTrainer.fit`: the state on the devices, the host's counts."""
+
+    def __init__(self, trainer: JaxTranslationTrainer, callbacks):
+        from training.jax_step import JaxTrainer
+
+        self.trainer = trainer
+        schedule = getattr(trainer, "_schedule", None)
+        budgeted = schedule if hasattr(schedule, "total_updates") else None
+        self.step = JaxTrainer(
+            trainer.transformer, trainer.optimizer, budgeted, trainer.label_smoothing,
+            trainer.clip_norm,
+        )  # fmt: skip
+        self.total = None if budgeted is None else budgeted.total_updates
+        self.callbacks = keras.callbacks.CallbackList(list(callbacks), model=trainer)
+        self.every = updates_unseen(callbacks)
+        self.updates = int(ops.convert_to_numpy(trainer.optimizer.iterations))
+        self.state = self.step.state()
+        self.place = _placement()
+
+    def write_back(self) -> None:
+        """The state into the variables, as copies (the next update donates its buffers)."""
+        self.step.write_back(jax.tree_util.tree_map(jnp.copy, self.state))
+
+    def run(self, x, epochs, initial_epoch, steps_per_epoch, validation_data):
+        batches = x.as_numpy_iterator() if hasattr(x, "as_numpy_iterator") else iter(x)
+        self._compile_ahead()
+        history = {"loss": []}
+        trainer, callbacks = self.trainer, self.callbacks
+        trainer.stop_training = False
+        callbacks.on_train_begin()
+        logs: dict = {}
+        for epoch in range(initial_epoch, epochs):
+            callbacks.on_epoch_begin(epoch)
+            logs = self._epoch(batches, steps_per_epoch)
+            if validation_data is not None and not trainer.stop_training:
+                logs["val_loss"] = self._validation_loss(validation_data)
+            callbacks.on_epoch_end(epoch, logs)
+            for name, value in logs.items():
+                history.setdefault(name, []).append(value)
+            if trainer.stop_training:
+                break
+        callbacks.on_train_end(logs)
+        return types.SimpleNamespace(history=history)
+
+    def _epoch(self, batches, steps: int) -> dict:
+        """Up to `steps` updates, the callbacks every `self.every`; the epoch's logs."""
+        loss_sum = tokens = 0.0
+        pending, looked = [], time.monotonic()
+        for index in range(steps):
+            batch = self.place(next(batches))
+            # Nothing inside an interval reads from the device: a read would wait for it.
+            with jax.transfer_guard_device_to_host("disallow_explicit"):
+                self.state, result = self.step.update(self.state, batch)
+            pending.append(result)
+            self.updates += 1
+            due = self.updates % self.every == 0 or index == steps - 1
+            if not due and time.monotonic() - looked < MAX_SECONDS_UNSEEN:
+                continue
+            looked = time.monotonic()
+            sums = np.sum(jax.device_get([(r.loss_sum, r.tokens) for r in pending]), axis=0)
+            loss_sum, tokens, pending = loss_sum + float(sums[0]), tokens + float(sums[1]), []
+            logs = {"loss": loss_sum / max(tokens, 1.0), "tokens": tokens}
+            self.callbacks.on_train_batch_end(index, logs)
+            if self.total is not None:  # the budget may have moved the schedule's end
+                # (A copy: the next update donates the state's buffers.)
+                self.state = self.state._replace(total_updates=jnp.copy(self.total.value))
+            if self.trainer.stop_training:
+                break
+        return {"loss": loss_sum / max(tokens, 1.0), "tokens": tokens}
+
+    def _validation_loss(self, validation_data) -> float:
+        """The token-weighted validation loss, summed on the devices, read once."""
+        batches = validation_data
+        if hasattr(batches, "as_numpy_iterator"):
+            batches = batches.as_numpy_iterator()
+        sums = [self.step.evaluate(self.state, self.place(batch)) for batch in batches]
+        loss_sum, tokens = np.sum(jax.device_get(sums), axis=0)
+        return float(loss_sum / max(tokens, 1.0))
+
+    def _compile_ahead(self) -> None:
+        """Compiles the step for every shape the input will bring, before the clock."""
+        shapes = self.trainer.batch_shapes
+        if not shapes:
+            return
+        started = time.monotonic()
+        examples = [self.place(_zeros(rows, length)) for rows, length in shapes]
+        compiled = self.step.compile(self.state, examples)
+        log.info(
+            "jax: compiled the training step for %d batch shape(s) in %.1f s, before the clock",
+            len(compiled),
+            time.monotonic() - started,
         )
-        gradients, _ = clip_by_global_norm(gradients, self.clip_norm)
-        total = getattr(self, "schedule_total_updates", None)
-        extra = []
-        if total is not None:  # the budget's current end, from the state
-            extra.append((total, non_trainable[_index(self.non_trainable_variables, total)]))
-        trainable, optimizer_values = apply_stateless(
-            self.optimizer, self.trainable_variables, trainable, optimizer_values, gradients, extra
-        )
-        logs, metrics_values = self._track(metrics_values, loss_sum, tokens)
-        return logs, (trainable, non_trainable, optimizer_values, metrics_values)
-
-    def test_step(self, state, data):
-        trainable, non_trainable, metrics_values = state
-        features, labels = data
-        _, (_, loss_sum, tokens) = self._sums(trainable, non_trainable, features, labels, False)
-        logs, metrics_values = self._track(metrics_values, loss_sum, tokens)
-        return logs, (trainable, non_trainable, metrics_values)
-
-    def _track(self, metrics_values, loss_sum, tokens):
-        """The token-weighted mean loss and the token count, updated statelessly."""
-        mapping = list(zip(self.metrics_variables, metrics_values, strict=True))
-        with keras.StatelessScope(state_mapping=mapping) as scope:
-            global_tokens = ops.maximum(tokens, 1.0)
-            self.loss_tracker.update_state(loss_sum / global_tokens, sample_weight=global_tokens)
-            self.token_counter.update_state(tokens)
-            logs = {m.name: m.result() for m in self.metrics}
-        return logs, [scope.get_current_value(v) for v in self.metrics_variables]
 
 
-def _index(variables, variable) -> int:
-    return next(i for i, v in enumerate(variables) if v is variable)
+def updates_unseen(callbacks) -> int:
+    """The updates dispatched between two looks: a divisor of every callback's cadence.
+
+    A callback states the cadence it needs as `every_steps` (N: at multiples of N; 0:
+    any); one that states none is called after every update.
+    """
+    cadence = 0
+    for callback in callbacks:
+        every = getattr(callback, "every_steps", None)
+        if every is None:
+            return 1
+        cadence = math.gcd(cadence, int(every))
+    if cadence == 0:
+        return MAX_UPDATES_UNSEEN
+    return max(d for d in range(1, min(cadence, MAX_UPDATES_UNSEEN) + 1) if cadence % d == 0)
+
+
+def _zeros(rows: int, length: int):
+    """A batch of `rows` x `length` padding: the shape of a real one, for compiling."""
+    ids = np.zeros((rows, length), np.int32)
+    return {"source_ids": ids, "decoder_input_ids": ids}, ids
+
+
+def _placement():
+    """Puts a NumPy batch on the devices: whole on one, or split along its rows.
+
+    Split over the devices of the data-parallel distribution (`JaxStrategy`), if any.
+    """
+    distribution = keras.distribution.distribution()
+    if distribution is None:
+        return jax.device_put
+    rows = jax.sharding.NamedSharding(
+        distribution.device_mesh.backend_mesh,
+        jax.sharding.PartitionSpec(distribution.batch_dim_name),
+    )
+    return lambda batch: jax.device_put(batch, rows)

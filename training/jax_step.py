@@ -4,13 +4,14 @@ The same step as `training.trainer.TranslationTrainer` on TensorFlow: the
 label-smoothed cross-entropy summed over the real target tokens and divided by their
 number, the global gradient norm clipped, and Adam with the run's schedule. JAX wants
 the state passed in and returned, so the variables' values travel as a `TrainState`
-and are written back to the Keras variables only when asked (`write_back`). One
-device, no TensorFlow: `bench/accelerator`'s loop. `translator train` on JAX goes through
-Keras' `fit` instead (`training.jax_engine`), with the same loss and clipping.
+and are written back to the Keras variables only when asked (`write_back`). The one
+step of JAX training: `translator train`'s loop (`training.jax_engine`) and
+`bench/accelerator`'s both call it.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 from typing import NamedTuple
 
 import jax
@@ -77,6 +78,31 @@ class JaxTrainer:
         self._total_updates = None if schedule is None else schedule.total_updates
         self.step = jax.jit(self._step, donate_argnums=0)
         self.loss_and_gradients = jax.jit(self._loss_and_gradients)
+        self.evaluate = jax.jit(self._evaluate)
+        # Programs compiled ahead of time, by batch shape (`compile`).
+        self._programs: dict[tuple, jax.stages.Compiled] = {}
+
+    def compile(self, state: TrainState, batches: list) -> list[tuple]:
+        """Compiles the step for each new batch shape among `batches`, side by side.
+
+        XLA releases the GIL while it compiles, so the shapes compile in parallel; the
+        persistent compilation cache (if on) serves the ones compiled before. Returns the
+        shapes compiled.
+        """
+        new = {}
+        for batch in batches:
+            new.setdefault(batch_shape(batch), batch)
+        new = {shape: b for shape, b in new.items() if shape not in self._programs}
+        lowered = {shape: self.step.lower(state, batch) for shape, batch in new.items()}
+        with concurrent.futures.ThreadPoolExecutor(max(len(lowered), 1)) as pool:
+            futures = {shape: pool.submit(p.compile) for shape, p in lowered.items()}
+        self._programs.update({shape: future.result() for shape, future in futures.items()})
+        return list(new)
+
+    def update(self, state: TrainState, batch) -> tuple[TrainState, StepResult]:
+        """One update: `step`, through its program compiled ahead for this shape if any."""
+        program = self._programs.get(batch_shape(batch))
+        return (program or self.step)(state, batch)
 
     def state(self) -> TrainState:
         """Copies of the variables' current values, as a state for `step`.
@@ -93,7 +119,7 @@ class JaxTrainer:
             values(self.model.trainable_variables),
             values(self.model.non_trainable_variables),
             values(self.optimizer.variables),
-            ops.convert_to_tensor(1.0 if total is None else total.value, "float32"),
+            ops.copy(ops.convert_to_tensor(1.0 if total is None else total.value, "float32")),
         )
 
     def write_back(self, state: TrainState) -> None:
@@ -109,11 +135,11 @@ class JaxTrainer:
         if self._total_updates is not None:
             self._total_updates.assign(state.total_updates)
 
-    def _loss(self, trainable, non_trainable, features, labels):
+    def _loss(self, trainable, non_trainable, features, labels, training=True):
         """Mean token loss and `(non_trainable, loss_sum, tokens)` of one batch."""
         inputs = (features["source_ids"], features["decoder_input_ids"])
         logits, non_trainable = self.model.stateless_call(
-            trainable, non_trainable, inputs, training=True
+            trainable, non_trainable, inputs, training=training
         )  # float32 [batch, target_length, vocab]
         loss_sum, tokens = masked_cross_entropy(labels, logits, self.label_smoothing)
         return loss_sum / ops.maximum(tokens, 1.0), (non_trainable, loss_sum, tokens)
@@ -124,6 +150,11 @@ class JaxTrainer:
             state.trainable, state.non_trainable, *batch
         )
         return loss, gradients
+
+    def _evaluate(self, state: TrainState, batch) -> tuple[jax.Array, jax.Array]:
+        """`(loss_sum, tokens)` of a batch at `state`, without dropout: float32 scalars."""
+        _, (_, loss_sum, tokens) = self._loss(state.trainable, state.non_trainable, *batch, False)
+        return loss_sum, tokens
 
     def _step(self, state: TrainState, batch) -> tuple[TrainState, StepResult]:
         grad_fn = jax.value_and_grad(self._loss, has_aux=True)
@@ -148,6 +179,11 @@ class JaxTrainer:
             gradients,
             extra,
         )
+
+
+def batch_shape(batch) -> tuple:
+    """The shapes of a batch's arrays, in tree order: one compiled program each."""
+    return tuple(tuple(leaf.shape) for leaf in jax.tree_util.tree_leaves(batch))
 
 
 def clip_by_global_norm(gradients: list, clip_norm: float) -> tuple[list, jax.Array]:

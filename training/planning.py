@@ -322,7 +322,7 @@ def measure_speed(
     import keras
 
     from training.backend import engine
-    from training.inputs import training_dataset
+    from training.inputs import batch_shapes, training_dataset
     from training.strategy import spans_workers, worker_means
     from training.trainer import build_trainer
 
@@ -347,6 +347,7 @@ def measure_speed(
         steps_per_execution=1,
         trainer_class=engine().trainer,
     )
+    trainer.expect_shapes(batch_shapes(config, vocabulary))
     data = training_dataset(config, vocabulary, strategy, skip=0)
     fit_started = time.monotonic()
     trainer.fit(

@@ -47,7 +47,7 @@ from training.finetune import (
     load_init_weights,
     with_init_architecture,
 )
-from training.inputs import training_dataset, validation_dataset
+from training.inputs import batch_shapes, training_dataset, validation_dataset
 from training.plan import Plan
 from training.planning import PLAN_FILE, load_plan, plan_run, planned_config, save_plan
 from training.record import RunRecord
@@ -456,6 +456,7 @@ def _build(
     )
     on = engine()
     trainer, schedule = build_trainer(config, model_config, strategy, trainer_class=on.trainer)
+    trainer.expect_shapes(batch_shapes(config, vocabulary))
     transformer = trainer.transformer
     budget = Budget(config.train.max_steps, config.train.max_minutes, schedule)
     checkpoints = on.checkpoints(

@@ -123,12 +123,23 @@ class TranslationTrainer(keras.Model):
         `training.jax_engine.JaxTranslationTrainer`.)
         """
 
+    def expect_shapes(self, shapes: tuple[tuple[int, int], ...]) -> None:
+        """Nothing on TensorFlow: it traces a step for each shape as it comes.
+
+        (On JAX `fit` compiles them before its clock: see `JaxTranslationTrainer`.)
+        """
+
     def updates_done(self) -> int:
         """Optimizer updates so far."""
         return int(self.optimizer.iterations.numpy())
 
     def sync_state(self) -> None:
         """Nothing on TensorFlow: its variables are current after every step."""
+
+    def current_learning_rate(self) -> float:
+        """The rate of the current update (a schedule's value, or a plain float)."""
+        rate = self.optimizer.learning_rate
+        return float(rate.numpy() if hasattr(rate, "numpy") else rate)
 
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
         # Under a strategy, Keras' fit pulls a batch and all-reduces it (MEAN) to build the

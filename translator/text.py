@@ -12,14 +12,14 @@ from typing import NamedTuple
 import tensorflow as tf
 
 from translator.constants import EOS_ID, PAD_ID
-
-# Sources are padded to a multiple of this length: fewer distinct shapes, little padding.
-LENGTH_MULTIPLE = 8
-# Zero or more characters for which Python's str.isspace is true, as an RE2 pattern.
-_WHITESPACE = r"[\t\n\x0b\x0c\r\x1c-\x1f\x85\p{Z}]*"
-
-# The source cut of a model with unbounded positions: bounds a batch's memory.
-UNBOUNDED_SOURCE_CUT = 1024
+from translator.text_rules import (  # noqa: F401 (the path's rules, imported from here too)
+    LENGTH_MULTIPLE,
+    UNBOUNDED_SOURCE_CUT,
+    WHITESPACE_PATTERN,
+    batch_ranges,
+    default_max_source_length,
+    padded_length,
+)
 
 
 class Prepared(NamedTuple):
@@ -35,37 +35,6 @@ class Prepared(NamedTuple):
     empty: tf.Tensor
     # Per input line: cut to the length limit: bool [batch].
     truncated: tf.Tensor
-
-
-def default_max_source_length(config) -> int:
-    """A model's source cut (and CTranslate2 table rows): its position limit, else the default."""
-    return config.position_limit or UNBOUNDED_SOURCE_CUT
-
-
-def padded_length(length):
-    """`length` rounded up to a multiple of `LENGTH_MULTIPLE` (ints or int tensors)."""
-    return (length + LENGTH_MULTIPLE - 1) // LENGTH_MULTIPLE * LENGTH_MULTIPLE
-
-
-def batch_ranges(lengths, batch_tokens: int):
-    """Cuts length-sorted sources into batches of at most `batch_tokens` padded tokens.
-
-    Args:
-        lengths: Source lengths, ascending (`Prepared.lengths`).
-        batch_tokens: Most padded source tokens per batch; a longer single source still
-            gets a batch of its own.
-
-    Yields:
-        `(start, end, width)`: the batch's rows `[start, end)` and its padded width.
-    """
-    start = 0
-    for end in range(1, len(lengths) + 1):
-        width = padded_length(int(lengths[end - 1]))  # the longest so far: ascending
-        if end - 1 > start and (end - start) * width > batch_tokens:
-            yield start, end - 1, padded_length(int(lengths[end - 2]))
-            start = end - 1
-    if start < len(lengths):
-        yield start, len(lengths), padded_length(int(lengths[-1]))
 
 
 def tag_sources(pieces: tf.RaggedTensor, tag_ids: int | tf.Tensor | None) -> tf.RaggedTensor:
@@ -109,7 +78,7 @@ def prepare(
     truncated = pieces.row_lengths() > max_source_length - 1  # [batch]
     pieces = pieces[:, : max_source_length - 1]  # room for EOS
     counts = tf.cast(pieces.row_lengths(), tf.int32)  # [batch]
-    empty = tf.logical_or(counts == 0, tf.strings.regex_full_match(lines, _WHITESPACE))
+    empty = tf.logical_or(counts == 0, tf.strings.regex_full_match(lines, WHITESPACE_PATTERN))
     searched = tf.cast(tf.where(tf.logical_not(empty))[:, 0], tf.int32)  # [searched]
     order = tf.argsort(tf.gather(counts, searched), stable=True)
     rows = tf.gather(searched, order)  # [searched], shortest first

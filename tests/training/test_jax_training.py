@@ -8,6 +8,7 @@ does. What they leave behind is then used here, on TensorFlow, as any run's woul
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import subprocess
@@ -274,3 +275,22 @@ def test_a_jax_run_from_a_prepared_corpus_resumes_at_its_batch_with_the_programs
     assert f"steps={STEPS}" in out
     assert_same_weights(root / "run.npz", tmp_path / "run.npz")
     assert sorted(path.name for path in (root / "cache" / "jax").iterdir()) == cached
+
+
+def test_the_jax_loop_reads_nothing_from_the_device_between_its_looks(copy_task, tmp_path):
+    """The host looks (the clock, the callbacks) every 10 updates, the callbacks' cadence,
+    not after each; the updates in between run under JAX's transfer guard, which a
+    device read slipped in between trips (the control)."""
+    from tests.support.paths import SCRIPTS
+
+    config = jax_config(copy_task)
+    dump_config(config, tmp_path / "config.yaml")
+    done = subprocess.run(
+        [sys.executable, str(SCRIPTS / "jax_loop_looks.py"), str(tmp_path / "config.yaml"),
+         str(tmp_path / "looks.json")],
+        env=script_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((tmp_path / "looks.json").read_text())
+    assert result["steps"] == [10, 20, 30]
+    assert "Disallowed device-to-host transfer" in result["control"], result["control"]

@@ -264,6 +264,18 @@ class PreparedCorpus:
         chosen = tuple(b for b in self.manifest.bucket_boundaries if b < config.max_length)
         return dataclasses.replace(config, bucket_boundaries=chosen)
 
+    def batch_shapes(self, config: PipelineConfig) -> tuple[tuple[int, int], ...]:
+        """Under static shapes, `(rows, length)` of every bucket an epoch fills a batch of."""
+        buckets = config.buckets()
+        lengths = np.array([b.length for b in buckets])
+        longest = np.maximum(self.source_lengths, self.target_lengths)
+        counts = np.bincount(np.searchsorted(lengths, longest), minlength=len(buckets))
+        return tuple(
+            (b.batch_size, b.length)
+            for b, count in zip(buckets, counts, strict=False)
+            if b.batch_size and count >= b.batch_size
+        )
+
     def epoch(self, config: PipelineConfig, epoch: int) -> list[tuple[Bucket, np.ndarray]]:
         """The batches of one epoch, in order: each its bucket and its pairs' indices.
 

@@ -17,10 +17,10 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 from tensorflow_text.python.ops import sentencepiece_tokenizer as sentencepiece_ops
 
-from translator.constants import BOS_ID, EOS_ID, PAD_ID, SPECIAL_IDS, UNK_ID
+from translator.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from translator.io import sha256_bytes
 from translator.pipelines.errors import VocabularyError
-from translator.pipelines.vocab import METADATA_FILE, VocabularyMetadata
+from translator.pipelines.vocab import VocabularyMetadata, read_vocabulary_files
 
 
 class _SharedModelResource(sentencepiece_ops._SentencepieceModelResource):
@@ -298,47 +298,13 @@ def load_vocabulary(directory: str | os.PathLike[str]) -> Vocabulary:
         VocabularyError: naming the missing, altered or invalid file.
     """
     root = Path(directory)
-    meta_path = root / METADATA_FILE
-    if not meta_path.is_file():
-        raise VocabularyError(
-            f"{root} is not a vocabulary directory (no {METADATA_FILE}); build one with "
-            "`translator build-vocab`"
-        )
-    metadata = VocabularyMetadata.from_json(meta_path.read_text("utf-8"), origin=str(meta_path))
+    files = read_vocabulary_files(root)
+    metadata = files.metadata
 
-    def load(name: str, sha256: str, role: str) -> SentencePieceTokenizer:
-        path = root / name
-        try:
-            proto = path.read_bytes()
-        except OSError as error:
-            raise VocabularyError(
-                f"{path}: cannot read the {role} model: {error.strerror}"
-            ) from error
-        if sha256_bytes(proto) != sha256:
-            raise VocabularyError(
-                f"{path}: sha256 {sha256_bytes(proto)} differs from {sha256} in {meta_path}; "
-                "the model file was changed after the vocabulary was built"
-            )
-        try:
-            unknown = metadata.unknown_ids.get("target" if role == "target" else "source", ())
-            tokenizer = SentencePieceTokenizer(proto, name=f"{role}_tokenizer", unknown_ids=unknown)
-            size = tokenizer.vocab_size
-        except Exception as error:
-            raise VocabularyError(f"{path}: not a SentencePiece model ({error})") from error
-        if tokenizer.special_ids != SPECIAL_IDS:
-            raise VocabularyError(
-                f"{path}: special ids (pad, unk, bos, eos) are {tokenizer.special_ids}, "
-                f"expected {SPECIAL_IDS}"
-            )
-        if size != metadata.vocab_size:
-            raise VocabularyError(f"{path}: {size} ids, but {meta_path} says {metadata.vocab_size}")
-        return tokenizer
+    def load(proto: bytes, role: str) -> SentencePieceTokenizer:
+        unknown = metadata.unknown_ids.get("target" if role == "target" else "source", ())
+        return SentencePieceTokenizer(proto, name=f"{role}_tokenizer", unknown_ids=unknown)
 
-    source = load(
-        metadata.source_model, metadata.source_sha256, "joint" if metadata.joint else "source"
-    )
-    if metadata.joint:
-        target = source
-    else:
-        target = load(metadata.target_model, metadata.target_sha256, "target")
+    source = load(files.source_proto, "joint" if metadata.joint else "source")
+    target = source if metadata.joint else load(files.target_proto, "target")
     return Vocabulary(source=source, target=target, metadata=metadata, directory=root)

@@ -38,6 +38,7 @@ from translator.constants import (
     EOS_PIECE,
     PAD_ID,
     PAD_PIECE,
+    SPECIAL_IDS,
     UNK_ID,
     UNK_PIECE,
 )
@@ -571,3 +572,72 @@ def _metadata(
             "target_files": [str(p) for p in target_files],
         },
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class VocabularyFiles:
+    """A vocabulary directory's checked model files (`read_vocabulary_files`)."""
+
+    # The contents of vocab.json.
+    metadata: VocabularyMetadata
+    # The serialized SentencePiece models; the same bytes when joint.
+    source_proto: bytes
+    target_proto: bytes
+
+
+def read_vocabulary_files(directory: str | os.PathLike[str]) -> VocabularyFiles:
+    """Reads a vocabulary directory's models and checks them, without TensorFlow.
+
+    Each model file must match the sha256 in `vocab.json`, have the special ids PAD=0,
+    UNK=1, BOS=2, EOS=3 and the size `vocab.json` says.
+
+    Raises:
+        VocabularyError: naming the missing, altered or invalid file.
+    """
+    import sentencepiece
+
+    root = Path(directory)
+    meta_path = root / METADATA_FILE
+    if not meta_path.is_file():
+        raise VocabularyError(
+            f"{root} is not a vocabulary directory (no {METADATA_FILE}); build one with "
+            "`translator build-vocab`"
+        )
+    metadata = VocabularyMetadata.from_json(meta_path.read_text("utf-8"), origin=str(meta_path))
+
+    def read(name: str, sha256: str, role: str) -> bytes:
+        path = root / name
+        try:
+            proto = path.read_bytes()
+        except OSError as error:
+            raise VocabularyError(
+                f"{path}: cannot read the {role} model: {error.strerror}"
+            ) from error
+        if sha256_bytes(proto) != sha256:
+            raise VocabularyError(
+                f"{path}: sha256 {sha256_bytes(proto)} differs from {sha256} in {meta_path}; "
+                "the model file was changed after the vocabulary was built"
+            )
+        try:
+            processor = sentencepiece.SentencePieceProcessor(model_proto=proto)
+        except Exception as error:
+            raise VocabularyError(f"{path}: not a SentencePiece model ({error})") from error
+        special = (processor.pad_id(), processor.unk_id(), processor.bos_id(), processor.eos_id())
+        if special != SPECIAL_IDS:
+            raise VocabularyError(
+                f"{path}: special ids (pad, unk, bos, eos) are {special}, expected {SPECIAL_IDS}"
+            )
+        if processor.get_piece_size() != metadata.vocab_size:
+            raise VocabularyError(
+                f"{path}: {processor.get_piece_size()} ids, but {meta_path} says "
+                f"{metadata.vocab_size}"
+            )
+        return proto
+
+    source = read(
+        metadata.source_model, metadata.source_sha256, "joint" if metadata.joint else "source"
+    )
+    target = source
+    if not metadata.joint:
+        target = read(metadata.target_model, metadata.target_sha256, "target")
+    return VocabularyFiles(metadata, source, target)
