@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 import pytest
+import sentencepiece
 import tensorflow as tf
 
 from tests.support.corpora import read_gz_lines
@@ -39,7 +40,10 @@ def vocab_dirs(subset_files, tmp_path_factory):
     unknown = root / "unknown"
     shutil.copytree(plain, unknown)
     metadata = json.loads((unknown / "vocab.json").read_text())
-    metadata["read_as_unknown"] = {"source": [7, 8, 9, 10, 11], "target": [12, 13]}
+    processor = sentencepiece.SentencePieceProcessor(model_file=str(plain / "spm.model"))
+    common = [processor.piece_to_id(piece) for piece in ("▁a", "▁A", ".", "▁in", "▁is")]
+    assert 1 not in common  # pieces of the model, each read as UNK from now on
+    metadata["read_as_unknown"] = {"source": common, "target": common[:2]}
     (unknown / "vocab.json").write_text(json.dumps(metadata))
     return plain, unknown
 
