@@ -64,7 +64,12 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="override a config value, e.g. --set optimizer.peak_learning_rate=0.003 (repeatable)",
     )
-    parser.add_argument("--max-minutes", type=float, help="shorthand for --set train.max_minutes=M")
+    parser.add_argument(
+        "--max-minutes",
+        type=float,
+        help="shorthand for --set train.max_minutes=M: the time budget, measuring and "
+        "validation included; on JAX each batch shape's step is compiled before the clock",
+    )
     parser.add_argument(
         "--init-from",
         metavar="MODEL",

@@ -57,7 +57,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--minutes",
         type=float,
         default=60.0,
-        help="training time budget, measuring this machine's speed included (default: 60)",
+        help="training time budget, measuring this machine's speed and validation included "
+        "(default: 60); on JAX (GPUs, TPUs) the compiling of each batch shape's step is "
+        "not: it runs before the clock starts, and the log says how long it took",
     )
     corpus = parser.add_argument_group(
         "corpus (default: Multi30k); --weight and --tag apply to the --train, --valid or "
