@@ -26,6 +26,9 @@ class FakeRun:
     def sync_state(self) -> None:
         pass
 
+    def current_learning_rate(self) -> float:
+        return float(self.optimizer.learning_rate.numpy())
+
     def clock(self) -> float:
         return self.now
 
