@@ -17,7 +17,6 @@ import os
 import sys
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from training.config import RunConfig
@@ -61,19 +60,6 @@ def choose_backend(config: RunConfig) -> str:
         )
     os.environ["KERAS_BACKEND"] = wanted
     return wanted
-
-
-def machine_cache_dir() -> Path:
-    """The machine's cache: measured speeds, and compiled programs on JAX.
-
-    `$TRANSLATOR_CACHE_DIR`, else `$XDG_CACHE_HOME/translator`, else
-    `~/.cache/translator`.
-    """
-    root = os.environ.get("TRANSLATOR_CACHE_DIR")
-    if not root:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        root = os.path.join(base, "translator")
-    return Path(root)
 
 
 def tensorflow_installed() -> bool:

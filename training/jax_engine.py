@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import logging
 import math
+import os
 import time
 import types
 
@@ -32,6 +33,7 @@ from keras import ops
 from training.config import RunConfig
 from training.trainer import TranslationTrainer
 from translator.errors import ConfigError
+from translator.io import machine_cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -80,10 +82,9 @@ def keep_compiled_programs() -> None:
     the run reuses the programs the planner's timing compiled, and a resumed or repeated
     run those of the last one, instead of compiling them again inside its budget.
     """
-    from training.backend import machine_cache_dir
-
     jax.config.update("jax_compilation_cache_dir", str(machine_cache_dir() / "jax"))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", CACHE_MIN_COMPILE_SECONDS)
+    if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:  # (JAX's own setting)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", CACHE_MIN_COMPILE_SECONDS)
 
 
 def make_strategy(name: str) -> JaxStrategy:

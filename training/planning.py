@@ -71,7 +71,7 @@ from training.plan import (
     tokens_bought,
 )
 from translator.flops import training_flops
-from translator.io import count_characters, write_atomic
+from translator.io import count_characters, machine_cache_dir, write_atomic
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -227,8 +227,6 @@ def _processor() -> str:
 
 def machine_cache_path() -> Path:
     """Where speeds are shared across work directories on this machine (`speed.json`)."""
-    from training.backend import machine_cache_dir
-
     return machine_cache_dir() / SPEED_FILE
 
 

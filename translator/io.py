@@ -188,6 +188,19 @@ def iter_lines(path: PathLike, on_invalid: Callable[[int], None] | None = None) 
         raise CorpusError(f"{path}: cannot read after line {number}: {error}") from error
 
 
+def machine_cache_dir() -> Path:
+    """The toolkit's cache on this machine: measured speeds, and compiled programs on JAX.
+
+    `$TRANSLATOR_CACHE_DIR`, else `$XDG_CACHE_HOME/translator`, else
+    `~/.cache/translator`.
+    """
+    root = os.environ.get("TRANSLATOR_CACHE_DIR")
+    if not root:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        root = os.path.join(base, "translator")
+    return Path(root)
+
+
 def count_characters(source: PathLike, target: PathLike) -> int:
     """Characters of both sides of a parallel corpus (streamed; line ends not counted)."""
     return sum(len(line) for path in (source, target) for line in iter_lines(path))

@@ -234,6 +234,15 @@ def test_data_parallel_over_two_devices_trains_as_one_device(copy_task, tmp_path
     assert_same_weights(tmp_path / "one.npz", tmp_path / "two.npz")
 
 
+def cache_env(root) -> dict[str, str]:
+    """The machine cache in ROOT/cache, every program kept (however fast it compiled:
+    which ones pass the usual threshold varies with the machine's load)."""
+    return {
+        "TRANSLATOR_CACHE_DIR": str(root / "cache"),
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+    }
+
+
 @pytest.fixture(scope="module")
 def prepared_jax_run(copy_task, tmp_path_factory):
     """The JAX run of `jax_run`, trained from the copy task prepared once (`data.prepared`),
@@ -251,7 +260,7 @@ def prepared_jax_run(copy_task, tmp_path_factory):
         base.data, train_source="", train_target="", prepared=str(root / "prepared")
     )
     config = dataclasses.replace(base, data=data)
-    out = train_in_process(config, root, "run", env={"TRANSLATOR_CACHE_DIR": str(root / "cache")})
+    out = train_in_process(config, root, "run", env=cache_env(root))
     assert f"steps={STEPS}" in out and "chosen from the corpus for static shapes" in out
     return root, config
 
@@ -270,8 +279,7 @@ def test_a_jax_run_from_a_prepared_corpus_resumes_at_its_batch_with_the_programs
     (resumed / "checkpoints" / "ckpt-30.npz").unlink()
     cached = sorted(path.name for path in (root / "cache" / "jax").iterdir())
     assert cached  # the straight run's training and validation steps
-    cache = {"TRANSLATOR_CACHE_DIR": str(root / "cache")}
-    out = train_in_process(config, tmp_path, "run", env=cache)
+    out = train_in_process(config, tmp_path, "run", env=cache_env(root))
     assert f"steps={STEPS}" in out
     assert_same_weights(root / "run.npz", tmp_path / "run.npz")
     assert sorted(path.name for path in (root / "cache" / "jax").iterdir()) == cached
