@@ -238,11 +238,11 @@ class PreparedCorpus:
         """
         manifest = self.manifest
         found = {
-            "vocabulary": (manifest.source_sha256[:12], manifest.target_sha256[:12]),
+            "vocabulary": (manifest.source_sha256, manifest.target_sha256),
             "max lengths": (manifest.max_source_length, manifest.max_target_length),
         }
         wanted = {
-            "vocabulary": (source_sha256[:12], target_sha256[:12]),
+            "vocabulary": (source_sha256, target_sha256),
             "max lengths": (max_source_length, max_target_length),
         }
         for what, value in found.items():
@@ -369,4 +369,5 @@ def _rng(seed: int | None, epoch: int) -> np.random.Generator:
 
 
 def _pair(value: tuple) -> str:
-    return "/".join(str(v) for v in value)
+    """`a/b`, a sha256 shortened to its first 12 digits."""
+    return "/".join(str(v)[:12] for v in value)
