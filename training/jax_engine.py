@@ -79,8 +79,9 @@ def keep_compiled_programs() -> None:
     """Turns on JAX's persistent compilation cache, in the machine's cache (`jax/`).
 
     A training step compiles once per batch shape, seconds each on a CPU: with the cache,
-    the run reuses the programs the planner's timing compiled, and a resumed or repeated
-    run those of the last one, instead of compiling them again inside its budget.
+    a resumed or repeated run reuses the programs of the last one (and the run those the
+    planner's timing compiled, where its model is the one timed) instead of compiling
+    them again.
     """
     jax.config.update("jax_compilation_cache_dir", str(machine_cache_dir() / "jax"))
     if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:  # (JAX's own setting)
