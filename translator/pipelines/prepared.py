@@ -267,9 +267,7 @@ class PreparedCorpus:
     def batch_shapes(self, config: PipelineConfig) -> tuple[tuple[int, int], ...]:
         """Under static shapes, `(rows, length)` of every bucket an epoch fills a batch of."""
         buckets = config.buckets()
-        lengths = np.array([b.length for b in buckets])
-        longest = np.maximum(self.source_lengths, self.target_lengths)
-        counts = np.bincount(np.searchsorted(lengths, longest), minlength=len(buckets))
+        counts = np.bincount(self._buckets_of(buckets), minlength=len(buckets))
         return tuple(
             (b.batch_size, b.length)
             for b, count in zip(buckets, counts, strict=False)
@@ -284,10 +282,8 @@ class PreparedCorpus:
         batches are dropped under static shapes and emitted at the end otherwise.
         """
         buckets = config.buckets()
-        lengths = np.array([b.length for b in buckets])
         sizes = np.array([b.batch_size for b in buckets])
-        longest = np.maximum(self.source_lengths, self.target_lengths)
-        bucket_of = np.searchsorted(lengths, longest, side="left")  # [pairs]
+        bucket_of = self._buckets_of(buckets)  # [pairs]
         order = np.arange(self.pairs)
         if config.shuffle_buffer_size > 1:
             order = _rng(config.seed, epoch).permutation(self.pairs)
@@ -307,6 +303,12 @@ class PreparedCorpus:
                 ends.append(self.pairs + index)  # after every full batch, bucket by bucket
                 batches.append((bucket, order[positions[full * size :]]))
         return [batches[i] for i in np.argsort(ends, kind="stable")]
+
+    def _buckets_of(self, buckets: tuple[Bucket, ...]) -> np.ndarray:
+        """Each pair's bucket, the first whose length holds its longer side: int [pairs]."""
+        lengths = np.array([b.length for b in buckets])
+        longest = np.maximum(self.source_lengths, self.target_lengths)
+        return np.searchsorted(lengths, longest, side="left")
 
     def batches(self, config: PipelineConfig, skip: int = 0) -> Iterator[Batch]:
         """Endless training batches from the `skip`-th on (epoch after epoch).
