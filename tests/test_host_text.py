@@ -7,8 +7,6 @@ the same hypotheses; and it runs where TensorFlow cannot be imported.
 
 import json
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -16,7 +14,7 @@ import sentencepiece
 import tensorflow as tf
 
 from tests.support.corpora import read_gz_lines
-from tests.support.paths import REPO
+from tests.support.no_tensorflow import run_without_tensorflow
 from translator import text
 from translator.constants import EOS_ID
 from translator.host_text import HostText
@@ -88,18 +86,12 @@ def test_finish_gives_the_graphs_texts_and_scores(vocab_dirs, lines):
 
 
 def test_it_runs_without_tensorflow(vocab_dirs):
-    script = (
+    out = run_without_tensorflow(
         "import sys\n"
-        "from tests.support.no_tensorflow import block_tensorflow\n"
-        "block_tensorflow()\n"
         "from translator.host_text import HostText\n"
         f"host = HostText({str(vocab_dirs[0])!r})\n"
         "prepared = host.prepare(['A dog runs.', '', 'Two men.'], 64)\n"
         "print(prepared.rows.tolist(), host.decode(prepared.source_ids), "
         "'tensorflow' in sys.modules)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == "[2, 0] ['Two men.', 'A dog runs.'] False"
+    assert out.strip() == "[2, 0] ['Two men.', 'A dog runs.'] False"

@@ -11,13 +11,11 @@ import collections
 import dataclasses
 import itertools
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from tests.support.paths import REPO
+from tests.support.no_tensorflow import run_without_tensorflow
 from translator.constants import BOS_ID, PAD_ID
 from translator.errors import ConfigError
 from translator.pipelines.config import PipelineConfig
@@ -225,10 +223,8 @@ def test_the_cli_prepares_and_reading_imports_no_tensorflow(defect_corpus, vocab
     assert "skipped 5 with an empty line" in result.stdout
     assert f"--set data.prepared={out}" in result.stdout
     # In a process where TensorFlow cannot be imported: the corpus reads, and batches.
-    script = (
+    out_text = run_without_tensorflow(
         "import itertools, sys\n"
-        "from tests.support.no_tensorflow import block_tensorflow\n"
-        "block_tensorflow()\n"
         "from translator.pipelines.config import PipelineConfig\n"
         "from translator.pipelines.prepared import PreparedCorpus\n"
         "import training.inputs\n"
@@ -237,9 +233,5 @@ def test_the_cli_prepares_and_reading_imports_no_tensorflow(defect_corpus, vocab
         "n = sum(len(b[1]) for b in itertools.islice(corpus.batches(config), 20))\n"
         "print(n, 'tensorflow' in sys.modules)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    count, loaded = done.stdout.split()
+    count, loaded = out_text.split()
     assert int(count) > 20 and loaded == "False"

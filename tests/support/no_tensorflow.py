@@ -30,6 +30,22 @@ def block_tensorflow() -> None:
     sys.meta_path.insert(0, _NoTensorFlow())
 
 
+def run_without_tensorflow(code: str) -> str:
+    """Runs Python `code` in a new process of this checkout with TensorFlow blocked (and
+    Keras on JAX); returns its standard output. Fails the test if the process fails."""
+    import subprocess
+
+    from tests.support.paths import REPO
+
+    script = "from tests.support.no_tensorflow import block_tensorflow\nblock_tensorflow()\n"
+    done = subprocess.run(
+        [sys.executable, "-c", script + code], cwd=REPO, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
 if __name__ == "__main__":
     block_tensorflow()
     module, sys.argv = sys.argv[1], sys.argv[1:]

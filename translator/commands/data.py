@@ -70,24 +70,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     check.add_argument(
         "--vocab", metavar="DIR", help="vocabulary directory (translator build-vocab)"
     )
-    check.add_argument(
-        "--max-source-length",
-        type=int,
-        default=256,
-        metavar="N",
-        help="longest source sequence kept, EOS included (default: 256)",
-    )
-    check.add_argument(
-        "--max-target-length",
-        type=int,
-        default=256,
-        metavar="N",
-        help="longest target sequence kept, BOS/EOS included (default: 256)",
-    )
+    _length_arguments(check)
     check.set_defaults(handler=run_check)
     _register_prepare(actions)
     _register_clean(actions)
     parser.set_defaults(handler=lambda args: _usage(parser))
+
+
+def _length_arguments(parser: argparse.ArgumentParser) -> None:
+    """--max-source-length and --max-target-length: the pipeline's limits, its defaults."""
+    defaults = PipelineConfig()
+    for side, specials in (("source", "EOS"), ("target", "BOS/EOS")):
+        default = getattr(defaults, f"max_{side}_length")
+        parser.add_argument(
+            f"--max-{side}-length",
+            type=int,
+            default=default,
+            metavar="N",
+            help=f"longest {side} sequence kept, {specials} included; the run's "
+            f"data.pipeline.max_{side}_length (default: {default})",
+        )
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:
@@ -170,23 +172,7 @@ def _register_prepare(actions: argparse._SubParsersAction) -> None:
     prepare.add_argument(
         "--out", required=True, metavar="DIR", help="the prepared corpus (replaced if present)"
     )
-    defaults = PipelineConfig()
-    prepare.add_argument(
-        "--max-source-length",
-        type=int,
-        default=defaults.max_source_length,
-        metavar="N",
-        help="longest source kept, EOS included; the run's data.pipeline.max_source_length "
-        f"(default: {defaults.max_source_length})",
-    )
-    prepare.add_argument(
-        "--max-target-length",
-        type=int,
-        default=defaults.max_target_length,
-        metavar="N",
-        help="longest target kept, BOS/EOS included; the run's "
-        f"data.pipeline.max_target_length (default: {defaults.max_target_length})",
-    )
+    _length_arguments(prepare)
     prepare.add_argument(
         "--tag", default="", help="prepend this vocabulary tag to every source (e.g. <bt>)"
     )
