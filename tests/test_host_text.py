@@ -18,7 +18,7 @@ from tests.support.no_tensorflow import run_without_tensorflow
 from translator import text
 from translator.constants import EOS_ID
 from translator.host_text import HostText
-from translator.pipelines.tokenizer import load_vocabulary
+from translator.pipelines.vocabulary import load_vocabulary
 
 TAGS = ("<2de>", "<2en>")
 # Lines the rules single out: empty, blank, a trailing newline, unusual spaces, bytes

@@ -9,7 +9,7 @@ from training.config import load_config
 from translator.artifacts import save_model_dir
 from translator.errors import ConfigError
 from translator.model import Transformer
-from translator.pipelines.tokenizer import load_vocabulary
+from translator.pipelines.vocabulary import load_vocabulary
 
 
 def average_run(

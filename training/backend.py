@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from training.config import RunConfig
 from translator.errors import ConfigError
+from translator.host_text import tensorflow_installed
 
 if TYPE_CHECKING:  # pragma: no cover
     import keras
@@ -59,41 +60,43 @@ def choose_backend(config: RunConfig) -> str:
             f"{keras.backend.backend()}; set KERAS_BACKEND={wanted} before importing Keras"
         )
     os.environ["KERAS_BACKEND"] = wanted
+    if wanted == "jax" and tensorflow_installed():
+        keep_tensorflow_off_accelerators()
     return wanted
 
 
-def tensorflow_installed() -> bool:
-    """Whether TensorFlow can be imported here (a JAX-only GPU image has none)."""
-    import importlib.util
+def keep_tensorflow_off_accelerators() -> None:
+    """Hides the GPUs and TPUs from TensorFlow in a process where JAX trains.
 
-    try:
-        return importlib.util.find_spec("tensorflow") is not None
-    except ImportError:  # an import hook that refuses it
-        return False
+    Where both are installed, TensorFlow (tf.data preparing text, the graph's text path of
+    validation) would otherwise take most of a GPU's memory beside JAX on its first op.
+    It has only host work to do here.
+    """
+    import tensorflow as tf
+
+    for kind in ("GPU", "TPU"):
+        try:
+            tf.config.set_visible_devices([], kind)
+        except RuntimeError as error:  # TensorFlow ran an op already: too late to hide
+            log.warning("TensorFlow already uses the %ss beside JAX: %s", kind, error)
 
 
 def check_tensorflow(config: RunConfig) -> None:
     """Refuses, in one line, a run this process cannot train for want of TensorFlow.
 
     Text is read by the tf.data pipeline: without TensorFlow, training takes a prepared
-    corpus, made where TensorFlow is.
+    corpus, made where TensorFlow is (everything else of a JAX run needs no TensorFlow).
 
     Raises:
-        ConfigError: TensorFlow is not installed and the run needs it.
+        ConfigError: TensorFlow is not installed and the run reads text.
     """
-    if tensorflow_installed():
+    if config.data.prepared or tensorflow_installed():
         return
-    if not config.data.prepared:
-        raise ConfigError(
-            "data.train_source: training reads text files with tf.data, and TensorFlow is "
-            "not installed here; prepare the corpus once where it is (translator data "
-            "prepare --src SRC --tgt TGT --vocab VOCAB --out DIR), then train with --set "
-            "data.prepared=DIR"
-        )
     raise ConfigError(
-        "train.backend: TensorFlow is not installed here; a prepared corpus is read "
-        "without it, but validation, checkpoints and TensorBoard still need it in this "
-        "version (pip install tensorflow-cpu beside JAX)"
+        "data.train_source: training reads text files with tf.data, and TensorFlow is "
+        "not installed here; prepare the corpus once where it is (translator data "
+        "prepare --src SRC --tgt TGT --vocab VOCAB --out DIR), then train with --set "
+        "data.prepared=DIR"
     )
 
 
@@ -114,7 +117,7 @@ def resolved(config: RunConfig) -> RunConfig:
 
 
 class Strategy(Protocol):
-    """What training reads of a distribution: a tf.distribute strategy, or `JaxStrategy`."""
+    """What training reads of a distribution (`TfStrategy`, `JaxStrategy`)."""
 
     @property
     def num_replicas_in_sync(self) -> int: ...
@@ -122,6 +125,26 @@ class Strategy(Protocol):
     def scope(self) -> AbstractContextManager: ...
 
     def distribute_datasets_from_function(self, dataset_fn: Callable) -> Iterable: ...
+
+    def is_chief(self) -> bool:
+        """Whether this process writes the checkpoints, logs and the final model."""
+        ...
+
+    def spans_workers(self) -> bool:
+        """Whether several processes train together (and must agree step by step)."""
+        ...
+
+    def worker_means(self, *values: float) -> tuple[float, ...]:
+        """The means of `values` over the processes (`values` on one): one collective."""
+        ...
+
+    def describe_devices(self) -> dict:
+        """The devices and runtime a speed measured here depends on (names, versions)."""
+        ...
+
+    def accelerator_memory(self) -> int | None:
+        """Bytes of one replica's accelerator memory; None when it trains on the CPU."""
+        ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,6 +160,9 @@ class Engine:
     trainer: type[keras.Model]
     # The run's checkpoint store (`training.checkpoints.Checkpoints`' API).
     checkpoints: type
+    # A float64 number that store keeps, from its value and name (`Budget`'s time and
+    # tokens): `HostScalar`, or `tf_scalar` for TensorFlow's checkpoints.
+    scalar: Callable[[float, str], object]
     # The run config with what this backend's step needs of the input (static shapes
     # for XLA, batches that split over the devices), each change logged.
     adapt: Callable[[RunConfig, Strategy], RunConfig]
@@ -148,13 +174,14 @@ def engine() -> Engine:
 
     if keras.backend.backend() == "jax":
         from training import jax_engine
-        from training.checkpoints import ArrayCheckpoints
+        from training.checkpoints import ArrayCheckpoints, HostScalar
 
         return Engine(
             make_strategy=jax_engine.make_strategy,
             select_precision=jax_engine.select_precision,
             trainer=jax_engine.JaxTranslationTrainer,
             checkpoints=ArrayCheckpoints,
+            scalar=HostScalar,
             adapt=jax_engine.adapt,
         )
     from training import checkpoints, strategy, trainer
@@ -164,5 +191,6 @@ def engine() -> Engine:
         select_precision=strategy.select_precision,
         trainer=trainer.TranslationTrainer,
         checkpoints=checkpoints.Checkpoints,
+        scalar=checkpoints.tf_scalar,
         adapt=lambda config, _: config,
     )

@@ -16,11 +16,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import keras
-import tensorflow as tf
 
-from training.checkpoints import Checkpoints
-from training.strategy import spans_workers, worker_means
-from training.summaries import SPLITS, last_step
+from training.checkpoints import Checkpoints, HostScalar
+from training.summaries import SPLITS, EventWriter, last_step
 from translator.evaluation.metrics import Scoring
 
 log = logging.getLogger(__name__)
@@ -75,6 +73,10 @@ class Budget(keras.callbacks.Callback):
         max_minutes: Stop after this much wall time, in minutes; 0 = no limit.
         schedule: A schedule with a `total_updates` variable to keep up to date, or None.
         clock: Seconds from an arbitrary origin (tests pass a simulated clock).
+        strategy: The run's `training.backend.Strategy`, whose workers agree on the time
+            spent (None: one process).
+        scalar: Makes the two numbers the checkpoints keep, from a value and a name
+            (`training.backend.Engine.scalar`).
     """
 
     # Any cadence of updates will do: it stops at the first look past the budget.
@@ -86,14 +88,17 @@ class Budget(keras.callbacks.Callback):
         max_minutes: float = 0.0,
         schedule=None,
         clock: Callable[[], float] = time.monotonic,
+        strategy=None,
+        scalar: Callable[[float, str], HostScalar] = HostScalar,
     ):
         super().__init__()
         self.max_steps = max_steps
+        self.strategy = strategy
         self.max_seconds = max_minutes * 60.0
         self.schedule = schedule if hasattr(schedule, "total_updates") else None
         self.clock = clock
-        self.elapsed_seconds = tf.Variable(0.0, trainable=False, dtype=tf.float64)
-        self.target_tokens = tf.Variable(0.0, trainable=False, dtype=tf.float64)
+        self.elapsed_seconds = scalar(0.0, "elapsed_seconds")
+        self.target_tokens = scalar(0.0, "target_tokens")
         self._epoch_tokens = 0.0  # the trainer's token count is per epoch
         self.reason = ""
         # The update count at which the run is expected to end (max_steps, or where the
@@ -102,7 +107,7 @@ class Budget(keras.callbacks.Callback):
         self._started = self._elapsed_before = 0.0
         self._first: tuple[float, int] | None = None  # (time, step) of the first update
 
-    def state(self) -> dict[str, tf.Variable]:
+    def state(self) -> dict[str, object]:
         """What a checkpoint keeps so that a resumed run goes on with the same budget."""
         state = {"elapsed_seconds": self.elapsed_seconds, "target_tokens": self.target_tokens}
         if self.schedule is not None:
@@ -150,10 +155,9 @@ class Budget(keras.callbacks.Callback):
         run would train at different learning rates and stop at different steps (the
         others then wait forever in the next all-reduce). One collective per update.
         """
-        strategy = getattr(self.model, "distribute_strategy", None)
-        if strategy is None:
+        if self.strategy is None:
             return elapsed, end
-        elapsed, end = worker_means(strategy, elapsed, end)
+        elapsed, end = self.strategy.worker_means(elapsed, end)
         return elapsed, end
 
     @property
@@ -209,8 +213,9 @@ class Interrupt(keras.callbacks.Callback):
 
     every_steps = 0  # any cadence: it stops at the next look
 
-    def __init__(self):
+    def __init__(self, strategy=None):
         super().__init__()
+        self.strategy = strategy  # the run's (None: one process)
         # The step training stopped at, once interrupted.
         self.step: int | None = None
         self._requested = False
@@ -218,10 +223,9 @@ class Interrupt(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         self._requested, self.step = False, None
-        strategy = getattr(self.model, "distribute_strategy", None)
         if threading.current_thread() is not threading.main_thread():
             return
-        if strategy is not None and spans_workers(strategy):
+        if self.strategy is not None and self.strategy.spans_workers():
             return
         self._previous = signal.signal(signal.SIGINT, self._request)
 
@@ -380,7 +384,7 @@ def _duration(seconds: float) -> str:
 
 
 class Summaries(keras.callbacks.Callback):
-    """TensorBoard scalars against the global update, with the public `tf.summary` API.
+    """TensorBoard scalars against the global update (event files: `EventWriter`).
 
     Every `every_steps` updates it writes to `<log_dir>/train`: `loss` (the mean over
     those updates' target tokens), `learning_rate`, `tokens_per_second` (real target
@@ -412,13 +416,13 @@ class Summaries(keras.callbacks.Callback):
         self.budget = budget
         self.every_steps = every_steps
         self.clock = clock
-        self._writers: dict[str, tf.summary.SummaryWriter] = {}
+        self._writers: dict[str, EventWriter] = {}
         self._logged: dict[str, int] = {}
 
     def on_train_begin(self, logs=None):
         self._interval = _Interval(self.budget, self.clock)
         for split in SPLITS:
-            self._writers[split] = tf.summary.create_file_writer(str(self.log_dir / split))
+            self._writers[split] = EventWriter(self.log_dir / split)
             self._logged[split] = last_step(self.log_dir / split)
 
     def on_epoch_begin(self, epoch, logs=None):
@@ -456,10 +460,7 @@ class Summaries(keras.callbacks.Callback):
     def _write(self, split: str, step: int, scalars: dict[str, float]) -> None:
         if step <= self._logged[split]:
             return  # logged before the resume, from the same batches
-        with self._writers[split].as_default(step=step):
-            for tag, value in scalars.items():
-                tf.summary.scalar(tag, float(value))
-        self._writers[split].flush()
+        self._writers[split].write(step, scalars)
         self._logged[split] = step
 
 

@@ -15,9 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import tensorflow as tf
 
-from training.strategy import is_chief
 from translator.errors import TranslatorError
 
 log = logging.getLogger(__name__)
@@ -40,12 +38,14 @@ class Checkpoints:
     """
 
     def __init__(self, directory: str | Path, model, optimizer, keep_last: int, strategy, **state):
+        import tensorflow as tf
+
         self.directory = Path(directory)
         self.optimizer = optimizer
         self.checkpoint = tf.train.Checkpoint(
             model=model, optimizer=optimizer, random_states=random_states(model), **state
         )
-        self.chief = is_chief(strategy)
+        self.chief = strategy.is_chief()
         resolver = getattr(strategy, "cluster_resolver", None)
         task = f"{getattr(resolver, 'task_type', 'worker')}-{getattr(resolver, 'task_id', 0)}"
         self.write_directory = self.directory if self.chief else self.directory / f".scratch-{task}"
@@ -60,6 +60,8 @@ class Checkpoints:
 
     def latest(self) -> str | None:
         """Path prefix of the newest complete checkpoint, or None."""
+        import tensorflow as tf
+
         return tf.train.latest_checkpoint(str(self.directory))
 
     def latest_written(self) -> str | None:
@@ -105,8 +107,7 @@ class Checkpoints:
 
     def all(self) -> list[str]:
         """Path prefixes of the kept checkpoints, oldest first."""
-        state = tf.train.get_checkpoint_state(str(self.directory))
-        return list(state.all_model_checkpoint_paths) if state else []
+        return kept_checkpoints(self.directory)
 
 
 class ArrayCheckpoints:
@@ -205,6 +206,42 @@ class ArrayCheckpoints:
         return pairs
 
 
+class HostScalar:
+    """A float64 number a JAX run's checkpoint keeps (`Budget`'s time and tokens).
+
+    It lives on the host, so reading it waits on no device; `ArrayCheckpoints` saves and
+    restores it like a variable. (TensorFlow's checkpoints keep a `tf.Variable` instead:
+    `training.backend.Engine.scalar`.)
+    """
+
+    def __init__(self, value: float = 0.0, name: str = "scalar"):
+        self.name = name
+        self.value = np.array(value, np.float64)  # 0-d
+
+    @property
+    def shape(self) -> tuple:
+        return ()
+
+    def __array__(self, dtype=None, copy=None):
+        return np.array(self.value, dtype or np.float64)
+
+    def numpy(self) -> np.ndarray:
+        return self.value
+
+    def assign(self, value) -> None:
+        self.value = np.array(float(value), np.float64)
+
+    def assign_add(self, value) -> None:
+        self.assign(self.value + float(value))
+
+
+def tf_scalar(value: float = 0.0, name: str = "scalar"):
+    """`HostScalar`'s counterpart, which TensorFlow's `Checkpoints` keep: a tf.Variable."""
+    import tensorflow as tf
+
+    return tf.Variable(value, trainable=False, dtype=tf.float64, name=name)
+
+
 def _flat(state: dict, prefix: str = "") -> list[tuple[str, object]]:
     """`(name, variable)` of a nest of dicts of variables (`budget=Budget.state()`)."""
     pairs = []
@@ -280,6 +317,8 @@ def unreadable(path: str) -> str | None:
     Reading every tensor first means a damaged checkpoint is found before any variable
     is assigned from it.
     """
+    import tensorflow as tf
+
     try:
         reader = tf.train.load_checkpoint(path)
         for name in reader.get_variable_to_shape_map():
@@ -315,6 +354,10 @@ def kept_checkpoints(directory: str | Path) -> list[str]:
     arrays = sorted(map(str, Path(directory).glob("ckpt-*.npz")), key=checkpoint_number)
     if arrays:
         return arrays
+    if not (Path(directory) / "checkpoint").is_file():
+        return []  # (TensorFlow's state file: none, so no TensorFlow needed to say so)
+    import tensorflow as tf
+
     state = tf.train.get_checkpoint_state(str(directory))
     return list(state.all_model_checkpoint_paths) if state else []
 
@@ -340,6 +383,8 @@ def average_checkpoints(model, paths: list[str]) -> None:
             with np.load(path) as arrays:
                 values = [value for _, value in _matched(arrays, "weights", model.weights, path)]
         else:
+            import tensorflow as tf
+
             reader = tf.train.Checkpoint(model=model)
             reader.read(path).expect_partial().assert_existing_objects_matched()
             values = model.get_weights()

@@ -22,7 +22,7 @@ from translator.marian.files import is_marian_model
 
 if TYPE_CHECKING:  # pragma: no cover
     from translator.model import Transformer
-    from translator.pipelines.tokenizer import Vocabulary
+    from translator.pipelines.vocabulary import Vocabulary
 
 # Fields a fine-tuning run may set apart from the model's (not architecture).
 DROPOUT_FIELDS = ("dropout", "attention_dropout", "activation_dropout")
@@ -124,11 +124,11 @@ def check_init_vocabulary(init: InitModel, vocabulary: Vocabulary, vocabulary_di
                 f"{init.source} was trained with sizes {expected}"
             )
         return
-    from translator.pipelines.tokenizer import load_vocabulary
+    from translator.pipelines.vocabulary import load_vocabulary
 
     theirs = load_vocabulary(init.vocabulary_dir)
-    ours_hash = (vocabulary.source.sha256, vocabulary.target.sha256)
-    theirs_hash = (theirs.source.sha256, theirs.target.sha256)
+    ours_hash = (vocabulary.source_sha256, vocabulary.target_sha256)
+    theirs_hash = (theirs.source_sha256, theirs.target_sha256)
     if ours_hash != theirs_hash:
         raise ConfigError(
             f"data.vocabulary: {vocabulary_dir} (sha256 {_short(ours_hash)}) is not the "

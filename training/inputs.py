@@ -14,12 +14,13 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from training.config import RunConfig
+from translator.host_text import tensorflow_installed
 from translator.pipelines.prepared import Batch, PreparedCorpus
 
 if TYPE_CHECKING:  # pragma: no cover
     import tensorflow as tf
 
-    from translator.pipelines.tokenizer import Vocabulary
+    from translator.pipelines.vocabulary import Vocabulary
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +100,8 @@ def open_prepared(config: RunConfig, vocabulary: Vocabulary) -> PreparedCorpus:
     corpus = PreparedCorpus(config.data.prepared)
     pipeline = config.data.pipeline
     corpus.check(
-        vocabulary.source.sha256,
-        vocabulary.target.sha256,
+        vocabulary.source_sha256,
+        vocabulary.target_sha256,
         pipeline.max_source_length,
         pipeline.max_target_length,
     )
@@ -141,8 +142,28 @@ def _prepared_dataset(
     return strategy.distribute_datasets_from_function(dataset_fn)
 
 
-def validation_dataset(config: RunConfig, vocabulary: Vocabulary, strategy) -> Iterable:
-    """Each replica's shard of the validation corpus: one pass, file order."""
+def validation_dataset(config: RunConfig, vocabulary: Vocabulary, strategy) -> Iterable | None:
+    """Each replica's shard of the validation corpus: one pass, file order.
+
+    With a prepared corpus, the validation set prepared with it (`data prepare --valid`);
+    without one there, tf.data reads the text, or where TensorFlow is not installed the
+    validation loss is not computed (None), and the log says so (BLEU still is).
+    """
+    if config.data.prepared:
+        prepared = open_prepared(config, vocabulary).validation()
+        if prepared is not None:
+            pipeline = prepared.buckets_for(config.data.pipeline)
+            return strategy.distribute_datasets_from_function(
+                lambda context: _shard(list(prepared.evaluation_batches(pipeline)), context)
+            )
+        if not tensorflow_installed():
+            log.warning(
+                "data.prepared: %s has no validation set prepared with it (translator data "
+                "prepare --valid SRC TGT), and TensorFlow is not installed to read it as text: "
+                "no validation loss (validation BLEU still runs)",
+                config.data.prepared,
+            )
+            return None
     import tensorflow as tf
 
     from translator.pipelines.dataset import make_dataset
@@ -161,3 +182,15 @@ def validation_dataset(config: RunConfig, vocabulary: Vocabulary, strategy) -> I
         ).prefetch(tf.data.AUTOTUNE)
 
     return strategy.distribute_datasets_from_function(dataset_fn)
+
+
+def _shard(batches: list[Batch], context) -> Iterable[Batch]:
+    """One input pipeline's batches: all (JAX: no context), or a tf.data share of them."""
+    if context is None:
+        return batches
+    import tensorflow as tf
+
+    mine = batches[context.input_pipeline_id :: context.num_input_pipelines]
+    rows = tf.TensorSpec([None, None], tf.int32)
+    signature = ({"source_ids": rows, "decoder_input_ids": rows}, rows)
+    return tf.data.Dataset.from_generator(lambda: iter(mine), output_signature=signature)

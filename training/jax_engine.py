@@ -70,6 +70,34 @@ class JaxStrategy:
         """The global batches, one input pipeline (no context); Keras splits each batch."""
         return dataset_fn(None)
 
+    def is_chief(self) -> bool:
+        """The first process writes (the only one, unless `jax.distributed` started more)."""
+        return jax.process_index() == 0
+
+    def spans_workers(self) -> bool:
+        return jax.process_count() > 1
+
+    def worker_means(self, *values: float) -> tuple[float, ...]:
+        """The means over the processes: one all-gather (none with one process)."""
+        if not self.spans_workers():
+            return values
+        from jax.experimental import multihost_utils
+
+        gathered = multihost_utils.process_allgather(np.asarray(values, np.float64))
+        return tuple(float(value) for value in np.mean(gathered, axis=0))
+
+    def describe_devices(self) -> dict:
+        devices = [f"{device.platform}:{device.id} {device.device_kind}" for device in self.devices]
+        return {"devices": devices, "jax": jax.__version__}
+
+    def accelerator_memory(self) -> int | None:
+        """What the first device's allocator may hold (None on the CPU, or unreported)."""
+        device = self.devices[0]
+        if device.platform == "cpu":
+            return None
+        stats = device.memory_stats() or {}
+        return stats.get("bytes_limit")
+
 
 # Programs that compile faster than this are not worth a file in the cache.
 CACHE_MIN_COMPILE_SECONDS = 0.5
@@ -276,7 +304,7 @@ class _Loop:
         for epoch in range(initial_epoch, epochs):
             callbacks.on_epoch_begin(epoch)
             logs = self._epoch(batches, steps_per_epoch)
-            if validation_data is not None and not trainer.stop_training:
+            if validation_data is not None:  # (as Keras: also when stopping)
                 logs["val_loss"] = self._validation_loss(validation_data)
             callbacks.on_epoch_end(epoch, logs)
             for name, value in logs.items():

@@ -12,8 +12,10 @@
    of a budget of a few minutes (the plan reports the seconds spent). The results are
    cached (`speed.json`) under a signature of the
    machine, precision, strategy, vocabulary and corpus, so a resumed or repeated run
-   measures nothing. A shape not timed gets its speed scaled from a timed one by their
-   FLOPs (said as much in the plan).
+   measures nothing. On a CPU a shape not timed gets its speed scaled from a timed one
+   by their FLOPs (said as much in the plan). On an accelerator, where small shapes are
+   bound by kernel launches rather than FLOPs, nothing is scaled: each shape is timed at
+   the batch it would train, and one not timed within the share is not weighed.
 3. It applies `training.plan.make_plan`. Shapes are timed at one batch size; when the
    rule chooses another, that batch is timed too (within the same share, or read from
    the cache), and the updates and epochs the budget buys are that batch's: on a CPU a
@@ -64,6 +66,7 @@ from training.plan import (
     Shape,
     Speed,
     batch_tokens_in_memory,
+    choose_batch_tokens,
     compute_limit,
     data_limit,
     make_plan,
@@ -71,13 +74,13 @@ from training.plan import (
     tokens_bought,
 )
 from translator.flops import training_flops
+from translator.host_text import tensorflow_installed
 from translator.io import count_characters, machine_cache_dir, write_atomic
 
 if TYPE_CHECKING:
-    import tensorflow as tf
-
+    from training.backend import Strategy
     from translator.config import TransformerConfig
-    from translator.pipelines.tokenizer import Vocabulary
+    from translator.pipelines.vocabulary import Vocabulary
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -94,8 +97,10 @@ TIMED_UPDATES = 8
 TIMED_BATCH_TOKENS = 2048
 # A shape is timed only if this much of the measuring share is left (else estimated).
 MIN_MEASURE_SECONDS = 4.0
+# On an accelerator, the most batches a shape is timed at beyond the first, each the one
+# the last speed buys (it settles in one or two: the batch grows as the cube root).
+BATCH_ROUNDS = 3
 # Memory assumed per GPU when TensorFlow cannot say (the smallest common training GPU).
-DEFAULT_GPU_BYTES = 16 * 2**30
 
 # `model.*` keys that fix the architecture when the user sets them (`model.overrides`
 # as a whole replaces every override, the planned ones too).
@@ -153,19 +158,20 @@ def count_corpus(config: RunConfig, vocabulary: Vocabulary) -> CorpusCounts:
         CorpusError: the training or validation corpus has no pair to learn from (before
             anything is timed), or a file is bad (naming it).
     """
-    from translator.pipelines.dataset import check_learnable, scan_corpus
-
     data = config.data
-    pairs = characters = target_tokens = 0
-    if data.prepared:  # counted when it was prepared
+    if data.prepared:  # counted when it was prepared (a prepared set has a pair at least)
         from training.inputs import open_prepared
 
-        manifest = open_prepared(config, vocabulary).manifest
-        pairs, characters, target_tokens = (
-            manifest.pairs,
-            manifest.characters,
-            manifest.target_tokens,
-        )
+        prepared = open_prepared(config, vocabulary)
+        manifest = prepared.manifest
+        counts = CorpusCounts(manifest.pairs, manifest.characters, manifest.target_tokens)
+        if prepared.validation() is not None or not tensorflow_installed():
+            return counts  # (no TensorFlow: the text validation set is checked by BLEU)
+        pairs, characters, target_tokens = counts.pairs, counts.characters, counts.target_tokens
+    else:
+        pairs = characters = target_tokens = 0
+    from translator.pipelines.dataset import check_learnable, scan_corpus
+
     for corpus in data.corpora():  # one epoch of a mix: each corpus once
         stats = scan_corpus(corpus.source, corpus.target, vocabulary, data.pipeline, tag=corpus.tag)
         check_learnable(stats, training=True)
@@ -191,13 +197,9 @@ def machine_signature(
     vocabulary sizes: tokens per second depend on those, not on which sentences or
     pieces they are.
     """
-    import tensorflow as tf
-
-    devices = [device.name for device in tf.config.list_logical_devices()]
     return {
         "processor": _processor(),
-        "devices": devices,
-        "tensorflow": tf.__version__,
+        **strategy.describe_devices(),
         "precision": precision,
         "strategy": type(strategy).__name__,
         "replicas": strategy.num_replicas_in_sync,
@@ -296,7 +298,7 @@ def measure_speed(
     batch_tokens: int,
     config: RunConfig,
     vocabulary: Vocabulary,
-    strategy: tf.distribute.Strategy,
+    strategy: Strategy,
     seconds: float,
     *,
     warmup: int = WARMUP_UPDATES,
@@ -321,10 +323,9 @@ def measure_speed(
 
     from training.backend import engine
     from training.inputs import batch_shapes, training_dataset
-    from training.strategy import spans_workers, worker_means
     from training.trainer import build_trainer
 
-    if spans_workers(strategy):
+    if strategy.spans_workers():
         seconds = float("inf")
     config = with_shape(config, shape, batch_tokens)
     marks: list[tuple[float, float]] = []  # (time, cumulative target tokens) per update
@@ -358,8 +359,7 @@ def measure_speed(
     )
     (t0, tokens0), (t1, tokens1) = marks[warmup - 1], marks[-1]
     updates = len(marks) - warmup
-    rate, per_update, startup = worker_means(
-        strategy,
+    rate, per_update, startup = strategy.worker_means(
         (tokens1 - tokens0) / max(t1 - t0, 1e-9),
         (tokens1 - tokens0) / updates,
         marks[0][0] - fit_started,
@@ -411,8 +411,6 @@ def time_shapes(
     Returns:
         Speeds by shape name, and the seconds spent timing.
     """
-    from training.strategy import spans_workers
-
     share = MEASURE_SHARE * budget_seconds
     started = time.monotonic()
     vocab_sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
@@ -430,7 +428,7 @@ def time_shapes(
             worth_timing = shape.parameters <= min(
                 data_limit(counts.epoch_tokens), compute_limit(bought)
             )
-            if not worth_timing or left < MIN_MEASURE_SECONDS or spans_workers(strategy):
+            if not worth_timing or left < MIN_MEASURE_SECONDS or strategy.spans_workers():
                 speeds[shape.name] = estimate
                 continue
         if speed is None:
@@ -444,16 +442,81 @@ def time_shapes(
     return speeds, (time.monotonic() - started) if timed else 0.0
 
 
+def time_shapes_at_their_batches(
+    candidates: tuple[Shape, ...],
+    counts: CorpusCounts,
+    budget_seconds: float,
+    batch_tokens: int,
+    config: RunConfig,
+    vocabulary: Vocabulary,
+    strategy,
+    cache: SpeedCache,
+    memory: dict[str, int],
+    batch_given: bool = False,
+) -> tuple[dict[str, Speed], float]:
+    """Speeds of the candidates on an accelerator: each timed, at the batch it would train.
+
+    There small shapes are bound by kernel launches rather than FLOPs, and a token costs
+    less in a larger batch, so no speed is scaled from another shape's. Smallest first,
+    each is timed at `batch_tokens`, then again at the batch the rule gives for what that
+    speed buys, until that is the batch timed (unless the user set the batch). The timing
+    stops after a shape over the data or compute limit (a larger one would be too), or
+    when the measuring share is spent (the first shape is always timed). A shape not
+    timed is not weighed: the plan says it was not measured.
+
+    Returns:
+        Speeds by shape name (each at its own batch where that was timed), and the
+        seconds spent timing.
+    """
+    share, started = MEASURE_SHARE * budget_seconds, time.monotonic()
+    budget = Budget(seconds=budget_seconds)
+    speeds: dict[str, Speed] = {}
+    timed = False
+
+    def speed_at(shape: Shape, batch: int) -> Speed | None:
+        nonlocal timed
+        speed = cache.get(shape, batch)
+        if speed is not None:
+            return speed
+        left = share - (time.monotonic() - started)
+        if speeds and (left < MIN_MEASURE_SECONDS or strategy.spans_workers()):
+            return None
+        log.info("plan: timing %s at %d batch tokens", shape.describe(), batch)
+        speed = measure_speed(
+            shape, batch, config, vocabulary, strategy, max(left, MIN_MEASURE_SECONDS)
+        )
+        cache.put(shape, batch, speed)
+        timed = True
+        return speed
+
+    for shape in candidates:
+        speed = speed_at(shape, batch_tokens)
+        if speed is None:
+            break
+        for _ in range(0 if batch_given else BATCH_ROUNDS):
+            # The batch this speed buys, timed in turn, until it is the one timed.
+            own = choose_batch_tokens(tokens_bought(speed, budget, 0), memory[shape.name])
+            at_own = None if own == speed.batch_tokens else speed_at(shape, own)
+            if at_own is None:
+                break
+            speed = at_own
+        speeds[shape.name] = speed
+        limit = min(
+            data_limit(counts.epoch_tokens),
+            compute_limit(tokens_bought(speed, budget, speed.batch_tokens)),
+        )
+        if shape.parameters > limit:
+            break
+    return speeds, (time.monotonic() - started) if timed else 0.0
+
+
 def memory_batch_tokens(shape: Shape, vocab_size: int, strategy) -> int:
     """`plan.batch_tokens_in_memory` of one replica.
 
-    Its memory: a GPU's assumed size, else the host's shared by the replicas.
+    Its memory: the accelerator's, else the host's shared by the replicas.
     """
-    import tensorflow as tf
-
-    if tf.config.list_logical_devices("GPU"):
-        memory = DEFAULT_GPU_BYTES
-    else:
+    memory = strategy.accelerator_memory()
+    if memory is None:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         memory //= max(strategy.num_replicas_in_sync, 1)
     return batch_tokens_in_memory(shape, vocab_size, memory)
@@ -487,12 +550,15 @@ def plan_run(
     batch = given.batch_tokens or TIMED_BATCH_TOKENS
     settled = not speed_decides_something(given)
     cache: SpeedCache | None = None
+    memory = {
+        shape.name: memory_batch_tokens(shape, max(vocab_sizes), strategy) for shape in candidates
+    }
     if config.train.max_minutes > 0 and not settled:
         signature = machine_signature(
             config, vocabulary, strategy, precision, counts.epoch_tokens / max(counts.pairs, 1)
         )
         speeds, spent, cache = _timed_speeds(
-            candidates, counts, config, vocabulary, strategy, batch, signature, cache_dir
+            candidates, counts, config, vocabulary, strategy, given, signature, cache_dir, memory
         )
         budget = _net_budget(config, spent)
     else:
@@ -504,9 +570,6 @@ def plan_run(
         budget = (
             Budget(seconds=minutes * 60) if minutes > 0 else Budget(updates=config.train.max_steps)
         )
-    memory = {
-        shape.name: memory_batch_tokens(shape, max(vocab_sizes), strategy) for shape in candidates
-    }
     plan = make_plan(
         counts, budget, speeds, given=given, memory_batch_tokens=memory, measuring_seconds=spent
     )
@@ -546,13 +609,11 @@ def _time_batch(
     `MIN_MEASURE_SECONDS` left, or the strategy spans workers (whose clocks could
     disagree on that).
     """
-    from training.strategy import spans_workers
-
     speed = cache.get(shape, batch_tokens)
     if speed is not None:
         return speed, 0.0
     left = MEASURE_SHARE * config.train.max_minutes * 60 - spent
-    if left < MIN_MEASURE_SECONDS or spans_workers(strategy):
+    if left < MIN_MEASURE_SECONDS or strategy.spans_workers():
         return None, 0.0
     started = time.monotonic()
     log.info("plan: timing %s at %d batch tokens", shape.describe(), batch_tokens)
@@ -567,28 +628,37 @@ def _timed_speeds(
     config: RunConfig,
     vocabulary: Vocabulary,
     strategy,
-    batch: int,
+    given: Given,
     signature: dict,
     cache_dir: Path,
+    memory: dict[str, int],
 ) -> tuple[dict[str, Speed], float, SpeedCache]:
-    """`time_shapes` under the run's time budget.
+    """The candidates' speeds under the run's time budget.
+
+    On an accelerator each is timed at its own batch (`time_shapes_at_their_batches`);
+    elsewhere `time_shapes`.
 
     Returns:
         The speeds, the seconds spent timing (the same on every worker), and the speeds'
         cache.
     """
-    from training.strategy import spans_workers, worker_means
-
     seconds = config.train.max_minutes * 60
-    if spans_workers(strategy):
+    if strategy.spans_workers():
         # Every worker times, together: a cache one of them has could differ.
         cache = SpeedCache(cache_dir / SPEED_FILE, signature, read=False)
     else:
         cache = SpeedCache(cache_dir / SPEED_FILE, signature, machine_cache_path())
-    speeds, spent = time_shapes(
-        candidates, counts, seconds, batch, config, vocabulary, strategy, cache
-    )
-    (spent,) = worker_means(strategy, spent)  # the same net budget on every worker
+    batch = given.batch_tokens or TIMED_BATCH_TOKENS
+    if strategy.accelerator_memory() is not None:
+        speeds, spent = time_shapes_at_their_batches(
+            candidates, counts, seconds, batch, config, vocabulary, strategy, cache, memory,
+            batch_given=bool(given.batch_tokens),
+        )  # fmt: skip
+    else:
+        speeds, spent = time_shapes(
+            candidates, counts, seconds, batch, config, vocabulary, strategy, cache
+        )
+    (spent,) = strategy.worker_means(spent)  # the same net budget on every worker
     return speeds, spent, cache
 
 

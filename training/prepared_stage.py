@@ -1,9 +1,10 @@
 """The recipe's training corpus, prepared once where training reads it prepared (on JAX).
 
 On JAX the recipe trains from a prepared corpus (`translator data prepare`): the text is
-tokenized once, here, and training reads id arrays without TensorFlow. It is kept in
-WORKDIR/prepared and reused by a rerun while it matches the corpus, the vocabulary and
-the length limits. TensorFlow's training reads the text through tf.data, as before.
+tokenized once, here, with its validation set (WORKDIR/prepared/valid, for the validation
+loss), and training reads id arrays without TensorFlow. It is kept in WORKDIR/prepared and
+reused by a rerun, which then needs no TensorFlow, while it matches the corpus, the
+vocabulary and the length limits. TensorFlow's training reads the text through tf.data.
 """
 
 from __future__ import annotations
@@ -14,8 +15,11 @@ from training.config import DEFAULT_CONFIG, load_config
 from training.corpus_prep import RecipeCorpus
 from training.recipe_settings import RecipePaths, RecipeSettings
 from translator.errors import ConfigError
+from translator.io import count_characters
+from translator.pipelines.config import PipelineConfig
 from translator.pipelines.errors import CorpusError
-from translator.pipelines.prepared import PreparedCorpus
+from translator.pipelines.prepared import VALIDATION_DIR, PreparedCorpus
+from translator.pipelines.vocabulary import Vocabulary, load_vocabulary
 
 
 def prepared_corpus(
@@ -41,33 +45,48 @@ def prepared_corpus(
     if pipeline.samples_subwords:
         print("  training reads the text (tf.data): subword sampling segments it each epoch")
         return None
-    from translator.pipelines.prepare import prepare_corpus
-    from translator.pipelines.tokenizer import load_vocabulary
-
     (files,) = corpus.train
     vocabulary = load_vocabulary(paths.vocabulary)
     target = paths.workdir / "prepared"
+    wanted = {
+        "": (str(files.source), str(files.target), files.tag),
+        VALIDATION_DIR: (str(corpus.valid[0]), str(corpus.valid[1]), corpus.valid_tag),
+    }
+    if all(_kept(target / part, vocabulary, pipeline, made) for part, made in wanted.items()):
+        print(f"  prepared corpus: {target} (prepared before)", flush=True)
+        return target
+    from translator.pipelines.prepare import prepare_corpus  # (tf.data: TensorFlow)
+
+    print(f"  preparing the corpus once -> {target}", flush=True)
+    for part, (source, target_file, tag) in wanted.items():
+        manifest = prepare_corpus(source, target_file, vocabulary, target / part, pipeline, tag=tag)
+        print(f"  {part or 'train'}: {manifest.summary()}", flush=True)
+    return target
+
+
+def _kept(
+    path: Path, vocabulary: Vocabulary, pipeline: PipelineConfig, made: tuple[str, str, str]
+) -> bool:
+    """Whether `path` holds a prepared corpus of these files, vocabulary and limits."""
     try:
-        kept = PreparedCorpus(target)
+        kept = PreparedCorpus(path)
         kept.check(
-            vocabulary.source.sha256,
-            vocabulary.target.sha256,
+            vocabulary.source_sha256,
+            vocabulary.target_sha256,
             pipeline.max_source_length,
             pipeline.max_target_length,
         )
-        manifest = kept.manifest
-        if (manifest.source_path, manifest.target_path, manifest.tag) == (
-            str(files.source),
-            str(files.target),
-            files.tag,
-        ):
-            print(f"  prepared corpus: {target} (prepared before)", flush=True)
-            return target
     except (CorpusError, ConfigError):
-        pass  # none yet, or of another corpus or vocabulary: prepared again
-    print(f"  preparing the corpus once -> {target}", flush=True)
-    manifest = prepare_corpus(
-        files.source, files.target, vocabulary, target, pipeline, tag=files.tag
+        return False  # none yet, or of another corpus or vocabulary: prepared again
+    manifest = kept.manifest
+    source, target, tag = made
+    if manifest.tag != tag:
+        return False
+    if (manifest.source_path, manifest.target_path) == (source, target):
+        return True
+    # A work directory copied elsewhere (to an accelerator machine): the same files if
+    # they have the same names and characters.
+    names = (Path(manifest.source_path).name, Path(manifest.target_path).name)
+    return names == (Path(source).name, Path(target).name) and (
+        count_characters(source, target) == manifest.characters
     )
-    print(f"  {manifest.summary()}", flush=True)
-    return target

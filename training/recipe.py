@@ -30,8 +30,7 @@ from training.recipe_settings import EXPORT_VERSION, RecipePaths, RecipeSettings
 from training.reports import RecipeSummary, evaluate_sets, summarize
 from training.run import preview_plan, summary_line, train
 from training.vocab_stage import build_vocab
-from translator.export import ExportConfig
-from translator.export import export_model as export_saved_model
+from translator.host_text import tensorflow_installed
 from translator.search.config import SearchConfig
 
 
@@ -83,6 +82,17 @@ def export_model(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCor
     if (version / "saved_model.pb").is_file():
         print("  already exported")
         return
+    if not tensorflow_installed():
+        print(
+            "  skipped: a SavedModel is written by TensorFlow, which is not installed here; "
+            f"export where it is: translator export --model {paths.run} --out "
+            f"{paths.export} --beam-size {settings.beam_size} (or rerun this recipe there)",
+            flush=True,
+        )
+        return
+    from translator.export import ExportConfig
+    from translator.export import export_model as export_saved_model
+
     search = SearchConfig(beam_size=settings.beam_size, n_best=settings.beam_size)
     config = ExportConfig(search=search, tag=corpus.valid_tag)
     path = export_saved_model(paths.run, paths.export, config, version=EXPORT_VERSION)

@@ -271,6 +271,9 @@ def print_summary(summary: RecipeSummary) -> None:
             f"report:      {scores.markdown}  (BLEU {scores.bleu:.2f}, chrF {scores.chrf:.2f}, "
             f"TER {scores.ter:.2f} on {scores.sentences} sentences of {scores.name})"
         )
+    if not (paths.export_version / "saved_model.pb").is_file():
+        print("export:      not written here (TensorFlow is not installed: see stage 5)")
+        return
     print(
         f"export:      {paths.export_version}  (translator serve --model "
         f"{paths.export}" + (f"; tags {', '.join(corpus.tags)}" if corpus.tags else "") + ")"

@@ -51,7 +51,6 @@ from training.inputs import batch_shapes, training_dataset, validation_dataset
 from training.plan import Plan
 from training.planning import PLAN_FILE, load_plan, plan_run, planned_config, save_plan
 from training.record import RunRecord
-from training.strategy import is_chief
 from training.summaries import CURVES_FILE, write_curves
 from training.trainer import TranslationTrainer, build_trainer
 from translator.artifacts import MODEL_FILE, save_model_dir
@@ -60,8 +59,7 @@ from translator.evaluation.metrics import Scoring
 from translator.inference import Translator
 from translator.io import read_lines
 from translator.model import Transformer
-from translator.pipelines.dataset import WeightedCorpus, drawn_shares, make_mixed_dataset
-from translator.pipelines.tokenizer import Vocabulary, load_vocabulary
+from translator.pipelines.vocabulary import Vocabulary, load_vocabulary
 from translator.search import SearchConfig
 
 log = logging.getLogger(__name__)
@@ -205,9 +203,9 @@ def _prepare_run_dir(run_dir: Path, config: RunConfig, vocabulary: Vocabulary) -
     vocab_copy = run_dir / "vocab"
     if vocab_copy.is_dir():
         previous = load_vocabulary(vocab_copy)
-        if (previous.source.sha256, previous.target.sha256) != (
-            vocabulary.source.sha256,
-            vocabulary.target.sha256,
+        if (previous.source_sha256, previous.target_sha256) != (
+            vocabulary.source_sha256,
+            vocabulary.target_sha256,
         ):
             raise ConfigError(
                 f"data.vocabulary: {config.data.vocabulary} differs from the vocabulary of "
@@ -277,7 +275,7 @@ def train(
         config = with_init_architecture(config, init) if init is not None else config
         check_inputs(config)
     keras.utils.set_random_seed(config.train.seed)
-    if is_chief(strategy):
+    if strategy.is_chief():
         _prepare_run_dir(run_dir, config, vocabulary)
     run = _build(config, vocabulary, strategy, run_dir, init)
     train_data, valid_data = _datasets(config, vocabulary, strategy)
@@ -355,7 +353,7 @@ def resolve_plan(
         plan = plan_run(
             config, request.keys, vocabulary, strategy, precision, request.cache_dir or run_dir
         )
-        if is_chief(strategy):
+        if strategy.is_chief():
             save_plan(plan, run_dir)
         log.info("plan: saved in %s", run_dir / "plan.json")
     for line in plan.describe():
@@ -407,7 +405,7 @@ def _new_time_budget(plan: Plan, minutes: float, run_dir: Path, strategy) -> Pla
         what,
         run_dir / PLAN_FILE,
     )
-    if is_chief(strategy):
+    if strategy.is_chief():
         save_plan(new, run_dir)
     return new
 
@@ -458,7 +456,13 @@ def _build(
     trainer, schedule = build_trainer(config, model_config, strategy, trainer_class=on.trainer)
     trainer.expect_shapes(batch_shapes(config, vocabulary))
     transformer = trainer.transformer
-    budget = Budget(config.train.max_steps, config.train.max_minutes, schedule)
+    budget = Budget(
+        config.train.max_steps,
+        config.train.max_minutes,
+        schedule,
+        strategy=strategy,
+        scalar=on.scalar,
+    )
     checkpoints = on.checkpoints(
         run_dir / "checkpoints",
         transformer,
@@ -498,8 +502,8 @@ def _callbacks(
     translate_factory,
 ) -> _Watch:
     """The callbacks in the order they must run (guards first, checkpoints after BLEU)."""
-    chief = is_chief(strategy)
-    nan_guard, interrupt = NanGuard(), Interrupt()
+    chief = strategy.is_chief()
+    nan_guard, interrupt = NanGuard(), Interrupt(strategy)
     callbacks: list[keras.callbacks.Callback] = [nan_guard, interrupt, run.budget]
     if verbose is None:
         verbose = 1 if sys.stderr.isatty() else 2
@@ -609,7 +613,7 @@ def _finish(
     elif config.train.init_from:
         log.info("fine-tuning: the final model is the checkpoint average, not the best model")
     model_dir, curves = run.run_dir / "model", None
-    if is_chief(run.strategy):
+    if run.strategy.is_chief():
         save_model_dir(
             model_dir,
             run.transformer,
@@ -683,6 +687,8 @@ MIX_REPORT_BATCHES = 100
 
 def _log_mix(config: RunConfig, vocabulary: Vocabulary) -> None:
     """Logs each corpus' weight and its share of the pairs actually drawn."""
+    from translator.pipelines.dataset import WeightedCorpus, drawn_shares, make_mixed_dataset
+
     data = config.data
     corpora = data.corpora()
     mix = make_mixed_dataset(

@@ -1,7 +1,10 @@
 """Choosing the tf.distribute strategy and the mixed-precision policy.
 
 The rest of training does not branch on the strategy: it builds everything inside
-`strategy.scope()` and reads the input through `distribute_datasets_from_function`.
+`strategy.scope()`, reads the input through `distribute_datasets_from_function`, and asks
+the strategy itself which worker writes (`is_chief`) and what the workers agree on
+(`spans_workers`, `worker_means`): `TfStrategy` answers for tf.distribute, as
+`training.jax_engine.JaxStrategy` does for JAX (`training.backend.Strategy`).
 """
 
 from __future__ import annotations
@@ -15,8 +18,49 @@ import tensorflow as tf
 
 log = logging.getLogger(__name__)
 
+# The memory assumed of a GPU, which TensorFlow does not report (a 16 GiB card).
+GPU_BYTES = 16 * 2**30
 
-def make_strategy(name: str) -> tf.distribute.Strategy:
+
+class TfStrategy:
+    """A tf.distribute strategy with the members training asks of any strategy.
+
+    Everything else (`scope`, `run`, `extended`...) is the wrapped strategy's own.
+    """
+
+    def __init__(self, strategy: tf.distribute.Strategy):
+        self.tf = strategy
+
+    def __getattr__(self, name: str):
+        return getattr(self.tf, name)
+
+    def is_chief(self) -> bool:
+        """True on the worker that writes checkpoints, logs and the final model."""
+        return is_chief(self.tf)
+
+    def spans_workers(self) -> bool:
+        """True for a MultiWorkerMirroredStrategy of more than one worker."""
+        return spans_workers(self.tf)
+
+    def worker_means(self, *values: float) -> tuple[float, ...]:
+        """The means of `values` over the workers (one collective); see `worker_means`."""
+        return worker_means(self.tf, *values)
+
+    def describe_devices(self) -> dict:
+        devices = [device.name for device in tf.config.list_logical_devices()]
+        return {"devices": devices, "tensorflow": tf.__version__}
+
+    def accelerator_memory(self) -> int | None:
+        """TensorFlow does not say how much a GPU holds: `GPU_BYTES` is assumed."""
+        return GPU_BYTES if tf.config.list_logical_devices("GPU") else None
+
+
+def make_strategy(name: str) -> TfStrategy:
+    """`tf_strategy(name)`, answering training's questions (`TfStrategy`)."""
+    return TfStrategy(tf_strategy(name))
+
+
+def tf_strategy(name: str) -> tf.distribute.Strategy:
     """Returns the strategy called `name`.
 
     Args:

@@ -1,16 +1,22 @@
-"""A run's TensorBoard scalars read back, and drawn as curves in one PNG.
+"""A run's TensorBoard scalars: written, read back, and drawn as curves in one PNG.
 
 `callbacks.Summaries` writes them while training (`<run>/logs/train` and
 `<run>/logs/validation`, one point per logging interval or validation, against the
-optimizer's update count); this module reads the event files with TensorFlow's own
-reader, so the picture at the end of a run shows exactly what TensorBoard shows.
+optimizer's update count) through tensorboardX, which needs no TensorFlow: a JAX run on
+an accelerator machine has none. Reading parses the same event files (TFRecord framing,
+TensorBoard's `Event` protocol buffer), those of `tf.summary` included (older runs), so
+the picture at the end of a run shows what TensorBoard shows.
 """
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
-import tensorflow as tf
+import numpy as np
+from google.protobuf.message import DecodeError
+from tensorboardX import SummaryWriter
+from tensorboardX.proto.event_pb2 import Event
 
 from translator.evaluation.charts import new_figure, save_png
 
@@ -34,6 +40,21 @@ def last_step(split_dir: str | Path) -> int:
     return max((step for tag in points for step, _ in tag), default=-1)
 
 
+class EventWriter:
+    """One split's event file: scalars against a step, flushed at each write."""
+
+    def __init__(self, split_dir: str | Path):
+        self._writer = SummaryWriter(str(split_dir), flush_secs=3600)
+
+    def write(self, step: int, scalars: dict[str, float]) -> None:
+        for tag, value in scalars.items():
+            self._writer.add_scalar(tag, float(value), step)
+        self._writer.flush()
+
+    def close(self) -> None:
+        self._writer.close()
+
+
 def _read_split(split_dir: Path) -> dict[str, list[tuple[int, float]]]:
     """{tag: [(step, value)]} of one split's event files.
 
@@ -42,15 +63,41 @@ def _read_split(split_dir: Path) -> dict[str, list[tuple[int, float]]]:
     """
     tags: dict[str, list[tuple[int, float]]] = {}
     for path in sorted(split_dir.glob("events.out.tfevents.*")):
-        for record in tf.data.TFRecordDataset(str(path)):
-            event = tf.compat.v1.Event.FromString(record.numpy())
+        for event in _events(path):
             for value in event.summary.value:
-                if value.HasField("tensor"):
-                    number = float(tf.make_ndarray(value.tensor))
-                else:  # TF1-style simple values
+                if value.HasField("tensor"):  # tf.summary's scalars
+                    number = _tensor_scalar(value.tensor)
+                else:  # tensorboardX's (and TF1's) simple values
                     number = float(value.simple_value)
                 tags.setdefault(value.tag, []).append((int(event.step), number))
     return tags
+
+
+def _events(path: Path):
+    """The `Event`s of one file; a record cut short (a killed writer) ends it."""
+    data = path.read_bytes()
+    offset = 0
+    while offset + 12 <= len(data):
+        (length,) = struct.unpack_from("<Q", data, offset)  # then the length's CRC
+        start, end = offset + 12, offset + 12 + length
+        if end + 4 > len(data):
+            return
+        try:
+            yield Event.FromString(data[start:end])
+        except DecodeError:
+            return
+        offset = end + 4  # the data's CRC
+
+
+# TensorProto dtypes of a scalar summary: DT_FLOAT, DT_DOUBLE.
+_TENSOR_DTYPES = {1: np.float32, 2: np.float64}
+
+
+def _tensor_scalar(tensor) -> float:
+    """The number in a scalar `TensorProto` (`tf.summary.scalar`'s value)."""
+    if tensor.tensor_content:
+        return float(np.frombuffer(tensor.tensor_content, _TENSOR_DTYPES[tensor.dtype])[0])
+    return float((tensor.float_val or tensor.double_val)[0])
 
 
 # (split, tag, title) of each row of the curves figure.

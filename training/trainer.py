@@ -9,20 +9,28 @@ as usual.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import keras
-import tensorflow as tf
 from keras import ops
 
 from training.config import RunConfig
 from training.optimizer import make_optimizer, make_schedule
-from training.strategy import spans_workers
 from translator.config import TransformerConfig
 from translator.losses import masked_cross_entropy
 from translator.model import Transformer
 
+if TYPE_CHECKING:  # pragma: no cover
+    from training.backend import Strategy
+
+# TensorFlow is imported inside the functions of TensorFlow's step below: the JAX
+# trainer subclasses this model and runs in processes that have no TensorFlow.
+
 
 def _sum_over_replicas(value):
     """Sums a per-replica value over all replicas (identity without a strategy)."""
+    import tensorflow as tf
+
     return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, value)
 
 
@@ -41,6 +49,8 @@ def real_positions(states, labels, multiple: int = 256):
         `(states, labels)`: `[rows, d_model]` and int `[rows]`, rows a multiple of
         `multiple`.
     """
+    import tensorflow as tf
+
     index = tf.where(tf.not_equal(labels, 0))  # [real, 2]
     return pad_rows(tf.gather_nd(states, index), tf.gather_nd(labels, index), multiple)
 
@@ -59,6 +69,8 @@ def pad_rows(states, labels, multiple: int = 256):
     Returns:
         `(states, labels)`: `[rows, d_model]` and int `[rows]`.
     """
+    import tensorflow as tf
+
     real = tf.shape(labels)[0]
     extra = (multiple - real % multiple) % multiple
     states = tf.pad(states, [[0, extra], [0, 0]])  # [rows, d_model]
@@ -186,6 +198,8 @@ class TranslationTrainer(keras.Model):
         return loss_sum / global_tokens
 
     def train_step(self, data):
+        import tensorflow as tf
+
         features, labels = data
         with tf.GradientTape() as tape:
             loss = self._loss(features, labels, training=True)
@@ -203,6 +217,8 @@ class TranslationTrainer(keras.Model):
         return self._results()
 
     def _results(self):
+        from training.strategy import spans_workers
+
         results = {metric.name: metric.result() for metric in self.metrics}
         if spans_workers(self.distribute_strategy):
             # Keras' fit reduces per-replica logs with strategy.reduce(MEAN, axis=0) under
@@ -218,6 +234,8 @@ class TranslationTrainer(keras.Model):
         sum, which is not the global norm. Here the full gradient is summed first, clipped,
         and divided by the replica count, since the optimizer sums it over replicas again.
         """
+        import tensorflow as tf
+
         context = tf.distribute.get_replica_context()
         replicas = context.num_replicas_in_sync
         gradients = [tf.convert_to_tensor(g) for g in gradients]
@@ -249,7 +267,7 @@ class TranslationTrainer(keras.Model):
 def build_trainer(
     config: RunConfig,
     model_config: TransformerConfig,
-    strategy: tf.distribute.Strategy,
+    strategy: Strategy,
     steps_per_execution: int | None = None,
     trainer_class: type[TranslationTrainer] = TranslationTrainer,
 ) -> tuple[TranslationTrainer, keras.optimizers.schedules.LearningRateSchedule]:

@@ -23,7 +23,7 @@ from translator.io import atomic_directory
 if TYPE_CHECKING:  # pragma: no cover
     from translator.config import TransformerConfig
     from translator.model import Transformer
-    from translator.pipelines.tokenizer import Vocabulary
+    from translator.pipelines.vocabulary import Vocabulary
 
 MODEL_FILE = "model.keras"
 VOCAB_DIR = "vocab"
@@ -147,7 +147,7 @@ def read_model_dir(path: str | Path) -> ModelFiles:
     Raises:
         ModelDirError: a missing file, or a vocabulary whose sizes differ from the model's.
     """
-    from translator.pipelines.tokenizer import load_vocabulary
+    from translator.pipelines.vocabulary import load_vocabulary
 
     directory = resolve_model_dir(path)
     if not (directory / VOCAB_DIR).is_dir():

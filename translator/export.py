@@ -47,7 +47,7 @@ from translator.warmup import export_requests, warmup_path, write_warmup_request
 if TYPE_CHECKING:  # pragma: no cover
     from translator.artifacts import TrainedModel
     from translator.model import Transformer
-    from translator.pipelines.tokenizer import Vocabulary
+    from translator.pipelines.vocabulary import Vocabulary
 
 # The padding rule of `Translator`: sharing it makes the exported batches identical.
 from translator.text import default_max_source_length, finish, prepare, target_prefixes
@@ -407,8 +407,8 @@ def _metadata(trained: TrainedModel, module: TranslationModule, version: int) ->
             samples=module.sample_config and module.sample_config.num_samples,
         ),
         "vocabulary": {
-            "source_sha256": trained.vocabulary.source.sha256,
-            "target_sha256": trained.vocabulary.target.sha256,
+            "source_sha256": trained.vocabulary.source_sha256,
+            "target_sha256": trained.vocabulary.target_sha256,
         },
         "model": trained.metadata,
     }

@@ -22,7 +22,7 @@ from translator.text import batch_ranges, default_max_source_length, padded_leng
 
 if TYPE_CHECKING:  # pragma: no cover
     from translator.model import Transformer
-    from translator.pipelines.tokenizer import Vocabulary
+    from translator.pipelines.vocabulary import Vocabulary
 
 
 def token_log_probs(model: Transformer, source_ids, target_ids) -> tf.Tensor:

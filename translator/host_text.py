@@ -16,8 +16,22 @@ import numpy as np
 import sentencepiece
 
 from translator.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from translator.pipelines.vocab import VocabularyMetadata, read_vocabulary_files
+from translator.pipelines.vocab import (
+    VocabularyFiles,
+    VocabularyMetadata,
+    read_vocabulary_files,
+)
 from translator.text_rules import padded_length
+
+
+def tensorflow_installed() -> bool:
+    """Whether TensorFlow can be imported here (a JAX-only GPU image has none)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("tensorflow") is not None
+    except ImportError:  # an import hook that refuses it
+        return False
 
 
 class HostPrepared(NamedTuple):
@@ -40,13 +54,14 @@ class HostText:
 
     Args:
         directory: A vocabulary directory (`translator build-vocab`).
+        files: Its files, read and checked already (`Vocabulary.host`); None: read here.
 
     Raises:
         VocabularyError: as `load_vocabulary` (the same checks).
     """
 
-    def __init__(self, directory: str | os.PathLike[str]):
-        files = read_vocabulary_files(directory)
+    def __init__(self, directory: str | os.PathLike[str], files: VocabularyFiles | None = None):
+        files = files or read_vocabulary_files(directory)
         self.metadata: VocabularyMetadata = files.metadata
         self._source = sentencepiece.SentencePieceProcessor(model_proto=files.source_proto)
         self._target = sentencepiece.SentencePieceProcessor(model_proto=files.target_proto)
@@ -63,6 +78,10 @@ class HostText:
         remap = np.arange(processor.get_piece_size(), dtype=np.int32)
         remap[list(unknown)] = UNK_ID
         return remap
+
+    def piece_to_id(self, piece: str) -> int:
+        """The source id of a piece string (UNK_ID for an unknown piece)."""
+        return self._source.piece_to_id(piece)
 
     def encode(self, lines: Sequence[str], side: str = "source") -> list[list[int]]:
         """Each line's pieces (no BOS or EOS), as training tokenized them."""
@@ -125,3 +144,13 @@ class HostText:
             texts[row] = self.decode(ids[index])
             out[row] = scores[index]
         return texts, out
+
+    def prefixes(self, prefixes: Sequence[str], rows) -> np.ndarray:
+        """As `translator.text.target_prefixes`: int32 `[searched, width]`, PAD after."""
+        pieces = self.encode(prefixes, side="target")
+        chosen = [pieces[row] for row in np.asarray(rows).tolist()]
+        width = max((len(row) for row in chosen), default=0)
+        out = np.full((len(chosen), width), PAD_ID, np.int32)
+        for index, row in enumerate(chosen):
+            out[index, : len(row)] = row
+        return out

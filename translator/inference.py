@@ -1,7 +1,9 @@
 """`Translator`: text in, text out, through the one compiled search.
 
-The same text ops as the exported SavedModel (`translator.text`). Several batches decode
-at once (`parallel_batches`) to fill the cores a batch's last few rows leave idle.
+The same text ops as the exported SavedModel (`translator.text`), or where TensorFlow is
+not installed the host's path that gives the same ids and text (`translator.host_text`).
+Several batches decode at once (`parallel_batches`) to fill the cores a batch's last few
+rows leave idle.
 """
 
 from __future__ import annotations
@@ -14,23 +16,17 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
-import tensorflow as tf
 
 from translator.constants import DEFAULT_BATCH_TOKENS, DEFAULT_PARALLEL_BATCHES, EOS_ID, PAD_ID
 from translator.search import SearchConfig
 from translator.search.compiled import compiled_search
-from translator.text import (
-    batch_ranges,
-    default_max_source_length,
-    finish,
-    prepare,
-    target_prefixes,
-)
+from translator.text_path import text_path
+from translator.text_rules import batch_ranges, default_max_source_length
 
 if TYPE_CHECKING:  # pragma: no cover
     from translator.engines.base import BatchDecoder
     from translator.model import Transformer
-    from translator.pipelines.tokenizer import Vocabulary
+    from translator.pipelines.vocabulary import Vocabulary
     from translator.search.common import SearchResult
 
 Item = TypeVar("Item")
@@ -115,27 +111,7 @@ class Translator:
         if max_source_length is None:
             max_source_length = default_max_source_length(decoder.model_config)
         self.max_source_length = max_source_length
-        lines = tf.TensorSpec([None], tf.string)
-        self._prepare = tf.function(
-            lambda texts: prepare(texts, vocabulary.source, self.max_source_length, tag_id),
-            input_signature=[lines],
-            autograph=False,
-        )
-        self._prefixes = tf.function(
-            lambda texts, rows: target_prefixes(texts, vocabulary.target, rows),
-            input_signature=[lines, tf.TensorSpec([None], tf.int32)],
-            autograph=False,
-        )
-        self._finish = tf.function(
-            lambda ids, scores, rows, batch: finish(ids, scores, rows, batch, vocabulary.target),
-            input_signature=[
-                tf.TensorSpec([None, None, None], tf.int32),
-                tf.TensorSpec([None, None], tf.float32),
-                tf.TensorSpec([None], tf.int32),
-                tf.TensorSpec([], tf.int32),
-            ],
-            autograph=False,
-        )
+        self._text = text_path(vocabulary, max_source_length, tag_id)
 
     @classmethod
     def from_model(
@@ -204,14 +180,14 @@ class Translator:
             return Translations(results, stats)
         if prefixes is not None and len(prefixes) != len(lines):
             raise ValueError(f"{len(prefixes)} prefixes for {len(lines)} lines")
-        prepared = self._prepare(tf.constant(list(lines), tf.string))
+        prepared = self._text.prepare(lines)
         prefix_ids = None
         if prefixes is not None:
-            prefix_ids = self._prefixes(tf.constant(list(prefixes), tf.string), prepared.rows)
-            prefix_lengths = np.count_nonzero(prefix_ids.numpy(), axis=1)  # [searched]
-        rows, lengths = prepared.rows.numpy(), prepared.lengths.numpy()  # [searched] x2
-        stats.empty = int(np.sum(prepared.empty.numpy()))
-        stats.truncated = int(np.sum(prepared.truncated.numpy()))
+            prefix_ids = self._text.prefixes(prefixes, prepared.rows)
+            prefix_lengths = np.count_nonzero(prefix_ids, axis=1)  # [searched]
+        rows, lengths = prepared.rows, prepared.lengths  # [searched] x2
+        stats.empty = int(np.sum(prepared.empty))
+        stats.truncated = int(np.sum(prepared.truncated))
         spans = list(batch_ranges(lengths, self.batch_tokens))  # (start, end, width) each
 
         def decode(span: tuple[int, int, int]) -> SearchResult:
@@ -234,8 +210,7 @@ class Translator:
         if ids:
             ids_all, scores_all = _stack(ids), np.concatenate(scores)  # [searched, n, L], [.., n]
             sizes_all = np.concatenate(sizes)  # [searched, n]
-            texts, _ = self._finish(ids_all, scores_all, prepared.rows, len(lines))
-            texts = texts.numpy()  # [batch, n]
+            texts, _ = self._text.finish(ids_all, scores_all, prepared.rows, len(lines))
             for position, row in enumerate(rows):
                 results[row] = _hypotheses(
                     texts[row], ids_all[position], scores_all[position], sizes_all[position]
@@ -269,7 +244,7 @@ def map_in_flight(
 
 
 def _hypotheses(
-    texts: np.ndarray, ids: np.ndarray, scores: np.ndarray, lengths: np.ndarray
+    texts: Sequence[str], ids: np.ndarray, scores: np.ndarray, lengths: np.ndarray
 ) -> list[Hypothesis]:
     """The filled n-best slots of one sentence as `Hypothesis` objects, best first."""
     hypotheses = []
@@ -277,7 +252,7 @@ def _hypotheses(
         if lengths[k] == 0 or not math.isfinite(float(scores[k])):
             continue  # an empty n-best slot
         tokens = tuple(int(t) for t in ids[k, : lengths[k]] if t not in (EOS_ID, PAD_ID))
-        hypotheses.append(Hypothesis(texts[k].decode("utf-8"), float(scores[k]), tokens))
+        hypotheses.append(Hypothesis(texts[k], float(scores[k]), tokens))
     return hypotheses
 
 

@@ -7,11 +7,14 @@ searched, translated to "" with score 0 (-inf in the other n-best slots).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
+import numpy as np
 import tensorflow as tf
 
 from translator.constants import EOS_ID, PAD_ID
+from translator.host_text import HostPrepared
 from translator.text_rules import (  # noqa: F401 (the path's rules, imported from here too)
     LENGTH_MULTIPLE,
     UNBOUNDED_SOURCE_CUT,
@@ -135,3 +138,47 @@ def finish(ids, scores, rows, batch, tokenizer) -> tuple[tf.Tensor, tf.Tensor]:
     # Row of each input line among the searched ones (the extra row if it is empty).
     where = tf.tensor_scatter_nd_update(tf.fill([batch], count), rows[:, None], tf.range(count))
     return tf.gather(texts, where), tf.gather(scores, where)  # [batch, n] x2
+
+
+class GraphText:
+    """This module's path as a `translator.text_path.TextPath`: compiled once, NumPy out.
+
+    Args:
+        vocabulary: The model's `translator.pipelines.Vocabulary`.
+        max_source_length: Longer sources are cut (EOS included).
+        tag_id: Prepended to every non-empty source; None: none.
+    """
+
+    def __init__(self, vocabulary, max_source_length: int, tag_id: int | None):
+        lines = tf.TensorSpec([None], tf.string)
+        self._prepare = tf.function(
+            lambda texts: prepare(texts, vocabulary.source, max_source_length, tag_id),
+            input_signature=[lines],
+            autograph=False,
+        )
+        self._prefixes = tf.function(
+            lambda texts, rows: target_prefixes(texts, vocabulary.target, rows),
+            input_signature=[lines, tf.TensorSpec([None], tf.int32)],
+            autograph=False,
+        )
+        self._finish = tf.function(
+            lambda ids, scores, rows, batch: finish(ids, scores, rows, batch, vocabulary.target),
+            input_signature=[
+                tf.TensorSpec([None, None, None], tf.int32),
+                tf.TensorSpec([None, None], tf.float32),
+                tf.TensorSpec([None], tf.int32),
+                tf.TensorSpec([], tf.int32),
+            ],
+            autograph=False,
+        )
+
+    def prepare(self, lines: Sequence[str]) -> HostPrepared:
+        prepared = self._prepare(tf.constant(list(lines), tf.string))
+        return HostPrepared(*(tensor.numpy() for tensor in prepared))
+
+    def prefixes(self, prefixes: Sequence[str], rows: np.ndarray) -> np.ndarray:
+        return self._prefixes(tf.constant(list(prefixes), tf.string), rows).numpy()
+
+    def finish(self, ids, scores, rows, batch: int) -> tuple[list[list[str]], np.ndarray]:
+        texts, scores = self._finish(ids, scores, rows, batch)
+        return [[text.decode("utf-8") for text in row] for row in texts.numpy()], scores.numpy()

@@ -1,13 +1,20 @@
-"""`bench.accelerator`: train and decode on a lent GPU (no TensorFlow) through Keras' JAX backend.
+"""`bench.accelerator`: `translator recipe` itself on a lent GPU (JAX, no TensorFlow there).
 
-1. Here: `python -m bench.accelerator prepare` writes `.accelerator/` (the wheels the image
-   lacks, a vocabulary, tf.data training batches with static shapes, eval sources).
-2. There: `python -m bench.accelerator run --out DIR` measures, plans, trains for `--minutes`
-   with `JaxTrainer`, decodes with beam 4 (`JaxDecoder`), scores, writes accelerator.json.
-3. Here: `python -m bench.accelerator publish DIR/accelerator.json` writes the section.
+1. Here: `python -m bench.accelerator prepare` writes `.accelerator/`: the wheels the GPU
+   image lacks, and `work/`, a recipe work directory made as far as training (Multi30k,
+   its vocabulary, and the corpus prepared once with its validation set: id arrays that
+   training reads without TensorFlow).
+2. There: `python -m bench.accelerator run --out DIR` runs the product, nothing of its own:
+   `translator recipe --workdir <a copy of work/> --minutes 3 --set train.backend=jax`
+   (the plan, training, beam-4 test report); the export stage waits for TensorFlow. It
+   writes DIR/accelerator.json from what the run left (plan.json, the run's record, the
+   test report, TensorBoard's scalars, the log).
+3. Here: `python -m bench.accelerator publish DIR/accelerator.json [--speeds speeds.json]`
+   writes the section of bench/RESULTS.md.
 
 There, `python -m bench.accelerator speeds --out DIR` times every planner shape at one batch
-size (tokens/s and MFU, one compiled step each) into DIR/speeds.json.
+size with the planner's own timing (`training.planning.measure_speed`: the product's step
+on the prepared corpus) into DIR/speeds.json, beside the bf16 matmul rate (MFU).
 
 `prepare` prints the device call (carry [".accelerator"]); bench/RESULTS.md has the runs.
 """
@@ -16,15 +23,16 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLE = REPO / ".accelerator"  # what `prepare` writes and the device call carries
-MANIFEST, EVAL_FILE, RESULTS_FILE = "manifest.json", "eval.npz", "accelerator.json"
-WHEELS = ("keras", "optree", "namex")  # what the GPU image lacks, at the versions here
-# The planner picks a power of two; 32,768 would need far more tokens than 3 minutes buy.
-BATCH_TOKENS = (1024, 2048, 4096, 8192, 16384)
-BUCKET_BOUNDARIES = (16, 24, 32, 48, 96)  # one compiled step a bucket: few, wide ones
-BATCH_SIZE_MULTIPLE = 8  # rows of a batch (tensor cores)
-MAX_LENGTH = 96  # the longest pair kept, either side (Multi30k's longest is ~80)
-
-
-def bundle_file(bundle: Path, batch_tokens: int) -> Path:
-    """The file of one batch size's epoch of training batches."""
-    return bundle / f"batches-{batch_tokens}.npz"
+WORK = "work"  # the recipe's work directory inside the bundle
+MANIFEST, RESULTS_FILE, SPEEDS_FILE = "manifest.json", "accelerator.json", "speeds.json"
+# The recipe's settings there, given the same here so the prepared corpus is the one read.
+SETTINGS = ("train.backend=jax",)
+# What the product imports that a JAX-only GPU image (JAX, PyTorch, sentencepiece,
+# sacreBLEU) may lack, at this environment's versions: Keras and its own, the event writer,
+# YAML configs, and matplotlib's charts.
+WHEELS = (
+    "keras", "optree", "namex", "absl-py", "rich", "pygments", "markdown-it-py", "mdurl",
+    "h5py", "tensorboardX", "protobuf", "pyyaml", "tqdm", "matplotlib", "pillow",
+    "fonttools", "kiwisolver", "contourpy", "cycler", "pyparsing", "python-dateutil", "six",
+    "packaging",
+)  # fmt: skip

@@ -21,7 +21,7 @@ def vocab_dir(subset_files, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def vocabulary(vocab_dir):
-    from translator.pipelines.tokenizer import load_vocabulary
+    from translator.pipelines.vocabulary import load_vocabulary
 
     return load_vocabulary(vocab_dir)
 

@@ -121,8 +121,8 @@ def test_validation_and_lengths_follow_the_draws(corpus, vocabulary):
 
 
 def test_a_bpe_vocabulary_is_refused_naming_the_key(corpus, tmp_path):
-    from translator.pipelines.tokenizer import load_vocabulary
     from translator.pipelines.vocab import build_vocabulary
+    from translator.pipelines.vocabulary import load_vocabulary
 
     bpe = tmp_path / "bpe"
     build_vocabulary([corpus[0]], [corpus[1]], bpe, vocab_size=600, model_type="bpe")

@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from tests.support.corpora import write_copy_corpus
 from translator.cli import main
-from translator.pipelines.tokenizer import load_vocabulary
+from translator.pipelines.vocabulary import load_vocabulary
 from translator.text import prepare
 
 TAGS = "<2de>,<2en>,<bt>"

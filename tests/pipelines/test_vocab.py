@@ -10,8 +10,9 @@ import tensorflow as tf
 from tests.support.corpora import read_gz_lines, write_lines
 from translator.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from translator.pipelines.errors import CorpusError, VocabularyError
-from translator.pipelines.tokenizer import SentencePieceTokenizer, load_vocabulary
+from translator.pipelines.tokenizer import SentencePieceTokenizer
 from translator.pipelines.vocab import METADATA_FILE, build_vocabulary, train_sentencepiece
+from translator.pipelines.vocabulary import load_vocabulary
 
 
 @pytest.fixture(scope="module")

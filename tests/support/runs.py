@@ -27,11 +27,13 @@ def script_env() -> dict[str, str]:
     return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(REPO)}
 
 
-def train_to_end(config_path: Path, run_dir: Path, weights_path: Path) -> str:
+def train_to_end(
+    config_path: Path, run_dir: Path, weights_path: Path, env: dict[str, str] | None = None
+) -> str:
     """Trains (or resumes) `run_dir` to its end in a new process; returns its stdout."""
     result = subprocess.run(
         [sys.executable, str(TRAIN_SCRIPT), str(config_path), str(run_dir), str(weights_path)],
-        env=script_env(),
+        env={**script_env(), **(env or {})},
         capture_output=True,
         text=True,
         timeout=600,
@@ -106,21 +108,25 @@ def replace(config: RunConfig, section: str, **fields) -> RunConfig:
 
 
 def killed_and_resumed_equals_straight(
-    config: RunConfig, tmp_path: Path, kill_at: int, signum: int | None = None
+    config: RunConfig,
+    tmp_path: Path,
+    kill_at: int,
+    signum: int | None = None,
+    env: dict[str, str] | None = None,
 ) -> None:
     """Trains `config` straight, and again killed (SIGKILL, or `signum`) after the
     checkpoint of step `kill_at` then resumed by the same command: asserts the same final
-    weights."""
+    weights. `env` adds to every process' environment."""
     import signal
 
     steps = config.train.max_steps
     config_path = tmp_path / "config.yaml"
     dump_config(config, config_path)
-    train_to_end(config_path, tmp_path / "straight", tmp_path / "a.npz")
+    train_to_end(config_path, tmp_path / "straight", tmp_path / "a.npz", env)
     killed = tmp_path / "killed"
     process = subprocess.Popen(
         [sys.executable, str(TRAIN_SCRIPT), str(config_path), str(killed), str(tmp_path / "x.npz")],
-        env=script_env(),
+        env={**script_env(), **(env or {})},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -128,5 +134,5 @@ def killed_and_resumed_equals_straight(
     process.wait()
     assert latest_step(killed) in range(kill_at, steps)
     assert not (killed / "model").exists()
-    assert f"steps={steps}" in train_to_end(config_path, killed, tmp_path / "b.npz")
+    assert f"steps={steps}" in train_to_end(config_path, killed, tmp_path / "b.npz", env)
     assert_same_weights(tmp_path / "a.npz", tmp_path / "b.npz")

@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 from training.checkpoints import CheckpointError, Checkpoints
+from training.strategy import TfStrategy
 
 
 def _state():
@@ -20,7 +21,9 @@ def _state():
 
 def _checkpoints(directory):
     model, optimizer = _state()
-    return Checkpoints(directory, model, optimizer, 3, tf.distribute.get_strategy()), model
+    return Checkpoints(
+        directory, model, optimizer, 3, TfStrategy(tf.distribute.get_strategy())
+    ), model
 
 
 @pytest.fixture

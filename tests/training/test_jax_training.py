@@ -27,6 +27,7 @@ from tests.support.runs import (
     train_to_end,
 )
 from training.config import dump_config
+from training.summaries import read_scalars
 
 STEPS = 30
 
@@ -118,7 +119,7 @@ def test_a_damaged_jax_checkpoint_is_skipped_for_the_one_before(jax_run, tmp_pat
     from training.config import load_config
     from training.optimizer import make_optimizer, make_schedule
     from translator.model import Transformer
-    from translator.pipelines.tokenizer import load_vocabulary
+    from translator.pipelines.vocabulary import load_vocabulary
 
     directory = tmp_path / "checkpoints"
     shutil.copytree(jax_run / "run" / "checkpoints", directory)
@@ -243,23 +244,31 @@ def cache_env(root) -> dict[str, str]:
     }
 
 
+def prepared_jax_config(copy_task, root, valid: bool = False, **sections):
+    """`jax_config` training from the copy task prepared once into ROOT/prepared
+    (`data.prepared`), with its validation set too when `valid`."""
+    from translator.pipelines.prepare import prepare_corpus
+    from translator.pipelines.prepared import VALIDATION_DIR
+    from translator.pipelines.vocabulary import load_vocabulary
+
+    base = jax_config(copy_task, **sections)
+    vocabulary = load_vocabulary(copy_task["vocab"])
+    prepared = root / "prepared"
+    prepare_corpus(*copy_task["train"], vocabulary, prepared, base.data.pipeline)
+    if valid:
+        prepare_corpus(
+            *copy_task["valid"], vocabulary, prepared / VALIDATION_DIR, base.data.pipeline
+        )
+    data = dataclasses.replace(base.data, train_source="", train_target="", prepared=str(prepared))
+    return dataclasses.replace(base, data=data)
+
+
 @pytest.fixture(scope="module")
 def prepared_jax_run(copy_task, tmp_path_factory):
     """The JAX run of `jax_run`, trained from the copy task prepared once (`data.prepared`),
     its compiled programs kept in `cache/`."""
-    from translator.pipelines.prepare import prepare_corpus
-    from translator.pipelines.tokenizer import load_vocabulary
-
     root = tmp_path_factory.mktemp("prepared_jax_run")
-    base = jax_config(copy_task)
-    prepare_corpus(
-        *copy_task["train"], load_vocabulary(copy_task["vocab"]), root / "prepared",
-        base.data.pipeline,
-    )  # fmt: skip
-    data = dataclasses.replace(
-        base.data, train_source="", train_target="", prepared=str(root / "prepared")
-    )
-    config = dataclasses.replace(base, data=data)
+    config = prepared_jax_config(copy_task, root)
     out = train_in_process(config, root, "run", env=cache_env(root))
     assert f"steps={STEPS}" in out and "chosen from the corpus for static shapes" in out
     return root, config
@@ -302,3 +311,33 @@ def test_the_jax_loop_reads_nothing_from_the_device_between_its_looks(copy_task,
     result = json.loads((tmp_path / "looks.json").read_text())
     assert result["steps"] == [10, 20, 30]
     assert "Disallowed device-to-host transfer" in result["control"], result["control"]
+
+
+# A process as a JAX-only accelerator machine gives one: importing TensorFlow raises.
+NO_TENSORFLOW = {"TRANSLATOR_TEST_NO_TENSORFLOW": "1"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGINT"])
+def test_without_tensorflow_a_prepared_jax_run_stopped_resumes_equal_to_an_uninterrupted_one(
+    copy_task, tmp_path, signal_name
+):
+    """Killed, or stopped by Ctrl-C, after step 10's checkpoint, then the same command, all
+    in processes that cannot import TensorFlow: the straight run's weights. Validation
+    (loss from the prepared set, BLEU through the host's text path) runs each time."""
+    import signal
+
+    config = prepared_jax_config(
+        copy_task, tmp_path, valid=True, eval={"every_steps": 10, "bleu": True, "max_sentences": 20}
+    )
+    killed_and_resumed_equals_straight(
+        config, tmp_path, kill_at=10, signum=getattr(signal, signal_name), env=NO_TENSORFLOW
+    )
+    # Its TensorBoard events, written without TensorFlow, hold the validations after the
+    # resume. (A kill may land before a period's events are written; Ctrl-C's period
+    # ends where it stopped, with the loss but not BLEU.)
+    scalars = read_scalars(tmp_path / "killed" / "logs")
+    for tag in ("loss", "bleu"):
+        steps = [step for step, _ in scalars["validation"][tag]]
+        assert steps[-1] == 30 and steps == sorted(set(steps)), (tag, steps)
+    assert [step for step, _ in scalars["train"]["loss"]][-1] == 30

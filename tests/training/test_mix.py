@@ -11,7 +11,7 @@ from training.run import check_inputs, train
 from translator.pipelines import PipelineConfig
 from translator.pipelines.dataset import WeightedCorpus, drawn_shares, make_mixed_dataset
 from translator.pipelines.errors import VocabularyError
-from translator.pipelines.tokenizer import load_vocabulary
+from translator.pipelines.vocabulary import load_vocabulary
 
 TAGS = ("<bt>", "<2de>")
 

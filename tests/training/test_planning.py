@@ -189,3 +189,65 @@ def test_a_config_that_sets_every_planned_value_spends_nothing_on_timing(copy_ta
     assert "plan: timing" not in result.stderr and not (tmp_path / "run" / "speed.json").exists()
     assert "buys: not measured (every planned value is set; nothing timed)" in result.stdout
     assert "budget: 1.0 minutes" in result.stdout
+
+
+class _Accelerator:
+    """A strategy on one accelerator of 80 GB, as the planner asks of one."""
+
+    num_replicas_in_sync = 1
+
+    def accelerator_memory(self) -> int:
+        return 80 * 10**9
+
+    def spans_workers(self) -> bool:
+        return False
+
+
+def test_on_an_accelerator_each_shape_is_timed_at_its_own_batch_and_none_is_scaled(
+    tmp_path, monkeypatch
+):
+    """A GPU's speeds do not follow FLOPs (small shapes wait on kernel launches) and grow
+    with the batch: every shape weighed is timed, first at the timing batch, then at the
+    batch that speed would buy; the plan weighs those, and its reason says it. On a CPU
+    the larger shapes are scaled from the smallest instead (the control)."""
+    from training import planning
+    from training.config import RunConfig
+    from training.plan import SHAPES, CorpusCounts, Speed, make_plan
+
+    timed: list[tuple[str, int]] = []
+
+    def measure(shape, batch, config, vocabulary, strategy, seconds, **timing):
+        timed.append((shape.name, batch))
+        # Launch-bound: every shape about as fast, and 4x the tokens at 8x the batch.
+        rate = 1e6 * (batch / 2048) ** (2 / 3) / (1 + shape.parameters / 2e8)
+        return Speed(rate, 0.6 * batch, batch, measured=True, startup_seconds=1.0)
+
+    monkeypatch.setattr(planning, "measure_speed", measure)
+    counts = CorpusCounts(3_000_000, 400_000_000, 60_000_000)  # a large corpus
+    vocabulary = type("V", (), {"source_vocab_size": 32000, "target_vocab_size": 32000})()
+    memory = {shape.name: 65536 for shape in SHAPES}
+    cache = planning.SpeedCache(tmp_path / "speed.json", {"machine": "gpu"})
+    seconds = 3600.0
+    speeds, spent = planning.time_shapes_at_their_batches(
+        SHAPES, counts, seconds, 2048, RunConfig(), vocabulary, _Accelerator(), cache, memory
+    )
+    assert set(speeds) == {shape.name for shape in SHAPES}  # all weighed, all timed
+    assert all(speed.measured for speed in speeds.values())
+    for shape in SHAPES:  # each at the timing batch, then at its own
+        own = speeds[shape.name].batch_tokens
+        assert own > 2048 and timed.count((shape.name, 2048)) == timed.count((shape.name, own))
+    plan = make_plan(counts, planning.Budget(seconds=seconds), speeds, memory_batch_tokens=memory)
+    assert plan.shape.name != SHAPES[0].name  # fast enough for a larger shape
+    assert plan.batch_tokens == speeds[plan.shape.name].batch_tokens
+    # Cached: a second plan times nothing.
+    timed.clear()
+    again, spent = planning.time_shapes_at_their_batches(
+        SHAPES, counts, seconds, 2048, RunConfig(), vocabulary, _Accelerator(), cache, memory
+    )
+    assert again == speeds and timed == [] and spent == 0.0
+    # The CPU's rule on the same timer: the smallest timed, the larger ones FLOP-scaled.
+    cpu = planning.SpeedCache(tmp_path / "cpu.json", {"machine": "cpu"})
+    scaled, _ = planning.time_shapes(
+        SHAPES, counts, 60.0, 2048, RunConfig(), vocabulary, _Accelerator(), cpu
+    )
+    assert not all(speed.measured for speed in scaled.values())

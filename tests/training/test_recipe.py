@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -143,7 +144,7 @@ def test_several_tagged_corpora_become_the_configs_weighted_list(tmp_path):
     assert len(held) == held_out_size(400) and set(held) <= set(lines(forward[0]))
     assert corpus.train[0].source == paths.data / "train.xx" and corpus.train[1].files == backward
     build_vocab(paths, settings, corpus)
-    from translator.pipelines.tokenizer import load_vocabulary
+    from translator.pipelines.vocabulary import load_vocabulary
 
     vocabulary = load_vocabulary(paths.vocabulary)
     assert vocabulary.metadata.tags == ("<2yy>", "<2xx>")
@@ -163,7 +164,7 @@ def test_on_jax_the_recipe_trains_from_its_corpus_prepared_once(tmp_path, capsys
     from training.planning import count_corpus
     from training.prepared_stage import prepared_corpus
     from training.run import check_inputs
-    from translator.pipelines.tokenizer import load_vocabulary
+    from translator.pipelines.vocabulary import load_vocabulary
 
     files = write_copy_corpus(tmp_path / "c", 400, seed=13)
     args = recipe_args("--workdir", tmp_path / "work", "--langs", "xx-yy", "--train", *files)
@@ -196,6 +197,19 @@ def test_on_jax_the_recipe_trains_from_its_corpus_prepared_once(tmp_path, capsys
     mix = dataclasses.replace(corpus, train=(*corpus.train, *corpus.train))
     assert prepared_corpus(paths, settings, mix, "jax") is None
     assert "a mix of corpora is not prepared" in capsys.readouterr().out
+    # The same files moved (a work directory carried to another machine): still kept;
+    # a file of the same name with other text is prepared again.
+    (trained,) = corpus.train  # (the corpus less its held-out slice)
+    moved = tmp_path / "moved"
+    shutil.copytree(trained.source.parent, moved)
+    elsewhere = TrainFiles(moved / trained.source.name, moved / trained.target.name)
+    corpus = dataclasses.replace(corpus, train=(elsewhere,))
+    assert prepared_corpus(paths, longer, corpus, "jax") == prepared
+    assert "(prepared before)" in capsys.readouterr().out
+    target = moved / trained.target.name
+    target.write_text("changed\n" * len(lines(target)), "utf-8")
+    assert prepared_corpus(paths, longer, corpus, "jax") == prepared
+    assert "preparing the corpus once" in capsys.readouterr().out
 
 
 def test_recipe_clean_trains_on_the_cleaned_corpus_and_cleans_it_once(tmp_path, capsys):
@@ -390,3 +404,58 @@ def test_a_recipe_with_a_cjk_side_scores_and_buckets_it_as_that_language(tmp_pat
     )
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"|tok:{tokenizer}" in again.stdout
+
+
+@pytest.mark.slow
+def test_on_jax_without_tensorflow_the_whole_recipe_runs_and_only_the_export_waits(tmp_path):
+    """The recipe on JAX in a process where importing TensorFlow raises (a JAX-only GPU
+    machine), from its corpus prepared once where TensorFlow is: it trains (checkpoints,
+    TensorBoard events with the validation loss and BLEU, curves.png), writes the test
+    report, and skips only the SavedModel, with one line saying how to export it; a rerun
+    keeps every stage."""
+    import subprocess
+    import sys
+
+    from tests.support.paths import REPO
+    from training.prepared_stage import prepared_corpus
+    from training.summaries import read_scalars
+
+    files = write_copy_corpus(tmp_path / "c", 400, seed=13)
+    test = write_copy_corpus(tmp_path / "t", 20, seed=6)
+    work = tmp_path / "work"
+    sets = ("model.preset=tiny", "train.backend=jax", "train.log_every_steps=10")
+    argv = ["--workdir", work, "--minutes", "0.2", "--langs", "xx-yy", "--train", *files]
+    argv += ["--test", *test, "--beam-size", "2", *(f"--set={value}" for value in sets)]
+    args = recipe_args(*argv)
+    settings = RecipeSettings(
+        0.2, None, None, overrides=sets, langs="xx-yy", **settings_files(args)
+    )
+    paths = RecipePaths(work)
+    corpus = prepare_data(paths, settings)
+    build_vocab(paths, settings, corpus)
+    assert prepared_corpus(paths, settings, corpus, "jax") == work / "prepared"
+
+    def recipe() -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "tests.support.no_tensorflow", "translator", "recipe"]
+        return subprocess.run(
+            [*command, *map(str, argv)], cwd=REPO, capture_output=True, text=True, timeout=900
+        )
+
+    done = recipe()
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    assert "(prepared before)" in out and "trained:     " in out
+    skipped = [line for line in out.splitlines() if "skipped: a SavedModel" in line]
+    assert len(skipped) == 1 and f"translator export --model {work / 'run'}" in skipped[0]
+    assert "export:      not written here" in out and not (work / "export").exists()
+    assert sorted((work / "run" / "checkpoints").glob("ckpt-*.npz"))
+    scalars = read_scalars(work / "run" / "logs")
+    assert scalars["train"]["loss"] and scalars["train"]["learning_rate"]
+    assert scalars["validation"]["loss"] and scalars["validation"]["bleu"]
+    assert_png(work / "run" / "curves.png")
+    (report_file,) = (work / "eval").glob("*/report.json")
+    report = json.loads(report_file.read_text())
+    assert report["sentences"] == 20 and report["search"]["beam_size"] == 2
+    again = recipe()
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "already trained" in again.stdout and "skipped: a SavedModel" in again.stdout

@@ -23,7 +23,7 @@ from training.record import RunRecord
 from training.run import TrainingError, train
 from translator.artifacts import load_model_dir
 from translator.pipelines.dataset import make_dataset
-from translator.pipelines.tokenizer import load_vocabulary
+from translator.pipelines.vocabulary import load_vocabulary
 
 
 def test_run_directory_layout_and_final_model(copy_task, tmp_path):

@@ -34,6 +34,7 @@ import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from training.callbacks import Budget  # noqa: E402
+from training.checkpoints import tf_scalar  # noqa: E402
 from training.schedule import BudgetedSchedule  # noqa: E402
 
 
@@ -141,7 +142,7 @@ def test_resumed_time_budget_keeps_the_curve_and_the_time_spent(tmp_path):
     def fresh():
         schedule = BudgetedSchedule(0.003, total_updates=100_000, warmup_fraction=0.05)
         training = FakeTraining(0.25, seed=3)
-        budget = Budget(max_steps=100_000, max_minutes=1.0, schedule=schedule)
+        budget = Budget(max_steps=100_000, max_minutes=1.0, schedule=schedule, scalar=tf_scalar)
         budget.clock = training.clock
         return schedule, training, budget
 
@@ -173,7 +174,7 @@ def test_more_minutes_on_a_finished_run_follow_the_longer_run_curve(tmp_path):
     def fresh(minutes):
         schedule = BudgetedSchedule(0.003, total_updates=100_000, warmup_fraction=0.05)
         training = FakeTraining(0.25, seed=3)
-        budget = Budget(max_steps=100_000, max_minutes=minutes, schedule=schedule)
+        budget = Budget(max_steps=100_000, max_minutes=minutes, schedule=schedule, scalar=tf_scalar)
         budget.clock = training.clock
         return schedule, training, budget
 

@@ -172,7 +172,8 @@ def test_a_run_resumes_with_its_own_config_without_config_again(copy_task, tmp_p
 
 
 def test_without_tensorflow_train_says_in_one_line_what_it_needs(copy_task, tmp_path):
-    """A JAX-only machine: text needs the prepare command; a prepared corpus is read."""
+    """A JAX-only machine: text needs the prepare command; a prepared corpus is read (here
+    a directory that is not one: the reader's own line)."""
     config = write_config(tmp_path, copy_task, train={"backend": "jax"})
     base = [sys.executable, "-m", "tests.support.no_tensorflow", "translator", "train"]
     base += ["--config", str(config), "--run-dir", str(tmp_path / "run")]
@@ -183,7 +184,7 @@ def test_without_tensorflow_train_says_in_one_line_what_it_needs(copy_task, tmp_
             "data.train_source: training reads text files with tf.data, and TensorFlow is "
             "not installed here; prepare the corpus once where it is (translator data prepare",
         ),
-        (["--set", f"data.prepared={tmp_path}"], "train.backend: TensorFlow is not installed"),
+        (["--set", f"data.prepared={tmp_path}"], f"{tmp_path}: not a prepared corpus"),
     ):
         done = subprocess.run(
             [*base, *extra], capture_output=True, text=True, env=env, cwd=REPO, timeout=120
@@ -192,3 +193,27 @@ def test_without_tensorflow_train_says_in_one_line_what_it_needs(copy_task, tmp_
         assert done.returncode == 2 and len(errors) == 1, done.stderr[-2000:]
         assert errors[0].startswith(f"translator train: error: {wanted}")
     assert not (tmp_path / "run").exists()  # nothing written
+
+
+def test_where_jax_trains_tensorflow_is_kept_off_the_gpus(tmp_path):
+    """With both installed, choosing JAX hides the GPUs and TPUs from TensorFlow before its
+    first op (it would take a GPU's memory beside JAX): the calls are recorded here, as
+    this machine has no GPU to hide."""
+    code = (
+        "import tensorflow as tf\n"
+        "hidden = []\n"
+        "tf.config.set_visible_devices = lambda devices, kind: hidden.append((devices, kind))\n"
+        "from training.backend import choose_backend\n"
+        "from training.config import DEFAULT_CONFIG, load_config\n"
+        "backend = choose_backend(load_config(DEFAULT_CONFIG, ['train.backend=jax']))\n"
+        "print(backend, hidden)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    env["KERAS_BACKEND"] = "jax"  # (importing TensorFlow imports Keras)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO,
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1] != "[]"
+    assert done.stdout.strip() == "jax [([], 'GPU'), ([], 'TPU')]"

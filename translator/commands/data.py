@@ -131,7 +131,7 @@ def run_check(args: argparse.Namespace) -> int:
         return 0
     from translator.pipelines.config import PipelineConfig
     from translator.pipelines.dataset import scan_corpus
-    from translator.pipelines.tokenizer import load_vocabulary
+    from translator.pipelines.vocabulary import load_vocabulary
 
     config = PipelineConfig(
         max_source_length=args.max_source_length, max_target_length=args.max_target_length
@@ -176,22 +176,36 @@ def _register_prepare(actions: argparse._SubParsersAction) -> None:
     prepare.add_argument(
         "--tag", default="", help="prepend this vocabulary tag to every source (e.g. <bt>)"
     )
+    prepare.add_argument(
+        "--valid",
+        nargs=2,
+        metavar=("SRC", "TGT"),
+        help="also prepare this validation set into OUT/valid (its loss is then computed "
+        "without TensorFlow); its sources take --tag too",
+    )
     prepare.set_defaults(handler=run_prepare)
 
 
 def run_prepare(args: argparse.Namespace) -> int:
     """Prepares a training corpus."""
+    from pathlib import Path
+
     from translator.pipelines.prepare import prepare_corpus
-    from translator.pipelines.tokenizer import load_vocabulary
+    from translator.pipelines.prepared import VALIDATION_DIR
+    from translator.pipelines.vocabulary import load_vocabulary
 
     config = PipelineConfig(
         max_source_length=args.max_source_length, max_target_length=args.max_target_length
     )
     print(f"preparing {args.src} | {args.tgt} -> {args.out}", flush=True)
-    manifest = prepare_corpus(
-        args.src, args.tgt, load_vocabulary(args.vocab), args.out, config, tag=args.tag
-    )
+    vocabulary = load_vocabulary(args.vocab)
+    manifest = prepare_corpus(args.src, args.tgt, vocabulary, args.out, config, tag=args.tag)
     print(manifest.summary())
+    if args.valid:
+        out = Path(args.out) / VALIDATION_DIR
+        print(f"preparing the validation set {args.valid[0]} | {args.valid[1]} -> {out}")
+        manifest = prepare_corpus(*args.valid, vocabulary, out, config, tag=args.tag)
+        print(manifest.summary())
     print(f"{args.out}: train from it with --set data.prepared={args.out}")
     return 0
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import tensorflow as tf
 
     from translator.config import TransformerConfig
-    from translator.pipelines.tokenizer import Vocabulary
+    from translator.pipelines.vocabulary import Vocabulary
     from translator.search.common import SearchResult
     from translator.search.config import SearchConfig
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ctranslate2.specs import TransformerSpec
 
     from translator.model import Transformer
-    from translator.pipelines.tokenizer import Vocabulary
+    from translator.pipelines.vocabulary import Vocabulary
 
 # Our feed-forward activations as CTranslate2's (`common_spec.Activation` names) and
 # whether the unit is gated. Keras' gelu is the tanh approximation.

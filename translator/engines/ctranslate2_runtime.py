@@ -27,7 +27,7 @@ from translator.engines.ctranslate2_files import (
     import_ctranslate2,
     vocabulary_pieces,
 )
-from translator.pipelines.tokenizer import Vocabulary
+from translator.pipelines.vocabulary import Vocabulary
 from translator.search.common import SearchResult
 from translator.search.config import SearchConfig
 
@@ -103,7 +103,7 @@ def load_ctranslate2(
     Raises:
         ModelDirError, CTranslate2NotInstalledError.
     """
-    from translator.pipelines.tokenizer import load_vocabulary
+    from translator.pipelines.vocabulary import load_vocabulary
 
     directory = check_ctranslate2_dir(path)
     ctranslate2 = import_ctranslate2()

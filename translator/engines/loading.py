@@ -84,9 +84,6 @@ def _tensorflow_translator(model, search, options):
     From the search cache when there is one (TensorFlow's).
     """
     from translator.artifacts import load_model, read_model_dir
-    from translator.constants import DEFAULT_PARALLEL_BATCHES
-    from translator.engines import search_cache
-    from translator.inference import Translator
     from translator.search.compiled import compiled_search, saves_as_graph
 
     files = read_model_dir(model)
@@ -96,22 +93,31 @@ def _tensorflow_translator(model, search, options):
         inference_model = trained.model.for_inference(options.precision)
         return compiled_search(inference_model, search, options.xla)
 
-    caching = options.cache_search and not options.xla and saves_as_graph()
-    entry = search_cache.entry_path(files, search, options.precision) if caching else None
-    decoder = entry and search_cache.load_cached(entry, search, files.model_config, build)
+    if not (options.cache_search and not options.xla and saves_as_graph()):
+        return files, _translator(build(), files.vocabulary, options), []
+    from translator.engines import search_cache  # (TensorFlow's graphs)
+
+    entry = search_cache.entry_path(files, search, options.precision)
+    decoder = search_cache.load_cached(entry, search, files.model_config, build)
     if decoder is None:
         decoder = build()
-        if entry is not None:
-            search_cache.save_search(decoder, entry)
-    translator = Translator(
+        search_cache.save_search(decoder, entry)
+    return files, _translator(decoder, files.vocabulary, options), []
+
+
+def _translator(decoder, vocabulary, options):
+    """A `Translator` over our search, batched as `options` say."""
+    from translator.constants import DEFAULT_PARALLEL_BATCHES
+    from translator.inference import Translator
+
+    return Translator(
         decoder,
-        files.vocabulary,
+        vocabulary,
         batch_tokens=options.batch_tokens,
         max_source_length=options.max_source_length,
         tag=options.tag,
         parallel_batches=options.parallel_batches or DEFAULT_PARALLEL_BATCHES,
     )
-    return files, translator, []
 
 
 def _ctranslate2_translator(model, search, options):

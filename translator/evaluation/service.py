@@ -237,8 +237,8 @@ def model_identity(loaded: LoadedModel) -> ModelIdentity:
     return ModelIdentity(
         directory=str(loaded.directory.resolve()),
         model_sha256=sha256_file(loaded.model_file),
-        source_vocab_sha256=loaded.vocabulary.source.sha256,
-        target_vocab_sha256=loaded.vocabulary.target.sha256,
+        source_vocab_sha256=loaded.vocabulary.source_sha256,
+        target_vocab_sha256=loaded.vocabulary.target_sha256,
         metadata=loaded.metadata,
     )
 

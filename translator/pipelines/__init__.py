@@ -29,8 +29,9 @@ if TYPE_CHECKING:  # pragma: no cover
         PipelineError,
         VocabularyError,
     )
-    from translator.pipelines.tokenizer import SentencePieceTokenizer, Vocabulary, load_vocabulary
+    from translator.pipelines.tokenizer import SentencePieceTokenizer
     from translator.pipelines.vocab import VocabularyMetadata, build_vocabulary, train_sentencepiece
+    from translator.pipelines.vocabulary import Vocabulary, load_vocabulary
 
 _LAZY = {
     "Bucket": "config",
@@ -48,10 +49,10 @@ _LAZY = {
     "PipelineError": "errors",
     "VocabularyError": "errors",
     "SentencePieceTokenizer": "tokenizer",
-    "Vocabulary": "tokenizer",
+    "Vocabulary": "vocabulary",
     "VocabularyMetadata": "vocab",
     "build_vocabulary": "vocab",
-    "load_vocabulary": "tokenizer",
+    "load_vocabulary": "vocabulary",
     "train_sentencepiece": "vocab",
 }
 

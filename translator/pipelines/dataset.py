@@ -30,7 +30,7 @@ from translator.errors import ConfigError
 from translator.pipelines.config import PipelineConfig
 from translator.pipelines.corpus import ParallelCorpus
 from translator.pipelines.errors import CorpusError
-from translator.pipelines.tokenizer import Vocabulary
+from translator.pipelines.vocabulary import Vocabulary
 from translator.text import tag_sources
 
 logger = logging.getLogger("translator.pipelines")
@@ -490,8 +490,8 @@ def _scan(
         tag_id,
         _file_key(source_path),
         _file_key(target_path),
-        vocabulary.source.sha256,
-        vocabulary.target.sha256,
+        vocabulary.source_sha256,
+        vocabulary.target_sha256,
         config.max_source_length,
         config.max_target_length,
         config.buckets(),

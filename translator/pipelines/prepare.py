@@ -27,7 +27,7 @@ from translator.pipelines.prepared import (
     choose_bucket_boundaries,
     shard_name,
 )
-from translator.pipelines.tokenizer import Vocabulary
+from translator.pipelines.vocabulary import Vocabulary
 
 # Pairs per shard: about 10 MB of ids per side for sentence-length pairs.
 SHARD_PAIRS = 500_000
@@ -139,8 +139,8 @@ def prepare_corpus(
     manifest = PreparedManifest(
         source_path=str(source_path),
         target_path=str(target_path),
-        source_sha256=vocabulary.source.sha256,
-        target_sha256=vocabulary.target.sha256,
+        source_sha256=vocabulary.source_sha256,
+        target_sha256=vocabulary.target_sha256,
         source_vocab_size=sizes[0],
         target_vocab_size=sizes[1],
         max_source_length=config.max_source_length,

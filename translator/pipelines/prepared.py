@@ -40,6 +40,8 @@ log = logging.getLogger("translator.pipelines")
 
 FORMAT = 1
 MANIFEST_FILE = "manifest.json"
+# A validation set prepared beside the training corpus (`data prepare --valid`), inside it.
+VALIDATION_DIR = "valid"
 # The arrays of one shard, each side's ids and the row starts into them.
 SIDES = ("source", "labels")
 # Buckets chosen from the corpus for static shapes: each is one compiled step.
@@ -310,6 +312,31 @@ class PreparedCorpus:
         longest = np.maximum(self.source_lengths, self.target_lengths)
         return np.searchsorted(lengths, longest, side="left")
 
+    def validation(self) -> PreparedCorpus | None:
+        """The validation set prepared with it (`VALIDATION_DIR`), or None."""
+        if not (self.path / VALIDATION_DIR / MANIFEST_FILE).is_file():
+            return None
+        return PreparedCorpus(self.path / VALIDATION_DIR)
+
+    def evaluation_batches(self, config: PipelineConfig) -> Iterator[Batch]:
+        """Every pair once, in file order within its bucket, bucket after bucket.
+
+        As tf.data's evaluation batches: under static shapes a bucket's last batch is
+        padded with rows of padding to the bucket's batch size (no pair left out, the same
+        shapes); otherwise it is shorter.
+        """
+        buckets = config.buckets()
+        bucket_of = self._buckets_of(buckets)  # [pairs]
+        for index, bucket in enumerate(buckets):
+            rows = np.flatnonzero(bucket_of == index)
+            size = max(bucket.batch_size, 1)
+            for start in range(0, len(rows), size):
+                length = bucket.length if config.static_shapes else None
+                features, labels = self.batch(rows[start : start + size], length)
+                if config.static_shapes and len(labels) < size:
+                    features, labels = _pad_batch((features, labels), size)
+                yield features, labels
+
     def batches(self, config: PipelineConfig, skip: int = 0) -> Iterator[Batch]:
         """Endless training batches from the `skip`-th on (epoch after epoch).
 
@@ -363,6 +390,16 @@ class PreparedCorpus:
             values = np.asarray(flat[np.minimum(positions, len(flat) - 1)])
             out[which] = np.where(real, values, PAD_ID)
         return out
+
+
+def _pad_batch(batch: Batch, rows: int) -> Batch:
+    """A batch with rows of padding added up to `rows` (they carry no loss)."""
+    features, labels = batch
+
+    def pad(array: np.ndarray) -> np.ndarray:
+        return np.pad(array, [(0, rows - len(array)), (0, 0)], constant_values=PAD_ID)
+
+    return {name: pad(value) for name, value in features.items()}, pad(labels)
 
 
 def _rng(seed: int | None, epoch: int) -> np.random.Generator:

@@ -1,4 +1,4 @@
-"""`SentencePieceTokenizer` (one SentencePiece model) and `load_vocabulary` (a pair of them).
+"""`SentencePieceTokenizer`: one SentencePiece model, in the graph (`load_vocabulary`: a pair).
 
 In-graph (`tokenize`) it runs `tensorflow_text`; from Python (`encode`) the `sentencepiece`
 package, with the same ids. Neither adds BOS or EOS.
@@ -6,10 +6,8 @@ package, with the same ids. Neither adds BOS or EOS.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import sentencepiece as spm
@@ -19,8 +17,6 @@ from tensorflow_text.python.ops import sentencepiece_tokenizer as sentencepiece_
 
 from translator.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from translator.io import sha256_bytes
-from translator.pipelines.errors import VocabularyError
-from translator.pipelines.vocab import VocabularyMetadata, read_vocabulary_files
 
 
 class _SharedModelResource(sentencepiece_ops._SentencepieceModelResource):
@@ -235,76 +231,3 @@ class SentencePieceTokenizer(tf.Module):
         rule used here only leading, trailing and repeated spaces are removed.
         """
         return self._processor.normalize(text).replace("\u2581", " ").lstrip(" ")
-
-
-@dataclasses.dataclass(frozen=True)
-class Vocabulary:
-    """Source and target tokenizers of a vocabulary directory (`load_vocabulary`)."""
-
-    # Tokenizer of source sentences.
-    source: SentencePieceTokenizer
-    # Tokenizer of target sentences; the same object as `source` when joint.
-    target: SentencePieceTokenizer
-    # The contents of vocab.json.
-    metadata: VocabularyMetadata
-    # Where it was loaded from.
-    directory: Path
-
-    @property
-    def joint(self) -> bool:
-        """True when source and target share one model."""
-        return self.metadata.joint
-
-    @property
-    def source_vocab_size(self) -> int:
-        """Ids of the source model (for `TransformerConfig.source_vocab_size`)."""
-        return self.source.vocab_size
-
-    @property
-    def target_vocab_size(self) -> int:
-        """Ids of the target model (for `TransformerConfig.target_vocab_size`)."""
-        return self.target.vocab_size
-
-    def tag_id(self, tag: str) -> int:
-        """The source id of a tag (`build-vocab --user-symbols`), one piece by construction.
-
-        Raises:
-            VocabularyError: the vocabulary does not keep `tag` as one piece.
-        """
-        token_id = self.source.piece_to_id(tag)
-        if tag not in self.metadata.tags or token_id == UNK_ID:
-            pieces = self.source.encode([tag])[0]
-            raise VocabularyError(
-                f"tag {tag!r}: the vocabulary {self.directory} splits it into {len(pieces)} "
-                f"pieces (its tags: {', '.join(self.metadata.tags) or 'none'}); build it with "
-                f"`translator build-vocab --user-symbols {tag}`"
-            )
-        return token_id
-
-
-def load_vocabulary(directory: str | os.PathLike[str]) -> Vocabulary:
-    """Loads a vocabulary directory written by `build_vocabulary`.
-
-    Checks that each model file matches the sha256 in `vocab.json` and has the special
-    ids PAD=0, UNK=1, BOS=2, EOS=3.
-
-    Args:
-        directory: The directory (`translator build-vocab --out`).
-
-    Returns:
-        A `Vocabulary`; when joint, `.source` and `.target` are the same tokenizer object.
-
-    Raises:
-        VocabularyError: naming the missing, altered or invalid file.
-    """
-    root = Path(directory)
-    files = read_vocabulary_files(root)
-    metadata = files.metadata
-
-    def load(proto: bytes, role: str) -> SentencePieceTokenizer:
-        unknown = metadata.unknown_ids.get("target" if role == "target" else "source", ())
-        return SentencePieceTokenizer(proto, name=f"{role}_tokenizer", unknown_ids=unknown)
-
-    source = load(files.source_proto, "joint" if metadata.joint else "source")
-    target = source if metadata.joint else load(files.target_proto, "target")
-    return Vocabulary(source=source, target=target, metadata=metadata, directory=root)

@@ -25,7 +25,7 @@ from training.config import load_config
 from training.inputs import batch_shapes, training_dataset
 from training.jax_step import JaxTrainer
 from training.trainer import build_trainer
-from translator.pipelines.tokenizer import load_vocabulary
+from translator.pipelines.vocabulary import load_vocabulary
 
 
 class Looks(keras.callbacks.Callback):

@@ -5,7 +5,8 @@
 Used by the resume (SIGKILL), multi-worker and JAX tests; TF_CONFIG comes from the
 environment for multi_worker, the Keras backend from the config's train.backend. With
 --plan, what CONFIG.yaml leaves unset is planned; with --log, the run's log lines go to
-stderr.
+stderr. With TRANSLATOR_TEST_NO_TENSORFLOW=1 in the environment, importing TensorFlow
+raises (as on a JAX-only accelerator machine).
 """
 
 import logging
@@ -13,6 +14,11 @@ import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+if os.environ.get(NO_TENSORFLOW := "TRANSLATOR_TEST_NO_TENSORFLOW"):  # a JAX-only machine's
+    from tests.support.no_tensorflow import block_tensorflow
+
+    block_tensorflow()
 
 import numpy as np
 
