@@ -84,7 +84,8 @@ class DataSection:
     # Several training corpora, mixed by weight, instead of train_source/train_target.
     train: tuple[TrainCorpus, ...] = ()
     # A prepared corpus (`translator data prepare`) instead of the training text files:
-    # tokenized once, read with numpy (no TensorFlow), batched as the pipeline batches.
+    # tokenized once, read with numpy (no TensorFlow), batched as the pipeline batches;
+    # the validation set prepared with it (`--valid`: DIR/valid) gives the validation loss.
     prepared: str = ""
     # Validation files for loss and BLEU; empty to train without validation.
     valid_source: str = ""

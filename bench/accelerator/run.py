@@ -97,10 +97,10 @@ def run(bundle: Path, out: Path, minutes: float, test_sentences: int = 0) -> dic
     plan = Plan.from_json((work / "run" / "plan.json").read_text("utf-8"))
     record = RunRecord.read(work / "run" / "model")
     report = json.loads((work / "eval" / MULTI30K_TEST / "report.json").read_text("utf-8"))
-    rates = [
-        value for _, value in read_scalars(work / "run" / "logs")["train"]["tokens_per_second"]
-    ]
+    logged = read_scalars(work / "run" / "logs")["train"].get("tokens_per_second", [])
+    rates = [value for _, value in logged]
     compiled = COMPILED.search(log)
+    mean_rate = record.target_tokens / max(record.training_seconds, 1e-9)
     report_dir = work / "eval" / MULTI30K_TEST
     kept = [work / "run" / "plan.json", work / "run" / "curves.png", report_dir / "report.md"]
     for path in [*kept, *report_dir.glob("translations.*")]:
@@ -121,8 +121,8 @@ def run(bundle: Path, out: Path, minutes: float, test_sentences: int = 0) -> dic
         "training_seconds": record.training_seconds,
         "budget_seconds": record.budget_seconds,
         # Between the logged intervals (validation excluded), and over the whole run.
-        "tokens_per_second": statistics.median(rates) if rates else 0.0,
-        "mean_tokens_per_second": record.target_tokens / max(record.training_seconds, 1e-9),
+        "mean_tokens_per_second": mean_rate,
+        "tokens_per_second": statistics.median(rates) if rates else mean_rate,
         "best_validation_bleu": record.best_validation_bleu,
         "test_bleu": report["scores"]["bleu"]["score"],
         "test_signature": report["scores"]["bleu"]["signature"],

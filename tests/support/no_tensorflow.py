@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import runpy
 import sys
+from pathlib import Path
 
 BLOCKED = ("tensorflow", "tensorflow_text", "tf_keras")
 
@@ -25,9 +26,16 @@ class _NoTensorFlow:
 
 
 def block_tensorflow() -> None:
-    """Chooses Keras' JAX backend and makes every later TensorFlow import raise."""
+    """Chooses Keras' JAX backend and makes every later TensorFlow import raise, here and
+    in the Python processes this one starts (`no_tensorflow_site/sitecustomize.py`)."""
     os.environ["KERAS_BACKEND"] = "jax"
-    sys.meta_path.insert(0, _NoTensorFlow())
+    if not any(isinstance(hook, _NoTensorFlow) for hook in sys.meta_path):
+        sys.meta_path.insert(0, _NoTensorFlow())
+    site = str(Path(__file__).resolve().parent / "no_tensorflow_site")
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if site not in paths:
+        repo = str(Path(__file__).resolve().parents[2])  # (sitecustomize imports `tests`)
+        os.environ["PYTHONPATH"] = os.pathsep.join([site, repo, *filter(None, paths)])
 
 
 def run_without_tensorflow(code: str) -> str:
