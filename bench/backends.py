@@ -30,9 +30,11 @@ def prepare(model_dir: str, data: Path, work: Path, decode_batches: int = 0) -> 
     from translator.pipelines.prepare import prepare_corpus  # TensorFlow: the parent only
 
     files = read_model_dir(model_dir)
-    prepared = prepare_corpus(
-        *(data / name for name in harness.TRAIN), files.vocabulary, work / "prepared"
-    )
+    from training.config import DEFAULT_CONFIG, load_config
+
+    pipeline = load_config(DEFAULT_CONFIG).data.pipeline  # the run's length limits
+    train = (data / name for name in harness.TRAIN)
+    prepared = prepare_corpus(*train, files.vocabulary, work / "prepared", pipeline)
     lines, source = read_lines(data / harness.TEST_SOURCE), files.vocabulary.source
     batches = harness.source_batches(lines, source, SOURCE_CUT, DECODE_BATCH_TOKENS)
     np.savez(work / "test.npz", *batches[: decode_batches or None])

@@ -100,6 +100,31 @@ def section(rounds: list[dict], args, vocab_size: int) -> str:
     return render("section", **{**harness.footer(), **constants, **locals(), "rounds": len(rounds)})
 
 
+def _rounds(args, data: Path, work: Path) -> tuple[list[dict], int]:
+    """The vocabulary and corpus made once, then the loops in turn, `args.rounds` times."""
+    from translator.pipelines.prepare import prepare_corpus  # TensorFlow: here only
+
+    vocabulary = harness.vocabulary(work / "vocab", data)
+    from training.config import DEFAULT_CONFIG, load_config
+
+    pipeline = load_config(DEFAULT_CONFIG).data.pipeline  # the run's length limits
+    train = (data / name for name in harness.TRAIN)
+    prepare_corpus(*train, vocabulary, work / "prepared", pipeline)
+    _in_base(args.base, BASE_BATCHES, str(data), str(work / "vocab"), str(work / "old.npz"))
+    vocab_size, rounds = vocabulary.target_vocab_size, []
+    for number in range(args.rounds):
+        product = harness.run_child(
+            "jax_loop", "--child", "product", "--work", str(work), "--base", str(args.base),
+            "--seconds", str(args.seconds), env={"KERAS_BACKEND": "jax"},
+        )  # fmt: skip
+        output = _in_base(
+            args.base, BASE_CHILD, str(work / "old.npz"), str(vocab_size), str(args.seconds)
+        )
+        rounds.append({"product": product, "base": json.loads(output.strip().splitlines()[-1])})
+        print(f"round {number + 1}: {json.dumps(rounds[-1])}", flush=True)
+    return rounds, vocab_size
+
+
 @harness.command
 def main(argv: list[str] | None = None) -> int:
     parser = harness.make_parser("jax_loop", __doc__)
@@ -126,28 +151,3 @@ def main(argv: list[str] | None = None) -> int:
             if made:
                 subprocess.run([*git, "remove", "--force", str(args.base)], check=False)
     return harness.publish(args, "jax_loop", section, rounds, args, vocab_size)
-
-
-def _rounds(args, data: Path, work: Path) -> tuple[list[dict], int]:
-    """The vocabulary and corpus made once, then the loops in turn, `args.rounds` times."""
-    from translator.pipelines.prepare import prepare_corpus  # TensorFlow: here only
-
-    vocabulary = harness.vocabulary(work / "vocab", data)
-    prepare_corpus(*(data / name for name in harness.TRAIN), vocabulary, work / "prepared")
-    _in_base(args.base, BASE_BATCHES, str(data), str(work / "vocab"), str(work / "old.npz"))
-    vocab_size, rounds = vocabulary.target_vocab_size, []
-    for number in range(args.rounds):
-        product = harness.run_child(
-            "jax_loop", "--child", "product", "--work", str(work), "--base", str(args.base),
-            "--seconds", str(args.seconds), env={"KERAS_BACKEND": "jax"},
-        )  # fmt: skip
-        output = _in_base(
-            args.base, BASE_CHILD, str(work / "old.npz"), str(vocab_size), str(args.seconds)
-        )
-        rounds.append({"product": product, "base": json.loads(output.strip().splitlines()[-1])})
-        print(f"round {number + 1}: {json.dumps(rounds[-1])}", flush=True)
-    return rounds, vocab_size
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

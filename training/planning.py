@@ -92,6 +92,7 @@ MEASURE_SHARE = 0.10
 # Updates run before the timed ones (the first carries the tracing), and timed updates.
 WARMUP_UPDATES = 2
 TIMED_UPDATES = 8
+ENDLESS = 2**31 - 1  # updates of a timing `fit`: it ends when timed enough
 # The batch tokens a shape is timed at, unless the user set the batch: the middle of what
 # plans on a CPU use (a token costs about the same at the others there).
 TIMED_BATCH_TOKENS = 2048
@@ -315,9 +316,11 @@ def measure_speed(
         seconds: Stop timing after this long (at least two timed updates are made);
             ignored when the strategy spans workers, which must all make the same
             number of updates.
-        warmup: Updates run before the timed ones (the first carries the tracing; the
-            next ones meet new batch shapes, whose kernels are set up on first use).
-        updates: The most updates timed.
+        warmup: Looks at the clock before the timed ones (the first update carries the
+            tracing; the next ones meet new batch shapes, whose kernels are set up on
+            first use). TensorFlow's `fit` looks after every update, the JAX loop every
+            few (`training.jax_engine.updates_unseen`).
+        updates: Updates timed, at least (and two looks), unless `seconds` pass first.
     """
     import keras
 
@@ -328,14 +331,21 @@ def measure_speed(
     if strategy.spans_workers():
         seconds = float("inf")
     config = with_shape(config, shape, batch_tokens)
-    marks: list[tuple[float, float]] = []  # (time, cumulative target tokens) per update
+    marks: list[tuple[float, float, int]] = []  # (time, target tokens, updates) per look
     started = time.monotonic()
 
     class Clock(keras.callbacks.Callback):
+        # Any cadence: the JAX loop then looks every few updates, as it does in training
+        # (a look after every update would time a slower loop than the run's).
+        every_steps = 0
+
         def on_train_batch_end(self, batch, logs=None):
-            marks.append((time.monotonic(), float((logs or {}).get("tokens", 0.0))))
-            timed = len(marks) - warmup
-            if timed >= 2 and time.monotonic() - started > seconds:
+            tokens = float((logs or {}).get("tokens", 0.0))
+            marks.append((time.monotonic(), tokens, self.model.updates_done()))
+            if len(marks) - warmup < 2:
+                return  # (at least two looks timed)
+            timed = marks[-1][2] - marks[warmup - 1][2]
+            if timed >= updates or time.monotonic() - started > seconds:
                 self.model.stop_training = True
 
     sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
@@ -352,13 +362,13 @@ def measure_speed(
     trainer.fit(
         data,
         epochs=1,
-        steps_per_epoch=warmup + updates,
+        steps_per_epoch=ENDLESS,  # (the clock stops it)
         verbose=0,
         callbacks=[Clock()],
         shuffle=False,  # the pipeline shuffles
     )
-    (t0, tokens0), (t1, tokens1) = marks[warmup - 1], marks[-1]
-    updates = len(marks) - warmup
+    (t0, tokens0, updates0), (t1, tokens1, updates1) = marks[warmup - 1], marks[-1]
+    updates = max(updates1 - updates0, 1)
     rate, per_update, startup = strategy.worker_means(
         (tokens1 - tokens0) / max(t1 - t0, 1e-9),
         (tokens1 - tokens0) / updates,
