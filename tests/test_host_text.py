@@ -95,3 +95,38 @@ def test_it_runs_without_tensorflow(vocab_dirs):
         "'tensorflow' in sys.modules)\n"
     )
     assert out.strip() == "[2, 0] ['Two men.', 'A dog runs.'] False"
+
+
+def test_target_prefixes_give_the_graphs_ids(vocab_dirs, lines):
+    # (The plain vocabulary: a joint one's graph path reads target prefixes with the
+    # source side's UNK ids, where the host's reads them with the target side's.)
+    vocabulary, host = load_vocabulary(vocab_dirs[0]), HostText(vocab_dirs[0])
+    prepared = host.prepare(lines, text.UNBOUNDED_SOURCE_CUT)
+    prefixes = [line[: len(line) // 3] for line in reversed(lines)]  # some empty
+    graph = text.target_prefixes(tf.constant(prefixes), vocabulary.target, prepared.rows)
+    np.testing.assert_array_equal(host.prefixes(prefixes, prepared.rows), graph.numpy())
+
+
+def test_a_translator_on_the_hosts_path_translates_as_on_the_graphs(vocab_dirs, lines):
+    """`Translator` where TensorFlow is not installed (the host's text path) returns the
+    same n-best texts, scores and ids as with the graph's, prefixes and a tag included."""
+    from tests.support.models import tiny_model
+    from translator.inference import Translator
+    from translator.search import SearchConfig
+    from translator.text import GraphText
+    from translator.text_path import HostTextPath
+
+    vocabulary = load_vocabulary(vocab_dirs[0])
+    model = tiny_model(vocabulary.target_vocab_size, seed=3, eos_bias=2.0)
+    search = SearchConfig(beam_size=3, n_best=2, max_output_length=12)
+    translator = Translator.from_model(model, vocabulary, search, tag="<2de>")
+    assert isinstance(translator._text, GraphText)  # TensorFlow is installed here
+    chosen = lines[:40] + EDGES
+    prefixes = [line[:8] if index % 3 == 0 else "" for index, line in enumerate(chosen)]
+    graph = translator.search(chosen, prefixes=prefixes)
+    tag_id = vocabulary.tag_id("<2de>")
+    translator._text = HostTextPath(vocabulary.host, translator.max_source_length, tag_id)
+    host = translator.search(chosen, prefixes=prefixes)
+    assert host.hypotheses == graph.hypotheses
+    assert host.stats == graph.stats and graph.stats.empty == 3
+    assert sum(len(h) for h in graph.hypotheses) > len(chosen)  # n-best filled

@@ -10,6 +10,8 @@ the picture at the end of a run shows what TensorBoard shows.
 
 from __future__ import annotations
 
+import itertools
+import os
 import struct
 from pathlib import Path
 
@@ -43,8 +45,13 @@ def last_step(split_dir: str | Path) -> int:
 class EventWriter:
     """One split's event file: scalars against a step, flushed at each write."""
 
+    _opened = itertools.count()
+
     def __init__(self, split_dir: str | Path):
-        self._writer = SummaryWriter(str(split_dir), flush_secs=3600)
+        # The file's name has the time in whole seconds: the process and a count make it
+        # new even when the same second opens another (tensorboardX would truncate it).
+        suffix = f".{os.getpid()}.{next(self._opened):04d}"
+        self._writer = SummaryWriter(str(split_dir), flush_secs=3600, filename_suffix=suffix)
 
     def write(self, step: int, scalars: dict[str, float]) -> None:
         for tag, value in scalars.items():
