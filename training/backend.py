@@ -139,7 +139,7 @@ class Strategy(Protocol):
         ...
 
     def describe_devices(self) -> dict:
-        """The devices and runtime a speed measured here depends on (names, versions)."""
+        """The devices, runtime and distribution a speed measured here depends on."""
         ...
 
     def accelerator_memory(self) -> int | None:

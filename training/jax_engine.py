@@ -88,7 +88,7 @@ class JaxStrategy:
 
     def describe_devices(self) -> dict:
         devices = [f"{device.platform}:{device.id} {device.device_kind}" for device in self.devices]
-        return {"devices": devices, "jax": jax.__version__}
+        return {"devices": devices, "jax": jax.__version__, "strategy": type(self).__name__}
 
     def accelerator_memory(self) -> int | None:
         """What the first device's allocator may hold (None on the CPU, or unreported)."""

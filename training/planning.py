@@ -202,7 +202,6 @@ def machine_signature(
         "processor": _processor(),
         **strategy.describe_devices(),
         "precision": precision,
-        "strategy": type(strategy).__name__,
         "replicas": strategy.num_replicas_in_sync,
         "vocabulary_sizes": [vocabulary.source_vocab_size, vocabulary.target_vocab_size],
         "mean_target_length": round(mean_length),

@@ -15,6 +15,7 @@ from training.config import DEFAULT_CONFIG, load_config
 from training.corpus_prep import RecipeCorpus
 from training.recipe_settings import RecipePaths, RecipeSettings
 from translator.errors import ConfigError
+from translator.host_text import tensorflow_installed
 from translator.io import count_characters
 from translator.pipelines.config import PipelineConfig
 from translator.pipelines.errors import CorpusError
@@ -55,6 +56,12 @@ def prepared_corpus(
     if all(_kept(target / part, vocabulary, pipeline, made) for part, made in wanted.items()):
         print(f"  prepared corpus: {target} (prepared before)", flush=True)
         return target
+    if not tensorflow_installed():
+        raise ConfigError(
+            f"--workdir {paths.workdir}: the corpus is prepared once by tf.data, and "
+            "TensorFlow is not installed here; run this recipe (with --plan, say) where it "
+            "is, then carry the work directory here: training reads the prepared corpus"
+        )
     from translator.pipelines.prepare import prepare_corpus  # (tf.data: TensorFlow)
 
     print(f"  preparing the corpus once -> {target}", flush=True)

@@ -32,6 +32,8 @@ class TfStrategy:
         self.tf = strategy
 
     def __getattr__(self, name: str):
+        if name == "tf":  # (not set yet: a copy being made)
+            raise AttributeError(name)
         return getattr(self.tf, name)
 
     def is_chief(self) -> bool:
@@ -48,7 +50,11 @@ class TfStrategy:
 
     def describe_devices(self) -> dict:
         devices = [device.name for device in tf.config.list_logical_devices()]
-        return {"devices": devices, "tensorflow": tf.__version__}
+        return {
+            "devices": devices,
+            "tensorflow": tf.__version__,
+            "strategy": type(self.tf).__name__,
+        }
 
     def accelerator_memory(self) -> int | None:
         """TensorFlow does not say how much a GPU holds: `GPU_BYTES` is assumed."""

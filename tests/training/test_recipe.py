@@ -459,3 +459,10 @@ def test_on_jax_without_tensorflow_the_whole_recipe_runs_and_only_the_export_wai
     again = recipe()
     assert again.returncode == 0, again.stderr[-3000:]
     assert "already trained" in again.stdout and "skipped: a SavedModel" in again.stdout
+    # Without its prepared corpus, one line says where to prepare it.
+    shutil.rmtree(work / "prepared")
+    shutil.rmtree(work / "run")
+    unprepared = recipe()
+    errors = [line for line in unprepared.stderr.splitlines() if "error:" in line]
+    assert unprepared.returncode == 2 and len(errors) == 1, unprepared.stderr[-2000:]
+    assert "TensorFlow is not installed here; run this recipe" in errors[0]
