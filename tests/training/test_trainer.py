@@ -157,3 +157,40 @@ def test_xla_epoch_compiles_once_per_batch_shape(copy_task, tmp_path):
     assert report["batches"] > 3 * len(report["shapes"]) >= 6  # shapes recur: a bound bites
     assert len(report["shapes"]) <= report["buckets"]
     assert report["compilations"] == len(report["shapes"])
+
+
+@pytest.mark.parametrize("static", [False, True])
+def test_the_prepared_validation_set_gives_the_texts_validation_loss(copy_task, tmp_path, static):
+    """The validation loss over the set prepared with the corpus (read without TensorFlow
+    on JAX) is the loss tf.data's text pipeline gives: the same pairs, batched otherwise,
+    under static shapes too (padded rows carry no loss)."""
+    import dataclasses
+
+    from tests.support.runs import tiny_run_config
+    from training.inputs import validation_dataset
+    from training.strategy import make_strategy
+    from training.trainer import build_trainer
+    from translator.pipelines.prepare import prepare_corpus
+    from translator.pipelines.prepared import VALIDATION_DIR
+    from translator.pipelines.vocabulary import load_vocabulary
+
+    text = tiny_run_config(copy_task)
+    pipeline = dataclasses.replace(text.data.pipeline, static_shapes=static)
+    text = dataclasses.replace(text, data=dataclasses.replace(text.data, pipeline=pipeline))
+    vocabulary = load_vocabulary(copy_task["vocab"])
+    prepared = tmp_path / "prepared"
+    prepare_corpus(*copy_task["train"], vocabulary, prepared, pipeline)
+    prepare_corpus(*copy_task["valid"], vocabulary, prepared / VALIDATION_DIR, pipeline)
+    data = dataclasses.replace(text.data, train_source="", train_target="", prepared=str(prepared))
+    ours = dataclasses.replace(text, data=data)
+    strategy = make_strategy("one_device")
+    sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
+    trainer, _ = build_trainer(text, text.model.transformer_config(*sizes), strategy)
+
+    def loss(config) -> float:
+        batches = validation_dataset(config, vocabulary, strategy)
+        return trainer.evaluate(batches, verbose=0, return_dict=True)
+
+    from_text, from_prepared = loss(text), loss(ours)
+    assert from_prepared["tokens"] == from_text["tokens"] > 0  # every real target token
+    assert from_prepared["loss"] == pytest.approx(from_text["loss"], rel=1e-5)
