@@ -32,6 +32,10 @@ def download_wheels(out: Path) -> list[str]:
     command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "-d", str(out)]
     command += ["--only-binary=:all:", "--python-version", "3.12", "--implementation", "cp"]
     subprocess.run([*command, *platforms, *pins], check=True)
+    # This project too: its `translator` command finds its subcommands by the entry points
+    # of an installed distribution.
+    project = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(out)]
+    subprocess.run([*project, str(layout.REPO)], check=True)
     return sorted(path.name for path in out.glob("*.whl"))
 
 
