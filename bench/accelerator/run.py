@@ -166,8 +166,8 @@ def shape_speeds(bundle: Path, out: Path, batch_tokens: int, seconds: float, siz
         mfu = flops * speed.tokens_per_second / rate
         rows[shape.name] = {"tokens_per_second": speed.tokens_per_second, "mfu": mfu}
         print(f"{shape.name}: {speed.tokens_per_second:,.0f} target tokens/s, MFU {mfu:.1%}")
-    result = {"device": device_name(), "batch_tokens": batch_tokens, "precision": precision,
-              "matmul_flops_per_second": rate, "shapes": rows}  # fmt: skip
-    out.mkdir(parents=True, exist_ok=True)
-    (out / layout.SPEEDS_FILE).write_text(json.dumps(result, indent=2) + "\n")
+        result = {"device": device_name(), "batch_tokens": batch_tokens, "precision": precision,
+                  "matmul_flops_per_second": rate, "shapes": rows}  # fmt: skip
+        out.mkdir(parents=True, exist_ok=True)  # (after each shape: a cut run keeps some)
+        (out / layout.SPEEDS_FILE).write_text(json.dumps(result, indent=2) + "\n")
     return result
