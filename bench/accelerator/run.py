@@ -156,6 +156,7 @@ def shape_speeds(bundle: Path, out: Path, batch_tokens: int, seconds: float, siz
     on = engine()
     strategy = on.make_strategy(config.train.strategy)
     precision = on.select_precision(config.train.precision, strategy)
+    config = on.adapt(config, strategy)  # static shapes for XLA, as a run has them
     vocabulary = load_vocabulary(paths.vocabulary)
     sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
     rate = matmul_rate(size)
