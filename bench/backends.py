@@ -66,18 +66,15 @@ def child(backend: str, work: Path, info: dict, seconds: float) -> dict:
 
 def _training(backend: str, work: Path, info: dict, seconds: float) -> float:
     """Target tokens/s of the product's training of `SHAPE` on this backend, in float32."""
-    from training.backend import engine
     from training.config import DEFAULT_CONFIG, load_config
     from training.plan import SHAPES
     from training.planning import measure_speed
+    from training.run import on_backend
     from translator.pipelines.vocabulary import load_vocabulary
 
     sets = [f"train.backend={backend}", "train.precision=float32", "train.strategy=one_device"]
     sets += [f"data.vocabulary={info['vocabulary']}", f"data.prepared={work / 'prepared'}"]
-    on = engine()
-    strategy = on.make_strategy("one_device")
-    on.select_precision("float32", strategy)
-    config = on.adapt(load_config(DEFAULT_CONFIG, sets), strategy)
+    config, strategy, _ = on_backend(load_config(DEFAULT_CONFIG, sets))
     shape = next(shape for shape in SHAPES if shape.name == SHAPE)
     vocabulary = load_vocabulary(info["vocabulary"])
     speed = measure_speed(shape, BATCH_TOKENS, config, vocabulary, strategy, seconds, updates=10**6)

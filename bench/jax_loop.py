@@ -65,18 +65,15 @@ def _in_base(base: Path, code: str, *arguments: str) -> str:
 
 def product_speed(work: Path, seconds: float) -> dict:
     """The product's loop, timed by the planner's `measure_speed` (a child process)."""
-    from training.backend import engine
     from training.config import DEFAULT_CONFIG, load_config
     from training.plan import SHAPES
     from training.planning import measure_speed
+    from training.run import on_backend
     from translator.pipelines.vocabulary import load_vocabulary
 
     sets = ["train.backend=jax", f"train.precision={POLICY}", "train.strategy=one_device"]
     sets += [f"data.vocabulary={work / 'vocab'}", f"data.prepared={work / 'prepared'}"]
-    on = engine()
-    strategy = on.make_strategy("one_device")
-    on.select_precision(POLICY, strategy)
-    config = on.adapt(load_config(DEFAULT_CONFIG, sets), strategy)
+    config, strategy, _ = on_backend(load_config(DEFAULT_CONFIG, sets))
     shape = next(shape for shape in SHAPES if shape.name == SHAPE)
     vocabulary = load_vocabulary(work / "vocab")
     speed = measure_speed(shape, BATCH_TOKENS, config, vocabulary, strategy, seconds, updates=10**6)

@@ -265,7 +265,7 @@ def train(
     run_dir = Path(run_dir)
     check_inputs(config)
     init = find_init_model(config.train.init_from) if config.train.init_from else None
-    config, strategy, precision = _on_backend(config)
+    config, strategy, precision = on_backend(config)
     vocabulary = _load_vocabulary(config)
     config, planning = _fine_tuning(config, planning, init, vocabulary)
     plan = None
@@ -298,7 +298,7 @@ def preview_plan(config: RunConfig, request: PlanRequest, run_dir: str | Path) -
     run_dir = Path(run_dir)
     check_inputs(config)
     init = find_init_model(config.train.init_from) if config.train.init_from else None
-    config, strategy, precision = _on_backend(config)
+    config, strategy, precision = on_backend(config)
     vocabulary = _load_vocabulary(config)
     config, request = _fine_tuning(config, request, init, vocabulary)
     saved = load_plan(run_dir)
@@ -311,7 +311,7 @@ def preview_plan(config: RunConfig, request: PlanRequest, run_dir: str | Path) -
     )
 
 
-def _on_backend(config: RunConfig) -> tuple[RunConfig, Strategy, str]:
+def on_backend(config: RunConfig) -> tuple[RunConfig, Strategy, str]:
     """The config on this process' backend, its strategy and its precision policy.
 
     The strategy comes first: a multi-worker one must be made before TensorFlow starts.

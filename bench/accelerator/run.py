@@ -138,12 +138,13 @@ def run(bundle: Path, out: Path, minutes: float, test_sentences: int = 0) -> dic
 def shape_speeds(bundle: Path, out: Path, batch_tokens: int, seconds: float, size: int) -> dict:
     """Every planner shape's speed at `batch_tokens`, timed as the planner times (the
     product's step on the prepared corpus), and its MFU against the bf16 matmul rate."""
-    from training.backend import choose_backend, engine
+    from training.backend import choose_backend
     from training.corpus_prep import prepare_data
     from training.plan import SHAPES
     from training.planning import flops_per_token, measure_speed
     from training.recipe_config import run_request
     from training.recipe_settings import RecipePaths, RecipeSettings
+    from training.run import on_backend
     from translator.pipelines.vocabulary import load_vocabulary
 
     paths = RecipePaths(bundle / layout.WORK)
@@ -153,10 +154,7 @@ def shape_speeds(bundle: Path, out: Path, batch_tokens: int, seconds: float, siz
     counts = json.loads((bundle / layout.MANIFEST).read_text())["corpus"]
     length = counts["target_tokens"] / counts["kept"]  # the mean target length (EOS included)
     choose_backend(config)
-    on = engine()
-    strategy = on.make_strategy(config.train.strategy)
-    precision = on.select_precision(config.train.precision, strategy)
-    config = on.adapt(config, strategy)  # static shapes for XLA, as a run has them
+    config, strategy, precision = on_backend(config)  # adapted as a run's (static shapes)
     vocabulary = load_vocabulary(paths.vocabulary)
     sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
     rate = matmul_rate(size)
