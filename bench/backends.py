@@ -77,7 +77,10 @@ def _training(backend: str, work: Path, info: dict, seconds: float) -> float:
     config, strategy, _ = on_backend(load_config(DEFAULT_CONFIG, sets))
     shape = next(shape for shape in SHAPES if shape.name == SHAPE)
     vocabulary = load_vocabulary(info["vocabulary"])
-    speed = measure_speed(shape, BATCH_TOKENS, config, vocabulary, strategy, seconds, updates=10**6)
+    speed = measure_speed(
+        shape, BATCH_TOKENS, config, vocabulary, strategy, seconds, updates=10**6,
+        every_bucket=True,
+    )  # fmt: skip
     return speed.tokens_per_second
 
 

@@ -76,7 +76,10 @@ def product_speed(work: Path, seconds: float) -> dict:
     config, strategy, _ = on_backend(load_config(DEFAULT_CONFIG, sets))
     shape = next(shape for shape in SHAPES if shape.name == SHAPE)
     vocabulary = load_vocabulary(work / "vocab")
-    speed = measure_speed(shape, BATCH_TOKENS, config, vocabulary, strategy, seconds, updates=10**6)
+    speed = measure_speed(
+        shape, BATCH_TOKENS, config, vocabulary, strategy, seconds, updates=10**6,
+        every_bucket=True,
+    )  # fmt: skip
     return {
         "tokens_per_second": speed.tokens_per_second,
         "tokens_per_update": speed.tokens_per_update,

@@ -68,7 +68,8 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:
         "--max-minutes",
         type=float,
         help="shorthand for --set train.max_minutes=M: the time budget, measuring and "
-        "validation included; on JAX each batch shape's step is compiled before the clock",
+        "validation included; on JAX compiling the steps (the run's and the timing's) "
+        "is not: it runs before the clock, and the plan and log say how long it took",
     )
     parser.add_argument(
         "--init-from",

@@ -20,6 +20,7 @@ from translator.pipelines.prepared import Batch, PreparedCorpus
 if TYPE_CHECKING:  # pragma: no cover
     import tensorflow as tf
 
+    from translator.pipelines.config import Bucket
     from translator.pipelines.vocabulary import Vocabulary
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,26 @@ def batch_shapes(config: RunConfig, vocabulary: Vocabulary) -> tuple[tuple[int, 
     )
 
 
+def timing_input(
+    config: RunConfig, vocabulary: Vocabulary, strategy, every_bucket: bool = False
+) -> tuple[Iterable, tuple[tuple[int, int], ...]]:
+    """What the planner times a shape on: `(input, batch shapes to compile ahead)`.
+
+    From a prepared corpus under static shapes, only the batches of the bucket holding
+    the most target tokens: one program to compile rather than one per bucket (on a GPU
+    each takes seconds, and the run compiles its own with its planned dropout anyway).
+    Otherwise, or with `every_bucket`, the training input itself.
+    """
+    if config.data.prepared and config.data.pipeline.static_shapes and not every_bucket:
+        corpus = open_prepared(config, vocabulary)
+        pipeline = corpus.buckets_for(config.data.pipeline)
+        bucket = corpus.commonest_bucket(pipeline)
+        if bucket is not None:
+            batches = _prepared_dataset(config, vocabulary, strategy, skip=0, only=bucket)
+            return batches, ((bucket.batch_size, bucket.length),)
+    return training_dataset(config, vocabulary, strategy, skip=0), batch_shapes(config, vocabulary)
+
+
 def open_prepared(config: RunConfig, vocabulary: Vocabulary) -> PreparedCorpus:
     """The run's prepared corpus, checked against its vocabulary and length limits.
 
@@ -109,12 +130,15 @@ def open_prepared(config: RunConfig, vocabulary: Vocabulary) -> PreparedCorpus:
 
 
 def _prepared_dataset(
-    config: RunConfig, vocabulary: Vocabulary, strategy, skip: int
+    config: RunConfig, vocabulary: Vocabulary, strategy, skip: int, only: Bucket | None = None
 ) -> Iterable[Batch]:
-    """The prepared corpus' batches: a Python iterator on JAX, a tf.data one on TensorFlow."""
+    """The prepared corpus' batches: a Python iterator on JAX, a tf.data one on TensorFlow.
+
+    `only`: just that bucket's batches.
+    """
     corpus = open_prepared(config, vocabulary)
     pipeline = corpus.buckets_for(config.data.pipeline)
-    if pipeline is not config.data.pipeline:
+    if pipeline is not config.data.pipeline and only is None:
         log.info(
             "data.prepared: buckets %s, chosen from the corpus for static shapes",
             ", ".join(str(b.length) for b in pipeline.buckets()),
@@ -124,7 +148,7 @@ def _prepared_dataset(
         # Input pipeline `shard` of `shards` takes every `shards`-th batch. (A generator:
         # what Keras' `fit` takes as a Python input.)
         start = shard + skip * shards
-        yield from itertools.islice(corpus.batches(pipeline), start, None, shards)
+        yield from itertools.islice(corpus.batches(pipeline, only=only), start, None, shards)
 
     def dataset_fn(context: tf.distribute.InputContext | None):
         if context is None:

@@ -212,9 +212,12 @@ class Speed:
     batch_tokens: int
     # True: timed on this machine; False: scaled from a timed shape by their FLOPs.
     measured: bool
-    # Seconds from the start of training to the end of its first update (the tracing of
-    # the training step): spent by every run before its updates count.
+    # Seconds from the start of the clock to the end of the first update (TensorFlow
+    # traces the step there): spent by every run before its updates count.
     startup_seconds: float = 0.0
+    # Seconds compiling the step ahead, before the clock (JAX: `_compile_ahead`): a run
+    # spends them too, but outside its time budget.
+    compile_seconds: float = 0.0
 
     def at_batch(self, batch_tokens: int) -> float:
         """Real target tokens per update at another batch size (proportional)."""
@@ -291,6 +294,8 @@ class Plan:
     choices: tuple[Choice, ...]
     # Seconds spent measuring speeds (counted inside a time budget).
     measuring_seconds: float = 0.0
+    # Seconds the measuring spent compiling steps ahead, before its clocks (not counted).
+    compiling_seconds: float = 0.0
 
     def changes(self) -> tuple[Change, ...]:
         """The planned (not user-set) values as typed changes of the run config, shape first."""
@@ -333,6 +338,16 @@ class Plan:
         """The chosen (or given) batch tokens per replica."""
         return int(self.value(BATCH_TOKENS))
 
+    def _measuring(self) -> str:
+        """` (measuring speeds took N s of it; ...)`, or "" when nothing was timed."""
+        said = []
+        if self.measuring_seconds:
+            said.append(f"measuring speeds took {self.measuring_seconds:.0f} s of it")
+        if self.compiling_seconds:
+            compiled = self.compiling_seconds
+            said.append(f"compiling their steps took {compiled:.0f} s more, outside it")
+        return f" ({'; '.join(said)})" if said else ""
+
     def describe(self) -> list[str]:
         """The plan as lines: counts, speeds, what the budget buys, each choice and why."""
         corpus = self.corpus
@@ -340,17 +355,14 @@ class Plan:
         lines = [
             f"corpus: {corpus.pairs:,} pairs, {corpus.characters:,} characters, "
             f"{corpus.epoch_tokens:,.0f} target tokens per epoch ({counted})",
-            f"budget: {self.budget.describe()}"
-            + (
-                f" (measuring speeds took {self.measuring_seconds:.0f} s of it)"
-                if self.measuring_seconds
-                else ""
-            ),
+            f"budget: {self.budget.describe()}{self._measuring()}",
         ]
         for name, speed in self.speeds.items():
             if not speed.tokens_per_second:
                 continue  # an update budget: nothing timed
             how = "measured" if speed.measured else "estimated from FLOPs"
+            if speed.compile_seconds:
+                how += f"; {speed.compile_seconds:.0f} s compiling before the clock"
             batch = self.batch_tokens
             bought = tokens_bought(speed, self.budget, batch)
             lines.append(
@@ -391,6 +403,7 @@ class Plan:
             epochs=data["epochs"],
             choices=tuple(Choice(**choice) for choice in data["choices"]),
             measuring_seconds=data.get("measuring_seconds", 0.0),
+            compiling_seconds=data.get("compiling_seconds", 0.0),
         )
 
 
@@ -735,6 +748,7 @@ def make_plan(
     given: Given | None = None,
     memory_batch_tokens: Mapping[str, int] | None = None,
     measuring_seconds: float = 0.0,
+    compiling_seconds: float = 0.0,
     batch_speeds: Mapping[tuple[str, int], Speed] | None = None,
 ) -> Plan:
     """Applies the rules, keeping what the user fixed.
@@ -753,6 +767,8 @@ def make_plan(
         memory_batch_tokens: The most batch tokens the machine's memory holds, per shape
             name (missing: `MAX_BATCH_TOKENS`).
         measuring_seconds: Time spent measuring, to report.
+        compiling_seconds: Time the measuring spent compiling ahead (outside the
+            budget), to report.
         batch_speeds: Speeds timed at other batch sizes, by (shape name, batch tokens);
             the chosen shape's at the chosen batch is used (and the plan's `speeds` then
             holds it), any other is ignored.
@@ -778,5 +794,14 @@ def make_plan(
         *_training_choices(given, budget, epochs, shape.d_model, updates),
     )
     return Plan(
-        budget, corpus, dict(speeds), shape, tokens, updates, epochs, choices, measuring_seconds
+        budget,
+        corpus,
+        dict(speeds),
+        shape,
+        tokens,
+        updates,
+        epochs,
+        choices,
+        measuring_seconds,
+        compiling_seconds,
     )

@@ -6,11 +6,14 @@
    vocabulary, through the pipeline's own scan).
 2. Under a time budget it times a few updates of each candidate shape that could be
    chosen, on the real pipeline, in the run's precision and strategy, the tracing and
-   first updates excluded. The measuring is counted inside the budget and bounded by
-   `MEASURE_SHARE` of it, except that the smallest shape is always timed: its first
-   update carries the tracing of the training step, which can alone exceed the share
-   of a budget of a few minutes (the plan reports the seconds spent). The results are
-   cached (`speed.json`) under a signature of the
+   first updates excluded (`Timing`). The measuring is counted inside the budget and
+   bounded by `MEASURE_SHARE` of it, except that the smallest shape is always timed: its
+   first update carries the tracing of the training step, which can alone exceed the
+   share of a budget of a few minutes (the plan reports the seconds spent). Compiling
+   ahead (JAX compiles a step per batch shape before its clock) is not counted, as a
+   run's own is not, but bounds the timing's wall time (`MEASURE_WALL_SHARE`); from a
+   prepared corpus a shape is timed on its commonest bucket alone, one program. The
+   results are cached (`speed.json`) under a signature of the
    machine, precision, strategy, vocabulary and corpus, so a resumed or repeated run
    measures nothing. On a CPU a shape not timed gets its speed scaled from a timed one
    by their FLOPs (said as much in the plan). On an accelerator, where small shapes are
@@ -98,6 +101,10 @@ ENDLESS = 2**31 - 1  # updates of a timing `fit`: it ends when timed enough
 TIMED_BATCH_TOKENS = 2048
 # A shape is timed only if this much of the measuring share is left (else estimated).
 MIN_MEASURE_SECONDS = 4.0
+# The most of a time budget the timing may take in wall time, compiling included (no
+# new timing starts after it). Compiling ahead (JAX) is not charged to the budget, but
+# on a GPU each program takes seconds to tens of seconds.
+MEASURE_WALL_SHARE = 0.5
 # On an accelerator, the most batches a shape is timed at beyond the first, each the one
 # the last speed buys (it settles in one or two: the batch grows as the cube root).
 BATCH_ROUNDS = 3
@@ -303,8 +310,15 @@ def measure_speed(
     *,
     warmup: int = WARMUP_UPDATES,
     updates: int = TIMED_UPDATES,
+    every_bucket: bool = False,
 ) -> Speed:
     """Trains `shape` for a few updates on the real pipeline and times the steady ones.
+
+    From a prepared corpus under static shapes it trains on one bucket's batches (the
+    commonest: `training.inputs.timing_input`) unless `every_bucket`, so one program is
+    compiled, not one per bucket. The seconds compiling ahead, before `fit`'s clock
+    (JAX), are reported apart (`Speed.compile_seconds`): a run spends its own outside its
+    budget too.
 
     Args:
         shape: The candidate.
@@ -312,7 +326,8 @@ def measure_speed(
         config: The run config (data, optimizer, precision and strategy settings).
         vocabulary: The run's vocabulary.
         strategy: The run's strategy (the timing is of its replicas together).
-        seconds: Stop timing after this long (at least two timed updates are made);
+        seconds: Stop timing this long after the clock starts (at least two timed
+            updates are made);
             ignored when the strategy spans workers, which must all make the same
             number of updates.
         warmup: Looks at the clock before the timed ones (the first update carries the
@@ -320,23 +335,27 @@ def measure_speed(
             first use). TensorFlow's `fit` looks after every update, the JAX loop every
             few (`training.jax_engine.updates_unseen`).
         updates: Updates timed, at least (and two looks), unless `seconds` pass first.
+        every_bucket: Train on the run's own batches, every bucket's (benchmarks).
     """
     import keras
 
     from training.backend import engine
-    from training.inputs import batch_shapes, training_dataset
+    from training.inputs import timing_input
     from training.trainer import build_trainer
 
     if strategy.spans_workers():
         seconds = float("inf")
     config = with_shape(config, shape, batch_tokens)
     marks: list[tuple[float, float, int]] = []  # (time, target tokens, updates) per look
-    started = time.monotonic()
+    begun: list[float] = []  # when `fit`'s clock started (after compiling ahead, if any)
 
     class Clock(keras.callbacks.Callback):
         # Any cadence: the JAX loop then looks every few updates, as it does in training
         # (a look after every update would time a slower loop than the run's).
         every_steps = 0
+
+        def on_train_begin(self, logs=None):
+            begun.append(time.monotonic())
 
         def on_train_batch_end(self, batch, logs=None):
             tokens = float((logs or {}).get("tokens", 0.0))
@@ -344,7 +363,7 @@ def measure_speed(
             if len(marks) - warmup < 2:
                 return  # (at least two looks timed)
             timed = marks[-1][2] - marks[warmup - 1][2]
-            if timed >= updates or time.monotonic() - started > seconds:
+            if timed >= updates or time.monotonic() - begun[0] > seconds:
                 self.model.stop_training = True
 
     sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
@@ -355,8 +374,8 @@ def measure_speed(
         steps_per_execution=1,
         trainer_class=engine().trainer,
     )
-    trainer.expect_shapes(batch_shapes(config, vocabulary))
-    data = training_dataset(config, vocabulary, strategy, skip=0)
+    data, shapes = timing_input(config, vocabulary, strategy, every_bucket)
+    trainer.expect_shapes(shapes)
     fit_started = time.monotonic()
     trainer.fit(
         data,
@@ -368,12 +387,20 @@ def measure_speed(
     )
     (t0, tokens0, updates0), (t1, tokens1, updates1) = marks[warmup - 1], marks[-1]
     updates = max(updates1 - updates0, 1)
-    rate, per_update, startup = strategy.worker_means(
+    rate, per_update, startup, compiling = strategy.worker_means(
         (tokens1 - tokens0) / max(t1 - t0, 1e-9),
         (tokens1 - tokens0) / updates,
-        marks[0][0] - fit_started,
+        marks[0][0] - begun[0],
+        begun[0] - fit_started,
     )
-    return Speed(rate, per_update, batch_tokens, measured=True, startup_seconds=startup)
+    return Speed(
+        rate,
+        per_update,
+        batch_tokens,
+        measured=True,
+        startup_seconds=startup,
+        compile_seconds=compiling,
+    )
 
 
 def with_shape(config: RunConfig, shape: Shape, batch_tokens: int) -> RunConfig:
@@ -401,122 +428,161 @@ def scaled_speed(timed: Speed, timed_flops: float, flops: float) -> Speed:
     )
 
 
+class Timing:
+    """The planner's timings under one time budget, and what they cost.
+
+    A timing's steady part (building the model, the first updates, the timed ones) is
+    charged to the budget and bounded by `MEASURE_SHARE` of it; its compiling ahead,
+    before the clock (JAX), is not charged, as a run's own is not, but the timing's wall
+    time, compiling included, is bounded by `MEASURE_WALL_SHARE` of the budget.
+    """
+
+    def __init__(
+        self,
+        budget_seconds: float,
+        config: RunConfig,
+        vocabulary: Vocabulary,
+        strategy: Strategy,
+        cache: SpeedCache,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.share = MEASURE_SHARE * budget_seconds
+        self.wall = MEASURE_WALL_SHARE * budget_seconds
+        self.config, self.vocabulary, self.strategy, self.cache = (
+            config, vocabulary, strategy, cache,
+        )  # fmt: skip
+        self.charged = 0.0  # seconds counted inside the budget
+        self.compiled = 0.0  # seconds compiling ahead, outside it
+        self.clock = clock  # (tests pass a simulated one)
+        self.started = clock()
+
+    def left(self) -> float:
+        """Seconds of the measuring share not yet charged."""
+        return self.share - self.charged
+
+    def may_time(self) -> bool:
+        """Whether another (uncached) timing fits.
+
+        It must fit the share and the wall bound, and not span workers, whose clocks
+        could disagree on that.
+        """
+        return (
+            self.left() >= MIN_MEASURE_SECONDS
+            and self.clock() - self.started < self.wall
+            and not self.strategy.spans_workers()
+        )
+
+    def speed(self, shape: Shape, batch_tokens: int, *, always: bool = False) -> Speed | None:
+        """The shape's speed at `batch_tokens`: cached, else timed, else None.
+
+        Timed if `always`, or if it fits (`may_time`).
+        """
+        speed = self.cache.get(shape, batch_tokens)
+        if speed is not None:
+            return speed
+        if not (always or self.may_time()):
+            return None
+        log.info("plan: timing %s at %d batch tokens", shape.describe(), batch_tokens)
+        started = self.clock()
+        speed = measure_speed(
+            shape,
+            batch_tokens,
+            self.config,
+            self.vocabulary,
+            self.strategy,
+            max(self.left(), MIN_MEASURE_SECONDS),
+        )
+        self.compiled += speed.compile_seconds
+        self.charged += max(self.clock() - started - speed.compile_seconds, 0.0)
+        self.cache.put(shape, batch_tokens, speed)
+        return speed
+
+
 def time_shapes(
     candidates: tuple[Shape, ...],
     counts: CorpusCounts,
-    budget_seconds: float,
     batch_tokens: int,
-    config: RunConfig,
-    vocabulary: Vocabulary,
-    strategy,
-    cache: SpeedCache,
-) -> tuple[dict[str, Speed], float]:
+    timing: Timing,
+    budget_seconds: float,
+) -> dict[str, Speed]:
     """Speeds of the candidates: timed (or cached) where one could be chosen, else scaled.
 
     The smallest is always timed. A larger one is timed only while its FLOP-scaled
-    estimate, doubled, would pass both limits and the measuring share has time left
-    (never across workers, whose clocks could disagree on that).
+    estimate, doubled, would pass both limits and `timing` has room for it.
 
     Returns:
-        Speeds by shape name, and the seconds spent timing.
+        Speeds by shape name.
     """
-    share = MEASURE_SHARE * budget_seconds
-    started = time.monotonic()
+    vocabulary = timing.vocabulary
     vocab_sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
     speeds: dict[str, Speed] = {}
     reference: tuple[Speed, float] | None = None
-    timed = False
     length = counts.epoch_tokens / max(counts.pairs, 1)  # the corpus' mean target length
     for shape in candidates:
-        flops = flops_per_token(shape, config, vocab_sizes, length)
-        speed = cache.get(shape, batch_tokens)
+        flops = flops_per_token(shape, timing.config, vocab_sizes, length)
+        speed = timing.cache.get(shape, batch_tokens)
         if speed is None and reference is not None:
             estimate = scaled_speed(reference[0], reference[1], flops)
-            left = share - (time.monotonic() - started)
             bought = 2 * tokens_bought(estimate, Budget(seconds=budget_seconds), batch_tokens)
             worth_timing = shape.parameters <= min(
                 data_limit(counts.epoch_tokens), compute_limit(bought)
             )
-            if not worth_timing or left < MIN_MEASURE_SECONDS or strategy.spans_workers():
+            if not worth_timing or not timing.may_time():
                 speeds[shape.name] = estimate
                 continue
         if speed is None:
-            left = max(share - (time.monotonic() - started), MIN_MEASURE_SECONDS)
-            log.info("plan: timing %s at %d batch tokens", shape.describe(), batch_tokens)
-            speed = measure_speed(shape, batch_tokens, config, vocabulary, strategy, left)
-            cache.put(shape, batch_tokens, speed)
-            timed = True
+            speed = timing.speed(shape, batch_tokens, always=True)
         speeds[shape.name] = speed
         reference = (speed, flops)
-    return speeds, (time.monotonic() - started) if timed else 0.0
+    return speeds
 
 
 def time_shapes_at_their_batches(
     candidates: tuple[Shape, ...],
     counts: CorpusCounts,
-    budget_seconds: float,
     batch_tokens: int,
-    config: RunConfig,
-    vocabulary: Vocabulary,
-    strategy,
-    cache: SpeedCache,
+    timing: Timing,
+    budget_seconds: float,
     memory: dict[str, int],
     batch_given: bool = False,
-) -> tuple[dict[str, Speed], float]:
+) -> dict[str, Speed]:
     """Speeds of the candidates on an accelerator: each timed, at the batch it would train.
 
     There small shapes are bound by kernel launches rather than FLOPs, and a token costs
     less in a larger batch, so no speed is scaled from another shape's. Smallest first,
-    each is timed at `batch_tokens`, then again at the batch the rule gives for what that
-    speed buys, until that is the batch timed (unless the user set the batch). The timing
-    stops after a shape over the data or compute limit (a larger one would be too), or
-    when the measuring share is spent (the first shape is always timed). A shape not
-    timed is not weighed: the plan says it was not measured.
+    each is timed at the batch the last one settled on (`batch_tokens` for the first),
+    then again at the batch the rule gives for what that speed buys, until that is the
+    batch timed (unless the user set the batch). The timing stops after a shape over the
+    data or compute limit (a larger one would be too), or when `timing` has no room left
+    (the first shape is always timed). A shape not timed is not weighed: the plan says
+    it was not measured.
 
     Returns:
-        Speeds by shape name (each at its own batch where that was timed), and the
-        seconds spent timing.
+        Speeds by shape name (each at its own batch where that was timed).
     """
-    share, started = MEASURE_SHARE * budget_seconds, time.monotonic()
     budget = Budget(seconds=budget_seconds)
     speeds: dict[str, Speed] = {}
-    timed = False
-
-    def speed_at(shape: Shape, batch: int) -> Speed | None:
-        nonlocal timed
-        speed = cache.get(shape, batch)
-        if speed is not None:
-            return speed
-        left = share - (time.monotonic() - started)
-        if speeds and (left < MIN_MEASURE_SECONDS or strategy.spans_workers()):
-            return None
-        log.info("plan: timing %s at %d batch tokens", shape.describe(), batch)
-        speed = measure_speed(
-            shape, batch, config, vocabulary, strategy, max(left, MIN_MEASURE_SECONDS)
-        )
-        cache.put(shape, batch, speed)
-        timed = True
-        return speed
-
+    start = batch_tokens
     for shape in candidates:
-        speed = speed_at(shape, batch_tokens)
+        speed = timing.speed(shape, start, always=not speeds)
         if speed is None:
             break
         for _ in range(0 if batch_given else BATCH_ROUNDS):
             # The batch this speed buys, timed in turn, until it is the one timed.
             own = choose_batch_tokens(tokens_bought(speed, budget, 0), memory[shape.name])
-            at_own = None if own == speed.batch_tokens else speed_at(shape, own)
+            at_own = None if own == speed.batch_tokens else timing.speed(shape, own)
             if at_own is None:
                 break
             speed = at_own
         speeds[shape.name] = speed
+        start = speed.batch_tokens if not batch_given else batch_tokens
         limit = min(
             data_limit(counts.epoch_tokens),
             compute_limit(tokens_bought(speed, budget, speed.batch_tokens)),
         )
         if shape.parameters > limit:
             break
-    return speeds, (time.monotonic() - started) if timed else 0.0
+    return speeds
 
 
 def memory_batch_tokens(shape: Shape, vocab_size: int, strategy) -> int:
@@ -558,117 +624,95 @@ def plan_run(
     candidates = (given.shape,) if given.shape else SHAPES
     batch = given.batch_tokens or TIMED_BATCH_TOKENS
     settled = not speed_decides_something(given)
-    cache: SpeedCache | None = None
     memory = {
         shape.name: memory_batch_tokens(shape, max(vocab_sizes), strategy) for shape in candidates
     }
     if config.train.max_minutes > 0 and not settled:
-        signature = machine_signature(
-            config, vocabulary, strategy, precision, counts.epoch_tokens / max(counts.pairs, 1)
-        )
-        speeds, spent, cache = _timed_speeds(
-            candidates, counts, config, vocabulary, strategy, given, signature, cache_dir, memory
-        )
-        budget = _net_budget(config, spent)
+        timing = _timing(config, vocabulary, strategy, precision, counts, cache_dir)
+        speeds = _timed_speeds(candidates, counts, config, timing, given, memory)
     else:
         # An update budget, or every planned value set (the speed would decide nothing):
         # nothing is timed; an update buys `TARGET_FILL` of its batch tokens.
         fill = Speed(0.0, TARGET_FILL * batch, batch, measured=False)
-        speeds, spent = {shape.name: fill for shape in candidates}, 0.0
+        speeds, timing = {shape.name: fill for shape in candidates}, None
         minutes = config.train.max_minutes
         budget = (
             Budget(seconds=minutes * 60) if minutes > 0 else Budget(updates=config.train.max_steps)
         )
-    plan = make_plan(
-        counts, budget, speeds, given=given, memory_batch_tokens=memory, measuring_seconds=spent
-    )
+
+    def planned(batch_speeds=None) -> Plan:
+        spent, compiled = (0.0, 0.0) if timing is None else _agreed(timing)
+        return make_plan(
+            counts,
+            budget if timing is None else _net_budget(config, spent),
+            speeds,
+            given=given,
+            memory_batch_tokens=memory,
+            measuring_seconds=spent,
+            compiling_seconds=compiled,
+            batch_speeds=batch_speeds,
+        )
+
+    plan = planned()
     chosen = plan.batch_tokens
-    if cache is None or chosen == batch:
+    if timing is None or chosen == batch:
         return plan
     # The rule chose another batch than the one timed: what the budget buys (updates,
     # epochs, and so dropout and warmup) comes from that batch's own speed, timed too
     # while the measuring share has time left (or cached), else scaled from the timed one.
-    speed, extra = _time_batch(plan.shape, chosen, config, vocabulary, strategy, cache, spent)
+    speed = timing.speed(plan.shape, chosen)
     if speed is None:
         return plan
-    spent += extra
-    return make_plan(
-        counts,
-        _net_budget(config, spent),
-        speeds,
-        given=given,
-        memory_batch_tokens=memory,
-        measuring_seconds=spent,
-        batch_speeds={(plan.shape.name, chosen): speed},
-    )
+    return planned({(plan.shape.name, chosen): speed})
 
 
-def _time_batch(
-    shape: Shape,
-    batch_tokens: int,
+def _timing(
     config: RunConfig,
     vocabulary: Vocabulary,
-    strategy,
-    cache: SpeedCache,
-    spent: float,
-) -> tuple[Speed | None, float]:
-    """The chosen shape's speed at `batch_tokens`: (cached or timed speed, seconds spent).
-
-    None when it is neither cached nor worth timing: the measuring share has less than
-    `MIN_MEASURE_SECONDS` left, or the strategy spans workers (whose clocks could
-    disagree on that).
-    """
-    speed = cache.get(shape, batch_tokens)
-    if speed is not None:
-        return speed, 0.0
-    left = MEASURE_SHARE * config.train.max_minutes * 60 - spent
-    if left < MIN_MEASURE_SECONDS or strategy.spans_workers():
-        return None, 0.0
-    started = time.monotonic()
-    log.info("plan: timing %s at %d batch tokens", shape.describe(), batch_tokens)
-    speed = measure_speed(shape, batch_tokens, config, vocabulary, strategy, left)
-    cache.put(shape, batch_tokens, speed)
-    return speed, time.monotonic() - started
+    strategy: Strategy,
+    precision: str,
+    counts: CorpusCounts,
+    cache_dir: Path,
+) -> Timing:
+    """The run's `Timing`, over its speed cache (`speed.json`, and the machine's)."""
+    signature = machine_signature(
+        config, vocabulary, strategy, precision, counts.epoch_tokens / max(counts.pairs, 1)
+    )
+    if strategy.spans_workers():
+        # Every worker times, together: a cache one of them has could differ.
+        cache = SpeedCache(cache_dir / SPEED_FILE, signature, read=False)
+    else:
+        cache = SpeedCache(cache_dir / SPEED_FILE, signature, machine_cache_path())
+    return Timing(config.train.max_minutes * 60, config, vocabulary, strategy, cache)
 
 
 def _timed_speeds(
     candidates: tuple[Shape, ...],
     counts: CorpusCounts,
     config: RunConfig,
-    vocabulary: Vocabulary,
-    strategy,
+    timing: Timing,
     given: Given,
-    signature: dict,
-    cache_dir: Path,
     memory: dict[str, int],
-) -> tuple[dict[str, Speed], float, SpeedCache]:
+) -> dict[str, Speed]:
     """The candidates' speeds under the run's time budget.
 
     On an accelerator each is timed at its own batch (`time_shapes_at_their_batches`);
     elsewhere `time_shapes`.
-
-    Returns:
-        The speeds, the seconds spent timing (the same on every worker), and the speeds'
-        cache.
     """
     seconds = config.train.max_minutes * 60
-    if strategy.spans_workers():
-        # Every worker times, together: a cache one of them has could differ.
-        cache = SpeedCache(cache_dir / SPEED_FILE, signature, read=False)
-    else:
-        cache = SpeedCache(cache_dir / SPEED_FILE, signature, machine_cache_path())
     batch = given.batch_tokens or TIMED_BATCH_TOKENS
-    if strategy.accelerator_memory() is not None:
-        speeds, spent = time_shapes_at_their_batches(
-            candidates, counts, seconds, batch, config, vocabulary, strategy, cache, memory,
+    if timing.strategy.accelerator_memory() is not None:
+        return time_shapes_at_their_batches(
+            candidates, counts, batch, timing, seconds, memory,
             batch_given=bool(given.batch_tokens),
         )  # fmt: skip
-    else:
-        speeds, spent = time_shapes(
-            candidates, counts, seconds, batch, config, vocabulary, strategy, cache
-        )
-    (spent,) = strategy.worker_means(spent)  # the same net budget on every worker
-    return speeds, spent, cache
+    return time_shapes(candidates, counts, batch, timing, seconds)
+
+
+def _agreed(timing: Timing) -> tuple[float, float]:
+    """The seconds charged and compiled, the same on every worker (their means)."""
+    charged, compiled = timing.strategy.worker_means(timing.charged, timing.compiled)
+    return charged, compiled
 
 
 def _net_budget(config: RunConfig, spent: float) -> Budget:

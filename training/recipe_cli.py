@@ -58,8 +58,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=float,
         default=60.0,
         help="training time budget, measuring this machine's speed and validation included "
-        "(default: 60); on JAX (GPUs, TPUs) the compiling of each batch shape's step is "
-        "not: it runs before the clock starts, and the log says how long it took",
+        "(default: 60). On TensorFlow it counts everything from the plan's timing "
+        "to the last update, tracing included. On JAX compiling the steps is not: the "
+        "run's, one per batch shape, and the timing's, one per timed batch, run before "
+        "their clocks, and the plan and log say how long they took (on a GPU, about a "
+        "minute or two more)",
     )
     corpus = parser.add_argument_group(
         "corpus (default: Multi30k); --weight and --tag apply to the --train, --valid or "

@@ -160,7 +160,9 @@ def shape_speeds(bundle: Path, out: Path, batch_tokens: int, seconds: float, siz
     rate = matmul_rate(size)
     rows = {}
     for shape in SHAPES:
-        speed = measure_speed(shape, batch_tokens, config, vocabulary, strategy, seconds)
+        speed = measure_speed(
+            shape, batch_tokens, config, vocabulary, strategy, seconds, every_bucket=True
+        )
         flops = flops_per_token(shape, config, sizes, length)
         mfu = flops * speed.tokens_per_second / rate
         rows[shape.name] = {"tokens_per_second": speed.tokens_per_second, "mfu": mfu}

@@ -1,6 +1,7 @@
 """Planning a real run: what the user set is kept, the rest planned, saved and resumed;
 speeds measured on the real pipeline and cached."""
 
+import dataclasses
 import json
 
 import yaml
@@ -203,15 +204,26 @@ class _Accelerator:
         return False
 
 
+def _timing(tmp_path, name: str, seconds: float, strategy, clock=None):
+    """A `Timing` over a fresh cache, for a vocabulary of 32,000 a side."""
+    from training import planning
+    from training.config import RunConfig
+
+    vocabulary = type("V", (), {"source_vocab_size": 32000, "target_vocab_size": 32000})()
+    cache = planning.SpeedCache(tmp_path / f"{name}.json", {"machine": name})
+    clock = {} if clock is None else {"clock": clock}
+    return planning.Timing(seconds, RunConfig(), vocabulary, strategy, cache, **clock)
+
+
 def test_on_an_accelerator_each_shape_is_timed_at_its_own_batch_and_none_is_scaled(
     tmp_path, monkeypatch
 ):
     """A GPU's speeds do not follow FLOPs (small shapes wait on kernel launches) and grow
-    with the batch: every shape weighed is timed, first at the timing batch, then at the
-    batch that speed would buy; the plan weighs those, and its reason says it. On a CPU
-    the larger shapes are scaled from the smallest instead (the control)."""
+    with the batch: every shape weighed is timed, the first at the timing batch, each
+    then at the batch that speed would buy, and the next from where the last settled; the
+    plan weighs those. On a CPU the larger shapes are scaled from the smallest instead
+    (the control)."""
     from training import planning
-    from training.config import RunConfig
     from training.plan import SHAPES, CorpusCounts, Speed, make_plan
 
     timed: list[tuple[str, int]] = []
@@ -224,30 +236,107 @@ def test_on_an_accelerator_each_shape_is_timed_at_its_own_batch_and_none_is_scal
 
     monkeypatch.setattr(planning, "measure_speed", measure)
     counts = CorpusCounts(3_000_000, 400_000_000, 60_000_000)  # a large corpus
-    vocabulary = type("V", (), {"source_vocab_size": 32000, "target_vocab_size": 32000})()
     memory = {shape.name: 65536 for shape in SHAPES}
-    cache = planning.SpeedCache(tmp_path / "speed.json", {"machine": "gpu"})
     seconds = 3600.0
-    speeds, spent = planning.time_shapes_at_their_batches(
-        SHAPES, counts, seconds, 2048, RunConfig(), vocabulary, _Accelerator(), cache, memory
-    )
+    timing = _timing(tmp_path, "gpu", seconds, _Accelerator())
+    speeds = planning.time_shapes_at_their_batches(SHAPES, counts, 2048, timing, seconds, memory)
     assert set(speeds) == {shape.name for shape in SHAPES}  # all weighed, all timed
     assert all(speed.measured for speed in speeds.values())
-    for shape in SHAPES:  # each at the timing batch, then at its own
-        own = speeds[shape.name].batch_tokens
-        assert own > 2048 and timed.count((shape.name, 2048)) == timed.count((shape.name, own))
+    first = [next(batch for name, batch in timed if name == shape.name) for shape in SHAPES]
+    settled = [speeds[shape.name].batch_tokens for shape in SHAPES]
+    assert first[0] == 2048 and settled[0] > 2048  # the timing batch, then its own
+    assert first[1:] == settled[:-1]  # each next shape starts where the last settled
     plan = make_plan(counts, planning.Budget(seconds=seconds), speeds, memory_batch_tokens=memory)
     assert plan.shape.name != SHAPES[0].name  # fast enough for a larger shape
     assert plan.batch_tokens == speeds[plan.shape.name].batch_tokens
     # Cached: a second plan times nothing.
     timed.clear()
-    again, spent = planning.time_shapes_at_their_batches(
-        SHAPES, counts, seconds, 2048, RunConfig(), vocabulary, _Accelerator(), cache, memory
+    again = _timing(tmp_path, "gpu", seconds, _Accelerator())
+    assert (
+        planning.time_shapes_at_their_batches(SHAPES, counts, 2048, again, seconds, memory)
+        == speeds
     )
-    assert again == speeds and timed == [] and spent == 0.0
+    assert timed == [] and again.charged == 0.0
     # The CPU's rule on the same timer: the smallest timed, the larger ones FLOP-scaled.
-    cpu = planning.SpeedCache(tmp_path / "cpu.json", {"machine": "cpu"})
-    scaled, _ = planning.time_shapes(
-        SHAPES, counts, 60.0, 2048, RunConfig(), vocabulary, _Accelerator(), cpu
-    )
+    cpu = _timing(tmp_path, "cpu", 60.0, _Accelerator())
+    scaled = planning.time_shapes(SHAPES, counts, 2048, cpu, 60.0)
     assert not all(speed.measured for speed in scaled.values())
+
+
+def test_compiling_ahead_is_not_charged_to_the_budget_but_bounds_the_timing(tmp_path, monkeypatch):
+    """On a GPU a timing compiles for tens of seconds before its clock, as the run then
+    does for its own steps: the budget is charged the steady timing alone, the compiling
+    is reported beside it, and no timing starts once half the budget has gone by in wall
+    time. (Charging the compiling, the control, leaves a 3-minute run a fraction of its
+    minutes: the first H200 run's plan spent 135 s of 180 this way.)"""
+    from training import planning
+    from training.plan import SHAPES, CorpusCounts, Speed
+
+    now = [0.0]
+    timed: list[tuple[str, int]] = []
+
+    def measure(shape, batch, config, vocabulary, strategy, seconds, **timing):
+        timed.append((shape.name, batch))
+        now[0] += 30.0 + 2.0  # compiling ahead, then the steady timing
+        rate = 1e6 * (batch / 2048) ** (2 / 3)
+        return Speed(rate, 0.6 * batch, batch, measured=True, compile_seconds=30.0)
+
+    monkeypatch.setattr(planning, "measure_speed", measure)
+    counts = CorpusCounts(3_000_000, 400_000_000, 60_000_000)
+    memory = {shape.name: 65536 for shape in SHAPES}
+    seconds = 180.0
+    timing = _timing(tmp_path, "gpu", seconds, _Accelerator(), clock=lambda: now[0])
+    speeds = planning.time_shapes_at_their_batches(SHAPES, counts, 2048, timing, seconds, memory)
+    # Timings start at 0, 32 and 64 s; at 96 s half the 180 has gone by.
+    assert len(timed) == 3 and now[0] == 96.0
+    assert timing.charged == 3 * 2.0 and timing.compiled == 3 * 30.0
+    assert speeds and all(speed.measured for speed in speeds.values())
+    plan = planning.make_plan(
+        counts,
+        planning.Budget(seconds=seconds - timing.charged),
+        speeds,
+        memory_batch_tokens=memory,
+        measuring_seconds=timing.charged,
+        compiling_seconds=timing.compiled,
+    )
+    said = "measuring speeds took 6 s of it; compiling their steps took 90 s more, outside it"
+    assert f"({said})" in plan.describe()[1]
+    assert "30 s compiling before the clock" in next(
+        line for line in plan.describe() if line.startswith("speed: ")
+    )
+
+
+def test_a_jax_plan_from_a_prepared_corpus_times_one_bucket_and_reports_its_compiling(
+    copy_task, tmp_path
+):
+    """From a prepared corpus a timing trains on its commonest bucket alone: one program
+    compiled ahead per timing, where the run compiles one per bucket (the control, the
+    premise). The plan reports that compiling apart from the seconds it charges."""
+    import re
+
+    from training.config import load_config
+    from translator.pipelines.prepare import prepare_corpus
+    from translator.pipelines.prepared import PreparedCorpus
+    from translator.pipelines.vocabulary import load_vocabulary
+
+    path = write_user_config(tmp_path, copy_task, max_minutes=240)
+    raw = yaml.safe_load(path.read_text())
+    pipeline = load_config(path).data.pipeline
+    prepared = tmp_path / "prepared"
+    prepare_corpus(*copy_task["train"], load_vocabulary(copy_task["vocab"]), prepared, pipeline)
+    static = dataclasses.replace(pipeline, static_shapes=True, batch_tokens=2048)
+    corpus = PreparedCorpus(prepared)
+    assert len(corpus.batch_shapes(corpus.buckets_for(static))) > 1  # the run's: several
+    raw["data"].update(train_source="", train_target="", prepared=str(prepared))
+    raw["train"]["backend"] = "jax"
+    path.write_text(yaml.safe_dump(raw))
+
+    result = translator("train", "--config", path, "--run-dir", tmp_path / "run", "--plan")
+    assert result.returncode == 0, result.stderr[-3000:]
+    timings = re.findall(r"plan: timing yours .* at (\d+) batch tokens", result.stderr)
+    compiled = re.findall(r"compiled the training step for (\d+) batch shape", result.stderr)
+    assert timings and compiled == ["1"] * len(timings), result.stderr[-3000:]
+    budget = next(line for line in result.stdout.splitlines() if line.startswith("budget: "))
+    assert "compiling their steps took" in budget and "outside it" in budget
+    cached = json.loads((tmp_path / "run" / "speed.json").read_text())["speeds"]
+    assert all(speed["compile_seconds"] > 0 for speed in cached.values())

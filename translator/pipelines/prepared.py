@@ -276,6 +276,20 @@ class PreparedCorpus:
             if b.batch_size and count >= b.batch_size
         )
 
+    def commonest_bucket(self, config: PipelineConfig) -> Bucket | None:
+        """The bucket holding the most target tokens, of those an epoch fills a batch of.
+
+        None without static shapes, or if no bucket fills one.
+        """
+        if not config.static_shapes:
+            return None
+        buckets = config.buckets()
+        which = self._buckets_of(buckets)  # [pairs]
+        pairs = np.bincount(which, minlength=len(buckets))
+        tokens = np.bincount(which, weights=self.target_lengths, minlength=len(buckets))
+        full = [i for i, b in enumerate(buckets) if b.batch_size and pairs[i] >= b.batch_size]
+        return buckets[max(full, key=lambda i: tokens[i])] if full else None
+
     def epoch(self, config: PipelineConfig, epoch: int) -> list[tuple[Bucket, np.ndarray]]:
         """The batches of one epoch, in order: each its bucket and its pairs' indices.
 
@@ -337,8 +351,12 @@ class PreparedCorpus:
                     features, labels = _pad_batch((features, labels), size)
                 yield features, labels
 
-    def batches(self, config: PipelineConfig, skip: int = 0) -> Iterator[Batch]:
+    def batches(
+        self, config: PipelineConfig, skip: int = 0, only: Bucket | None = None
+    ) -> Iterator[Batch]:
         """Endless training batches from the `skip`-th on (epoch after epoch).
+
+        `only`: just that bucket's batches (the planner times one batch shape).
 
         Raises:
             CorpusError: no batch can be made (every bucket's pairs too few for a
@@ -353,6 +371,8 @@ class PreparedCorpus:
         epoch, offset = divmod(skip, per_epoch)
         while True:
             for bucket, rows in self.epoch(config, epoch)[offset:]:
+                if only is not None and bucket != only:
+                    continue
                 yield self.batch(rows, bucket.length if config.static_shapes else None)
             epoch, offset = epoch + 1, 0
 
