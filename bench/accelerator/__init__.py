@@ -12,9 +12,12 @@
 3. Here: `python -m bench.accelerator publish DIR/accelerator.json [--speeds speeds.json]`
    writes the section of bench/RESULTS.md.
 
-There, `python -m bench.accelerator speeds --out DIR` times every planner shape at one batch
-size with the planner's own timing (`training.planning.measure_speed`: the product's step
-on the prepared corpus) into DIR/speeds.json, beside the bf16 matmul rate (MFU).
+There, `python -m bench.accelerator speeds --out DIR --plan DIR/plan.json` times the shapes
+the run's plan timed, each at the batch the plan timed it at, as a run trains them (the
+planner's own `training.planning.measure_speed` on every bucket of the prepared corpus,
+where the plan timed one) into DIR/speeds.json, beside the bf16 matmul rate (MFU); without
+`--plan`, every planner shape at `--batch-tokens`. `publish --speeds` puts them beside the
+plan's.
 
 `prepare` prints the device call (carry [".accelerator"]); bench/RESULTS.md has the runs.
 """

@@ -31,7 +31,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     speeds = commands.add_parser("speeds", help="on the accelerator: each shape's speed, MFU")
     speeds.add_argument("--bundle", type=Path, default=BUNDLE)
     speeds.add_argument("--out", type=Path, required=True, help="where speeds.json goes")
-    speeds.add_argument("--batch-tokens", type=int, default=16384)
+    speeds.add_argument("--batch-tokens", type=int, default=16384, help="without --plan")
+    speeds.add_argument(
+        "--plan", type=Path, help="a run's plan.json: the shapes it timed, at its batches"
+    )
     speeds.add_argument("--seconds", type=float, default=5.0, help="of updates per shape")
     speeds.add_argument("--matmul-size", type=int, default=8192)
     publish = commands.add_parser("publish", help="here: write RESULTS.md's section")
@@ -47,11 +50,13 @@ def section(result: dict, speeds: dict | None) -> str:
     rows = []
     for name, planned in result["plan"]["speeds"].items():
         how = "timed" if planned["measured"] else "estimated"
-        timed = measured.get(name, {}).get("tokens_per_second")
+        row = measured.get(name, {})
+        timed = row.get("tokens_per_second")
+        batch = row.get("batch_tokens", (speeds or {}).get("batch_tokens"))
         rows.append(
             f"| {name} | {planned['tokens_per_second']:,.0f} ({how}, at "
             f"{planned['batch_tokens']:,}) | "
-            + (f"{timed:,.0f} (at {speeds['batch_tokens']:,})" if timed else "not measured")
+            + (f"{timed:,.0f} (at {batch:,})" if timed else "not measured")
             + " |"
         )
     figures = dict(
@@ -88,8 +93,9 @@ def main(argv: list[str] | None = None) -> int:
             run.run(args.bundle, args.out, args.minutes, args.test_sentences)
         else:
             run.shape_speeds(
-                args.bundle, args.out, args.batch_tokens, args.seconds, args.matmul_size
-            )
+                args.bundle, args.out, args.batch_tokens, args.seconds, args.matmul_size,
+                args.plan,
+            )  # fmt: skip
     else:
         result = json.loads(args.results.read_text())
         speeds = json.loads(args.speeds.read_text()) if args.speeds else None

@@ -135,9 +135,21 @@ def run(bundle: Path, out: Path, minutes: float, test_sentences: int = 0) -> dic
     return result
 
 
-def shape_speeds(bundle: Path, out: Path, batch_tokens: int, seconds: float, size: int) -> dict:
-    """Every planner shape's speed at `batch_tokens`, timed as the planner times (the
-    product's step on the prepared corpus), and its MFU against the bf16 matmul rate."""
+def shape_speeds(
+    bundle: Path,
+    out: Path,
+    batch_tokens: int,
+    seconds: float,
+    size: int,
+    plan: Path | None = None,
+) -> dict:
+    """Planner shapes' speeds as a run trains them (the product's step on every bucket of
+    the prepared corpus), and their MFU against the bf16 matmul rate.
+
+    With `plan` (a run's plan.json), the shapes it timed, each at the batch it timed it
+    at: what the plan estimated (on one bucket) beside what a run gets. Otherwise every
+    shape at `batch_tokens`.
+    """
     from training.backend import choose_backend
     from training.corpus_prep import prepare_data
     from training.plan import SHAPES
@@ -157,16 +169,29 @@ def shape_speeds(bundle: Path, out: Path, batch_tokens: int, seconds: float, siz
     config, strategy, precision = on_backend(config)  # adapted as a run's (static shapes)
     vocabulary = load_vocabulary(paths.vocabulary)
     sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
+    batches = {shape.name: batch_tokens for shape in SHAPES}
+    if plan is not None:
+        planned = json.loads(plan.read_text())["speeds"]
+        batches = {n: s["batch_tokens"] for n, s in planned.items() if s["measured"]}
     rate = matmul_rate(size)
     rows = {}
-    for shape in SHAPES:
+    for shape in (shape for shape in SHAPES if shape.name in batches):
+        batch = batches[shape.name]
         speed = measure_speed(
-            shape, batch_tokens, config, vocabulary, strategy, seconds, every_bucket=True
+            shape, batch, config, vocabulary, strategy, seconds, every_bucket=True
         )
         flops = flops_per_token(shape, config, sizes, length)
         mfu = flops * speed.tokens_per_second / rate
-        rows[shape.name] = {"tokens_per_second": speed.tokens_per_second, "mfu": mfu}
-        print(f"{shape.name}: {speed.tokens_per_second:,.0f} target tokens/s, MFU {mfu:.1%}")
+        rows[shape.name] = {
+            "tokens_per_second": speed.tokens_per_second,
+            "mfu": mfu,
+            "batch_tokens": batch,
+            "compile_seconds": speed.compile_seconds,
+        }
+        print(
+            f"{shape.name} at {batch:,} batch tokens: {speed.tokens_per_second:,.0f} target "
+            f"tokens/s, MFU {mfu:.1%} ({speed.compile_seconds:.0f} s compiling)"
+        )
         result = {"device": device_name(), "batch_tokens": batch_tokens, "precision": precision,
                   "matmul_flops_per_second": rate, "shapes": rows}  # fmt: skip
         out.mkdir(parents=True, exist_ok=True)  # (after each shape: a cut run keeps some)

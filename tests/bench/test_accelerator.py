@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from bench import harness
-from bench.accelerator import MANIFEST, RESULTS_FILE, WHEELS, WORK
+from bench.accelerator import MANIFEST, RESULTS_FILE, SPEEDS_FILE, WHEELS, WORK
 from bench.accelerator.prepare import LIMIT_BYTES
 from tests.support.paths import REPO
 from tests.support.scores import sacrebleu_scores
@@ -79,9 +79,23 @@ def test_the_bundle_runs_the_recipe_without_tensorflow_and_publishes_what_it_lef
     oracle = sacrebleu_scores(tmp_path / "test.ref", hypotheses)
     assert result["test_bleu"] == pytest.approx(oracle["bleu"][0], abs=1e-3)
 
+    # `speeds` times the shapes the plan timed, at the plan's batches, as a run trains.
+    _python("-m", "tests.support.no_tensorflow", "bench.accelerator", "speeds", "--bundle",
+            bundle, "--out", out, "--plan", out / "plan.json", "--seconds", "1",
+            "--matmul-size", "256", timeout=900)  # fmt: skip
+    speeds = json.loads((out / SPEEDS_FILE).read_text())
+    timed = {name: speed for name, speed in plan["speeds"].items() if speed["measured"]}
+    assert timed and set(speeds["shapes"]) == set(timed)
+    for name, speed in speeds["shapes"].items():
+        assert speed["batch_tokens"] == timed[name]["batch_tokens"]
+        assert speed["tokens_per_second"] > 0 and 0 < speed["mfu"] < 1
+
     results_md = tmp_path / "RESULTS.md"
-    _python("-m", "bench.accelerator", "publish", out / RESULTS_FILE, "--results-md",
-            results_md, timeout=120)  # fmt: skip
+    _python("-m", "bench.accelerator", "publish", out / RESULTS_FILE, "--speeds",
+            out / SPEEDS_FILE, "--results-md", results_md, timeout=120)  # fmt: skip
     section = harness.read_section("accelerator-recipe", results_md)
     assert result["device"] in section and f"{result['test_bleu']:.2f}" in section
     assert f"{result['updates']:,}" in section
+    for name, speed in speeds["shapes"].items():  # each beside the plan's
+        row = next(line for line in section.splitlines() if line.startswith(f"| {name} |"))
+        assert f"{speed['tokens_per_second']:,.0f} (at {speed['batch_tokens']:,})" in row
