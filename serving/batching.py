@@ -79,11 +79,11 @@ class BatchStats:
 class _Task:
     """One request: its sentences, how many are dispatched, and its collected outputs."""
 
-    def __init__(self, signature: str, inputs: Sequence[Row]):
+    def __init__(self, signature: str, inputs: Sequence[Row], enqueued: float):
         self.signature = signature
         self.inputs = list(inputs)
         self.future: concurrent.futures.Future = concurrent.futures.Future()
-        self.enqueued = time.monotonic()
+        self.enqueued = enqueued
         self.dispatched = 0  # sentences handed to batches so far
         self.delivered = 0  # sentences whose outputs came back
         self.chunks: list[dict[str, np.ndarray]] = []
@@ -110,10 +110,18 @@ class Batcher:
     Args:
         run: Runs one signature on a batch of sentences.
         config: The batching parameters.
+        clock: Seconds from an arbitrary origin, for the timeouts (tests pass a simulated
+            one; the waits themselves stay real, ended by requests or the deadline).
     """
 
-    def __init__(self, run: RunFunction, config: BatchingConfig | None = None):
+    def __init__(
+        self,
+        run: RunFunction,
+        config: BatchingConfig | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self._run = run
+        self._clock = clock
         self.config = config or BatchingConfig()
         self.stats = BatchStats()
         self._queue: collections.deque[_Task] = collections.deque()
@@ -166,7 +174,7 @@ class Batcher:
         """
         if not inputs:
             raise ValueError("a request needs at least one sentence")
-        task = _Task(signature, inputs)
+        task = _Task(signature, inputs, self._clock())
         with self._condition:
             if self._stopping or not self.alive:
                 raise BatcherStoppedError("the server is shutting down")
@@ -191,7 +199,7 @@ class Batcher:
             if batch is None:
                 return
             self._run_batch(*batch)
-            self._free_since = time.monotonic()
+            self._free_since = self._clock()
 
     def _next_batch(self) -> tuple[str, list[tuple[_Task, int, int]]] | None:
         """Waits for the next batch: (signature, [(task, start, end)]); None to stop."""
@@ -213,7 +221,7 @@ class Batcher:
             while (
                 not self._stopping
                 and self._waiting[head.signature] < config.max_batch_size
-                and (remaining := deadline - time.monotonic()) > 0
+                and (remaining := deadline - self._clock()) > 0
             ):
                 self._condition.wait(remaining)
             parts, size = [], 0
@@ -240,7 +248,7 @@ class Batcher:
         """
         if len(self._queue) != 1:
             return False
-        idle = time.monotonic() - self._free_since
+        idle = self._clock() - self._free_since
         return self._last_requests <= 1 or idle > timeout
 
     def _run_batch(self, signature: str, parts: list[tuple[_Task, int, int]]) -> None:

@@ -27,13 +27,12 @@ import pytest
 
 from serving.process import ServerProcess
 from tests.support.corpora import (
-    MULTI30K_FILES,
     SUBSET,
-    find_multi30k,
     read_gz_lines,
     synthetic_sentences,
     write_lines,
 )
+from tests.support.missing import need_multi30k
 from tests.support.serving import (
     MAX_BATCH_SIZE,
     MAX_REQUEST_BYTES,
@@ -63,13 +62,7 @@ def _speed_cache(tmp_path_factory, monkeypatch):
 
 @pytest.fixture(scope="session")
 def multi30k_dir() -> Path:
-    directory = find_multi30k()
-    if directory is None:
-        pytest.skip(
-            "Multi30k not found: set TRANSLATOR_DATA_MIRROR to a directory with "
-            f"{', '.join(MULTI30K_FILES)} (or put them in <repo>/../shared/data/multi30k)"
-        )
-    return directory
+    return need_multi30k()
 
 
 @pytest.fixture(scope="session")

@@ -20,11 +20,10 @@ from pathlib import Path
 import pytest
 
 from tests.support.corpora import read_gz_lines
-from tests.support.paths import REPO
+from tests.support.readme import readme_commands
 
 pytestmark = pytest.mark.slow
 
-README = REPO / "README.md"
 # Seconds, not minutes: every budget of a README command becomes this many minutes.
 BUDGET = "0.25"
 # (what a line holds, why it is not run).
@@ -36,35 +35,6 @@ LEFT_OUT = (
     ("models/en-", "an OPUS-MT model that `translator import marian` downloads"),
     ("opus-mt-en-de", "an OPUS-MT model downloaded (the internet)"),
 )
-# Blocks run only on a GPU (the line that marks them).
-GPU_BLOCK = '".[gpu]"'
-
-
-def readme_commands() -> list[str]:
-    """The `translator` commands of the README's bash blocks, continuation lines joined."""
-    commands, block, in_bash = [], [], False
-    for line in README.read_text("utf-8").splitlines():
-        if line.startswith("```"):
-            if in_bash and not any(GPU_BLOCK in text for text in block):
-                commands += _joined(block)
-            in_bash, block = line == "```bash", []
-        elif in_bash:
-            block.append(line)
-    return [command for command in commands if "translator " in command]
-
-
-def _joined(lines: list[str]) -> list[str]:
-    joined, current = [], ""
-    for line in lines:
-        if line.lstrip().startswith("#"):
-            continue
-        current += line.rstrip()
-        if current.endswith("\\"):
-            current = current[:-1] + " "
-            continue
-        joined.append(current)
-        current = ""
-    return joined
 
 
 def runnable(command: str) -> str | None:

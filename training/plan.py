@@ -212,8 +212,8 @@ class Speed:
     batch_tokens: int
     # True: timed on this machine; False: scaled from a timed shape by their FLOPs.
     measured: bool
-    # Seconds from the start of the clock to the end of the first update (TensorFlow
-    # traces the step there): spent by every run before its updates count.
+    # Seconds the start of training costs beyond the steady pace (TensorFlow traces the
+    # step in its first update): spent by every run before its updates count.
     startup_seconds: float = 0.0
     # Seconds compiling the step ahead, before the clock (JAX: `_compile_ahead`): a run
     # spends them too, but outside its time budget.
@@ -368,7 +368,7 @@ class Plan:
             lines.append(
                 f"speed: {name} {speed.tokens_per_second:,.0f} target tokens/s at "
                 f"{speed.batch_tokens:,} batch tokens ({how}; {speed.startup_seconds:.0f} s "
-                f"to the first update): would buy {bought / 1e6:,.1f}M tokens = "
+                f"starting): would buy {bought / 1e6:,.1f}M tokens = "
                 f"{bought / speed.at_batch(batch):,.0f} updates = "
                 f"{bought / self.corpus.epoch_tokens:,.1f} epochs"
             )

@@ -387,10 +387,14 @@ def measure_speed(
     )
     (t0, tokens0, updates0), (t1, tokens1, updates1) = marks[warmup - 1], marks[-1]
     updates = max(updates1 - updates0, 1)
+    # The start's cost: the first look's time less what its updates take at the steady
+    # pace (the JAX loop looks after a second's worth of dispatched updates, not one).
+    first_look, _, first_updates = marks[0]
+    startup = first_look - begun[0] - first_updates * (t1 - t0) / updates
     rate, per_update, startup, compiling = strategy.worker_means(
         (tokens1 - tokens0) / max(t1 - t0, 1e-9),
         (tokens1 - tokens0) / updates,
-        marks[0][0] - begun[0],
+        max(startup, 0.0),
         begun[0] - fit_started,
     )
     return Speed(

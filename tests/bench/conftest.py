@@ -6,6 +6,7 @@ import pytest
 
 from bench import harness
 from tests.support.bench import COMMAND, DATE, MACHINE
+from tests.support.missing import missing
 
 
 @pytest.fixture
@@ -14,7 +15,7 @@ def multi30k() -> Path:
     try:
         return harness.find_data(None)
     except SystemExit:
-        pytest.skip("Multi30k not found (set TRANSLATOR_DATA_MIRROR)")
+        missing("Multi30k not found (set TRANSLATOR_DATA_MIRROR)")
 
 
 @pytest.fixture

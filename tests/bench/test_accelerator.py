@@ -10,6 +10,8 @@ Marked `bench` (a few minutes of CPU).
 import gzip
 import json
 import os
+import re
+import statistics
 import subprocess
 import sys
 
@@ -65,7 +67,12 @@ def test_the_bundle_runs_the_recipe_without_tensorflow_and_publishes_what_it_lef
     result = json.loads((out / RESULTS_FILE).read_text())
     log = (out / "recipe.log").read_text()
     assert "(prepared before)" in log and "skipped: a SavedModel" in log  # no TensorFlow
-    assert result["updates"] > 0 and result["tokens_per_second"] > 0
+    # Its figures are the run's own: the updates its summary line says, and the median of
+    # the progress lines' rates (TensorBoard's, to the line's rounding).
+    trained = re.search(r"trained ([\d,]+) updates", log)
+    assert trained and result["updates"] == int(trained.group(1).replace(",", "")) > 0
+    rates = [float(r.replace(",", "")) for r in re.findall(r"\| ([\d,]+) target tok/s", log)]
+    assert rates and statistics.median(rates) == pytest.approx(result["tokens_per_second"], abs=1)
     assert result["compile_seconds"] is not None and result["test_sentences"] == LINES
     plan = json.loads((out / "plan.json").read_text())
     assert result["plan"] == plan

@@ -1,7 +1,7 @@
 """`python -m bench --short`: every benchmark's short mode, end to end, as a user runs it.
 
-Marked `bench` (minutes of CPU): not in the default run; `.ci/run` runs it after the
-default suite (`python -m pytest -q -m bench`).
+Marked `bench` (minutes of CPU): not in the default run; run by hand with the slow tests
+(`python -m pytest -q -m "slow or bench"`), as the README's Development section says.
 """
 
 import math

@@ -3,9 +3,6 @@
 import collections
 
 import pytest
-
-pytest.importorskip("tensorflow")
-
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
 from bench.profiles import MATMUL, OTHER, classify, matmul_only_bound, op_class, share_tables

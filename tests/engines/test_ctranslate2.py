@@ -17,14 +17,18 @@ import numpy as np
 import pytest
 
 from tests.support.corpora import write_copy_corpus
+from tests.support.missing import need_module
 from tests.support.runs import tiny_run_config
 from translator.errors import ConfigError
 from translator.search import SearchConfig
 
-needs_ctranslate2 = pytest.mark.skipif(
-    importlib.util.find_spec("ctranslate2") is None,
-    reason='needs the ctranslate2 extra: pip install -e ".[ctranslate2]"',
-)
+
+@pytest.fixture
+def _ctranslate2():
+    need_module("ctranslate2", 'pip install -e ".[ctranslate2]" (the dev extra has it)')
+
+
+needs_ctranslate2 = pytest.mark.usefixtures("_ctranslate2")
 # Our top-beam stop with CTranslate2's length penalty form: the search CTranslate2 runs.
 TOP_BEAM = SearchConfig(beam_size=4, exact_stop=False, length_penalty_form="power")
 # A tag of the vocabulary (`--target-lang yy`), never trained on.

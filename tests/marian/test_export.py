@@ -8,10 +8,11 @@ import pytest
 
 from tests.support.corpora import write_copy_corpus
 from tests.support.marian import convert_with_ctranslate2
+from tests.support.missing import DEV_EXTRA, need_module
 from tests.support.runs import tiny_run_config
 from translator.search import SearchConfig
 
-ctranslate2 = pytest.importorskip("ctranslate2")
+ctranslate2 = need_module("ctranslate2", DEV_EXTRA, module_level=True)
 
 # What Marian can express: sines then cosines, a zero start, Swish, post-norm.
 MARIAN_SHAPE = {

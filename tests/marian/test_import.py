@@ -14,16 +14,17 @@ import io
 import numpy as np
 import pytest
 
-from tests.support.corpora import find_multi30k, read_gz_lines
+from tests.support.corpora import read_gz_lines
 from tests.support.marian import (
     VARIANTS,
     convert_with_ctranslate2,
     write_huggingface_model,
     write_marian_model,
 )
+from tests.support.missing import DEV_EXTRA, need_module, need_multi30k
 from translator.search import SearchConfig
 
-ctranslate2 = pytest.importorskip("ctranslate2")
+ctranslate2 = need_module("ctranslate2", DEV_EXTRA, module_level=True)
 
 SENTENCES = 40
 # Most tokens a translation may have, EOS included, in both engines.
@@ -53,9 +54,7 @@ def _sentencepiece(lines: list[str], size: int) -> bytes:
 
 
 def _multi30k(name: str, limit: int) -> list[str]:
-    directory = find_multi30k()
-    if directory is None:
-        pytest.skip("needs Multi30k ($TRANSLATOR_DATA_MIRROR or ../shared/data/multi30k)")
+    directory = need_multi30k()
     return read_gz_lines(directory / f"{name}.gz", limit)
 
 
@@ -213,13 +212,13 @@ def test_the_import_reports_what_it_read(imported):
     assert summary.missing_pieces >= variant.dropped_pieces
 
 
+# MarianMT holds post-norm, tied models: the first variant alone.
+@pytest.mark.parametrize("imported", VARIANTS[:1], indirect=True, ids=lambda v: v.name)
 def test_the_huggingface_layout_imports_to_the_same_model(imported, tmp_path):
     from translator.artifacts import load_model_dir
     from translator.marian import import_marian
 
-    variant, trained, _, marian, _ = imported
-    if variant.name != VARIANTS[0].name:
-        pytest.skip("MarianMT holds post-norm, tied models: the first variant")
+    _, trained, _, marian, _ = imported
     hf = write_huggingface_model(marian, tmp_path / "hf")
     summary = import_marian(hf, tmp_path / "ours")
     assert summary.layout == "huggingface"

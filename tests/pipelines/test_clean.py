@@ -11,7 +11,8 @@ import json
 import pytest
 
 from bench.noisy_corpus import add_noise
-from tests.support.corpora import find_multi30k, read_gz_lines
+from tests.support.corpora import read_gz_lines
+from tests.support.missing import need_multi30k
 from translator.cli import main
 from translator.errors import ConfigError, CorpusError
 from translator.languages import word_count
@@ -25,9 +26,7 @@ def _write(path, lines):
 
 @pytest.fixture(scope="module")
 def val_pairs():
-    directory = find_multi30k()
-    if directory is None:
-        pytest.skip("Multi30k not found")
+    directory = need_multi30k()
     english = read_gz_lines(directory / "val.en.gz")
     german = read_gz_lines(directory / "val.de.gz")
     return list(zip(english, german, strict=True))

@@ -52,12 +52,28 @@ def equal(first, second):
     )
 
 
-def test_off_is_todays_pipeline_batch_for_batch(corpus, vocabulary):
-    """subword_nbest 0 or 1 (off) builds exactly what the pipeline built without it."""
-    today = batches(make_dataset(*corpus, vocabulary, BASE, training=True))
-    for nbest in (0, 1):
+def one_best(corpus, vocabulary) -> list[tuple[int, ...]]:
+    """The kept pairs' source sentences as the tokenizer itself segments them (one-best),
+    sorted: a pair is kept when both sides fit `BASE`'s limits with their EOS."""
+    sources, targets = (vocabulary.source.encode(path.read_text("utf-8").splitlines())
+                        for path in corpus)  # fmt: skip
+    return sorted(
+        tuple(int(i) for i in source)
+        for source, target in zip(sources, targets, strict=True)
+        if len(source) < BASE.max_source_length and len(target) < BASE.max_target_length
+    )
+
+
+def test_off_is_the_one_best_segmentation_batch_for_batch(corpus, vocabulary):
+    """subword_nbest 0 or 1 (off): every source row is its sentence's one-best pieces (the
+    tokenizer's own, not the pipeline's), and the batches are those without sampling;
+    sampling on (the control) segments some sentences otherwise."""
+    plain = batches(make_dataset(*corpus, vocabulary, BASE, training=True))
+    assert sorted(r for b in plain for r in rows(b[0])) == one_best(corpus, vocabulary)
+    for nbest in (1, 2):
         off = dataclasses.replace(BASE, subword_nbest=nbest, subword_alpha=0.5)
-        assert equal(batches(make_dataset(*corpus, vocabulary, off, training=True)), today)
+        same = equal(batches(make_dataset(*corpus, vocabulary, off, training=True)), plain)
+        assert same == (nbest == 1), f"subword_nbest={nbest}"
 
 
 def test_the_same_seed_gives_the_same_batches_and_each_epoch_draws_anew(corpus, vocabulary):
@@ -105,19 +121,21 @@ def test_drawn_segmentations_decode_to_the_sentence_and_vary(vocabulary):
 
 
 def test_validation_and_lengths_follow_the_draws(corpus, vocabulary):
-    """Evaluation batches are the one-best ones; training's buckets hold the drawn lengths."""
+    """Evaluation batches are the one-best ones; training's buckets hold the drawn lengths,
+    which are not the one-best ones."""
     valid = batches(make_dataset(*corpus, vocabulary, SAMPLED, training=False))
     assert equal(valid, batches(make_dataset(*corpus, vocabulary, BASE, training=False)))
-    for source, decoder_input, labels in batches(
-        make_dataset(*corpus, vocabulary, SAMPLED, training=True)
-    ):
+    drawn = batches(make_dataset(*corpus, vocabulary, SAMPLED, training=True))
+    for source, decoder_input, labels in drawn:
         width = max(source.shape[1], labels.shape[1])
         assert source.size <= SAMPLED.batch_tokens and labels.size <= SAMPLED.batch_tokens
         longest = max(
             np.count_nonzero(source, axis=1).max(), np.count_nonzero(labels, axis=1).max()
         )
-        assert longest <= width and width - longest < SAMPLED.bucket_width
+        assert width - longest < SAMPLED.bucket_width  # the batch's bucket is its draws'
         assert decoder_input.shape == labels.shape
+    lengths = sorted(len(r) for b in drawn for r in rows(b[0]))
+    assert lengths != sorted(len(r) for r in one_best(corpus, vocabulary))
 
 
 def test_a_bpe_vocabulary_is_refused_naming_the_key(corpus, tmp_path):

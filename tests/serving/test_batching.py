@@ -95,22 +95,39 @@ def under_load(batcher: Batcher, run: Recorder, gate: threading.Event) -> None:
         future.result(10)
 
 
+class Clock:
+    """A simulated clock for the batcher's timeouts: it moves only when a test moves it,
+    so what is waited for is decided by the order of events, never by the machine's load.
+    (The batcher's waits stay real: a request, or a deadline passed, ends them.)"""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_a_lone_request_is_not_held_for_the_timeout():
-    """Light traffic (one client): each request runs at once, as with batching off."""
+    """Light traffic (one client): each request runs at once, as with batching off. Held
+    for the minute's timeout, `result(10)` would time out. Under load a lone request
+    waits for the clients that may join it: the next one shares its batch."""
     run = Recorder()
-    batcher = started(run, max_batch_size=8, batch_timeout_micros=2_000_000)
+    config = BatchingConfig(max_batch_size=2, batch_timeout_micros=60_000_000)
+    batcher = Batcher(run, config, clock=Clock())
+    batcher.start()
     for sentence in (b"a", b"b", b"c"):
-        started_at = time.monotonic()
         batcher.submit("sig", [sentence]).result(10)
-        assert time.monotonic() - started_at < 1.0  # not the 2 s timeout
-    # ... and under load a lone request waits, for the clients that may join it.
+    assert [inputs for _, inputs in run.batches] == [[b"a"], [b"b"], [b"c"]]
     gate = threading.Event()
     run.gate = gate
     under_load(batcher, run, gate)
-    started_at = time.monotonic()
-    batcher.submit("sig", [b"d"]).result(10)
-    assert time.monotonic() - started_at >= 1.9
+    run.entered.clear()
+    lone = batcher.submit("sig", [b"d"])
+    run.entered.wait(0.2)  # (a batcher that ran "d" at once would have by now: the control)
+    joined = batcher.submit("sig", [b"e"])
+    lone.result(10), joined.result(10)
     batcher.stop()
+    assert run.batches[-1] == ("sig", [b"d", b"e"])
 
 
 def test_timeout_waits_for_a_second_request_and_signatures_never_mix():
@@ -128,20 +145,24 @@ def test_timeout_waits_for_a_second_request_and_signatures_never_mix():
 
 
 def test_after_a_busy_batch_the_next_one_waits_for_late_requests():
-    """Clients answered by one batch still make the next: its wait starts when it can run."""
-    gate = threading.Event()
+    """Clients answered by one batch still make the next: its wait starts when it can run,
+    not when its request came (TF Serving's rule, the control: "b" would run alone)."""
+    gate, clock = threading.Event(), Clock()
     run = Recorder(gate=gate)
-    batcher = started(run, max_batch_size=8, batch_timeout_micros=400_000)
+    batcher = Batcher(run, BatchingConfig(max_batch_size=2, batch_timeout_micros=400_000), clock)
+    batcher.start()
     under_load(batcher, run, gate)
     gate.clear()
     run.entered.clear()
     first = [batcher.submit("sig", [s]) for s in (b"a1", b"a2")]  # one batch, held
-    assert run.entered.wait(10)  # it has timed out and is running (blocked on the gate)
+    assert run.entered.wait(10)  # it is running (blocked on the gate)
     waiting = batcher.submit("sig", [b"b"])  # queued while the worker is busy
-    time.sleep(0.5)  # longer than the timeout: TF Serving would run "b" alone next
+    clock.now += 10.0  # far past its timeout, while the worker is still busy
     gate.set()
     for future in first:
         future.result(10)
+    run.entered.clear()
+    run.entered.wait(0.2)  # (a batcher that ran "b" alone would have by now: the control)
     late = batcher.submit("sig", [b"c"])  # an answered client's next request
     waiting.result(10), late.result(10)
     batcher.stop()

@@ -19,7 +19,7 @@ block_tensorflow()
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from training import plan  # noqa: E402
+from tests.support.runs import planned_shape  # noqa: E402
 from training.config import RunConfig  # noqa: E402
 from training.jax_step import JaxTrainer  # noqa: E402
 from training.optimizer import make_optimizer, make_schedule  # noqa: E402
@@ -86,13 +86,7 @@ def main(directory: Path) -> None:
     out["iterations"] = np.asarray(trainer.optimizer.iterations.value)
 
     # The planner's rule and the FLOPs count are plain Python.
-    counts = plan.CorpusCounts(pairs=29_000, characters=3_600_000)
-    speeds = {
-        s.name: plan.Speed(20_000.0 / (i + 1), 3_000.0, 4096, True)
-        for i, s in enumerate(plan.SHAPES)
-    }
-    chosen = plan.make_plan(counts, plan.Budget(seconds=180.0), speeds)
-    out["plan_shape"] = np.array(chosen.shape.name)
+    out["plan_shape"] = np.array(planned_shape(spec["plan"]))  # (TensorFlow's: the test's)
     out["flops"] = np.asarray(flops.training_flops(model.config, 10, 12))
     assert EncoderBlock.__module__ == "translator.layers.encoder_block"
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from tests.support.paths import REPO, SCRIPTS
 from training.config import RunConfig, build_section, dump_config
+from training.plan import SHAPES, Budget, CorpusCounts, Speed, make_plan
 
 # Runs `training.run.train` in its own process: CONFIG RUN_DIR WEIGHTS.npz.
 TRAIN_SCRIPT = SCRIPTS / "train_run.py"
@@ -136,3 +137,16 @@ def killed_and_resumed_equals_straight(
     assert not (killed / "model").exists()
     assert f"steps={steps}" in train_to_end(config_path, killed, tmp_path / "b.npz", env)
     assert_same_weights(tmp_path / "a.npz", tmp_path / "b.npz")
+
+
+def planned_shape(inputs: dict) -> str:
+    """The shape `make_plan` chooses for `inputs`.
+
+    `inputs`: a corpus' counts, a time budget and a speed per shape (`SHAPES` order).
+    """
+    counts = CorpusCounts(pairs=inputs["pairs"], characters=inputs["characters"])
+    speeds = {
+        shape.name: Speed(rate, inputs["tokens_per_update"], inputs["batch_tokens"], True)
+        for shape, rate in zip(SHAPES, inputs["rates"], strict=True)
+    }
+    return make_plan(counts, Budget(seconds=inputs["seconds"]), speeds).shape.name

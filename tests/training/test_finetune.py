@@ -1,6 +1,7 @@
 """Fine-tuning (`--init-from`): weights only, the model's architecture and vocabulary."""
 
 import os
+import shutil
 import signal
 import threading
 import time
@@ -17,6 +18,7 @@ from tests.support.runs import (
 )
 from training.config import ConfigError
 from training.run import TrainingInterruptedError, train
+from training.summaries import read_scalars
 from translator.artifacts import load_model_dir
 from translator.inference import Translator
 from translator.search import SearchConfig
@@ -140,11 +142,13 @@ def test_ctrl_c_then_resume_of_a_fine_tuning_equals_an_uninterrupted_one(
     copy_task, base_model, tmp_path
 ):
     """Ctrl-C in one process, then resuming a fine-tuning (test_train_command.py's slow test
-    runs Ctrl-C as the user's process)."""
+    runs Ctrl-C as the user's process). The resume makes exactly the updates left after
+    its checkpoint (TensorBoard's points, one per update: a restart from the base model
+    would log from step 1 again)."""
     config = tiny_run_config(
         copy_task,
         model={"preset": "tiny", "overrides": {"dropout": 0.1}},  # RNG state must resume too
-        train={"max_steps": 20, "init_from": str(base_model)},
+        train={"max_steps": 20, "init_from": str(base_model), "log_every_steps": 1},
         checkpoint={"every_steps": 5, "keep_last": 10},
     )
     straight = train(config, tmp_path / "straight", verbose=0)
@@ -166,8 +170,11 @@ def test_ctrl_c_then_resume_of_a_fine_tuning_equals_an_uninterrupted_one(
         thread.join()
     stopped = latest_step(run_dir)
     assert 5 <= stopped < 20 and not (run_dir / "model").exists()
+    shutil.move(run_dir / "logs", tmp_path / "logs-before")  # the resume's own points only
     resumed = train(config, run_dir, verbose=0)
     assert resumed.steps == 20
+    logged = [step for step, _ in read_scalars(run_dir / "logs")["train"]["loss"]]
+    assert logged == list(range(stopped + 1, 21))
     for a, b in zip(straight.model.get_weights(), resumed.model.get_weights(), strict=True):
         np.testing.assert_allclose(a, b, atol=1e-6)
 

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -85,15 +86,36 @@ def test_a_jax_run_keeps_its_backend_checkpoints_logs_and_model(jax_run):
 
 
 def test_a_jax_run_resumed_from_a_checkpoint_ends_as_the_straight_run(jax_run, tmp_path):
-    """As after a kill once step 20 was saved: the same command goes on from there."""
-    resumed = tmp_path / "run"
-    shutil.copytree(jax_run / "run", resumed)
-    shutil.rmtree(resumed / "model")
-    (resumed / "checkpoints" / "ckpt-30.npz").unlink()
+    """As after a kill once step 20 was saved: the same command goes on from there. It
+    makes the 10 updates left (its TensorBoard points: step 30 alone, where a restart
+    from step 0 logs 10, 20 and 30), from the checkpoint's weights: one of them
+    perturbed (the control), the run ends elsewhere."""
+
+    def resumable(name: str) -> Path:
+        """A copy of the run as a kill after step 20's checkpoint leaves it, no logs."""
+        copy = tmp_path / name
+        shutil.copytree(jax_run / "run", copy)
+        for gone in (copy / "model", copy / "logs"):
+            shutil.rmtree(gone)
+        (copy / "checkpoints" / "ckpt-30.npz").unlink()
+        return copy
+
     shutil.copy(jax_run / "run.yaml", tmp_path / "run.yaml")
+    resumed = resumable("run")
     out = train_to_end(tmp_path / "run.yaml", resumed, tmp_path / "resumed.npz")
     assert f"steps={STEPS}" in out
     assert_same_weights(jax_run / "run.npz", tmp_path / "resumed.npz")
+    assert [step for step, _ in read_scalars(resumed / "logs")["train"]["loss"]] == [STEPS]
+
+    perturbed = resumable("perturbed")
+    checkpoint = perturbed / "checkpoints" / "ckpt-20.npz"
+    arrays = dict(np.load(checkpoint))
+    name = next(k for k, a in arrays.items() if a.dtype.kind == "f" and a.size > 1)
+    arrays[name] = arrays[name] + 0.5
+    np.savez(checkpoint, **arrays)
+    train_to_end(tmp_path / "run.yaml", perturbed, tmp_path / "perturbed.npz")
+    with pytest.raises(AssertionError):
+        assert_same_weights(jax_run / "run.npz", tmp_path / "perturbed.npz")
 
 
 @pytest.mark.slow
@@ -220,7 +242,9 @@ def assert_close_weights(expected_path, actual_path) -> None:
 
 def test_data_parallel_over_two_devices_trains_as_one_device(copy_task, tmp_path):
     """`mirrored` on JAX: two host devices, each half of every batch; the loss is the
-    global token mean and clipping global, so the weights are one device's."""
+    global token mean and clipping global, so every weight is one device's. The halves
+    hold different token counts and the clip binds (without it the weights differ), so a
+    per-replica mean loss or norm would not pass."""
     two = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
     # Adam's epsilon keeps updates of near-zero gradients (summed in another order on
     # two devices) from being scaled up to full steps.
@@ -228,11 +252,39 @@ def test_data_parallel_over_two_devices_trains_as_one_device(copy_task, tmp_path
     config = jax_config(copy_task, train={"max_steps": 5}, optimizer=optimizer)
     pipeline = dataclasses.replace(config.data.pipeline, batch_size_multiple=2)  # same batches
     config = replace(config, "data", pipeline=pipeline)
+    halves = _half_batch_tokens(config, batches=5)
+    assert any(a != b for a, b in halves), halves
     one = replace(config, "train", strategy="one_device")
     train_in_process(one, tmp_path, "one", env=two)
     out = train_in_process(replace(config, "train", strategy="mirrored"), tmp_path, "two", env=two)
     assert "steps=5" in out and "2 replica(s)" in out
     assert_same_weights(tmp_path / "one.npz", tmp_path / "two.npz")
+    unclipped = replace(one, "optimizer", clip_norm=0.0)
+    train_in_process(unclipped, tmp_path, "unclipped", env=two)
+    with pytest.raises(AssertionError):
+        assert_same_weights(tmp_path / "one.npz", tmp_path / "unclipped.npz")
+
+
+def _half_batch_tokens(config, batches: int) -> list[tuple[int, int]]:
+    """Real target tokens in each half of the run's first batches (JAX's static shapes,
+    as `training.jax_engine.adapt` sets them: buckets 16 tokens wide)."""
+    from translator.pipelines.dataset import make_dataset
+    from translator.pipelines.vocabulary import load_vocabulary
+
+    pipeline = dataclasses.replace(config.data.pipeline, static_shapes=True, bucket_width=16)
+    data = config.data
+    dataset = make_dataset(
+        data.train_source,
+        data.train_target,
+        load_vocabulary(data.vocabulary),
+        pipeline,
+        training=True,
+    )
+    halves = []
+    for _, labels in dataset.take(batches):
+        first, second = np.split(labels.numpy(), 2)
+        halves.append((int(np.count_nonzero(first)), int(np.count_nonzero(second))))
+    return halves
 
 
 def cache_env(root) -> dict[str, str]:

@@ -213,7 +213,7 @@ def test_a_plan_survives_its_json():
 def test_the_measuring_time_and_the_tracing_are_not_counted_as_training():
     p = plan(minutes=5)
     assert p.tokens == pytest.approx(CPU["narrow"].tokens_per_second * (300 - 25))
-    assert any("25 s to the first update" in line for line in p.describe())
+    assert any("25 s starting" in line for line in p.describe())
     with pytest.raises(ValueError, match="positive"):
         Budget(seconds=-1.0)
 

@@ -9,8 +9,9 @@ import pytest
 import yaml
 
 from tests.support.cli import NOISE, translator
-from tests.support.corpora import find_multi30k, read_gz_lines, write_copy_corpus, write_lines
+from tests.support.corpora import read_gz_lines, write_copy_corpus, write_lines
 from tests.support.images import assert_png
+from tests.support.missing import need_multi30k
 from training.corpus_prep import held_out_size, hold_out, languages, prepare_data
 from training.recipe_cli import settings_files
 from training.recipe_config import run_request
@@ -214,9 +215,7 @@ def test_on_jax_the_recipe_trains_from_its_corpus_prepared_once(tmp_path, capsys
 
 def test_recipe_clean_trains_on_the_cleaned_corpus_and_cleans_it_once(tmp_path, capsys):
     """`recipe --clean`: stage 1 cleans each corpus, holds validation out of what it kept."""
-    directory = find_multi30k()
-    if directory is None:
-        pytest.skip("Multi30k not found")
+    directory = need_multi30k()
     english = read_gz_lines(directory / "val.en.gz", 300)
     german = read_gz_lines(directory / "val.de.gz", 300)
     # 300 clean pairs, 40 copies of the source, 30 repeats and 10 with an empty side.

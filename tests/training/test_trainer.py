@@ -77,6 +77,10 @@ def test_mirrored_over_two_cpus_matches_one_device():
     for clip_norm in clip_norms:
         one, mirrored = runs[clip_norm]["one_device"], runs[clip_norm]["mirrored"]
         assert (one["replicas"], mirrored["replicas"]) == (1, 2)
+        # The premise: replicas hold different token counts (else a per-replica mean loss
+        # would equal the global one and pass).
+        assert any(a != b for a, b in mirrored["replica_tokens"])
+        assert len(mirrored["weights"]) == len(one["weights"]) > 10_000  # every weight
         assert len(one["losses"]) == len(mirrored["losses"]) == 6
         np.testing.assert_allclose(mirrored["losses"], one["losses"], rtol=1e-5)
         np.testing.assert_allclose(mirrored["weights"], one["weights"], atol=1e-5)
