@@ -357,10 +357,11 @@ class _Loop:
         started = time.monotonic()
         examples = [self.place(_zeros(rows, length)) for rows, length in shapes]
         compiled = self.step.compile(self.state, examples)
+        self.trainer.compiled_seconds = time.monotonic() - started
         log.info(
             "jax: compiled the training step for %d batch shape(s) in %.1f s, before the clock",
             len(compiled),
-            time.monotonic() - started,
+            self.trainer.compiled_seconds,
         )
 
 

@@ -135,6 +135,10 @@ class TranslationTrainer(keras.Model):
         `training.jax_engine.JaxTranslationTrainer`.)
         """
 
+    # Seconds the last `fit` spent compiling steps ahead, before its clock: none on
+    # TensorFlow, which traces as the shapes come (JAX sets it).
+    compiled_seconds: float = 0.0
+
     def expect_shapes(self, shapes: tuple[tuple[int, int], ...]) -> None:
         """Nothing on TensorFlow: it traces a step for each shape as it comes.
 

@@ -8,7 +8,9 @@
    `translator recipe --workdir <a copy of work/> --minutes 3 --set train.backend=jax`
    (the plan, training, beam-4 test report); the export stage waits for TensorFlow. It
    writes DIR/accelerator.json from what the run left (plan.json, the run's record, the
-   test report, TensorBoard's scalars, the log).
+   test report, TensorBoard's scalars, the log). `run --set KEY=VALUE` passes settings on
+   to the recipe: a trial of what the plan does not choose (a larger batch, its learning
+   rate), scored on the validation set's BLEU like any run.
 3. Here: `python -m bench.accelerator publish DIR/accelerator.json [--speeds speeds.json]`
    writes the section of bench/RESULTS.md.
 

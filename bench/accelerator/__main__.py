@@ -28,6 +28,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     run.add_argument("--out", type=Path, required=True, help="where accelerator.json goes")
     run.add_argument("--minutes", type=float, default=3.0, help="the recipe's (default 3)")
     run.add_argument("--test-sentences", type=int, default=0, help="report on the first N only")
+    run.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="passed on to the recipe (repeatable): a trial of a batch or learning rate "
+        "the plan does not choose, for instance beyond the batches its rule was fit on",
+    )
     speeds = commands.add_parser("speeds", help="on the accelerator: each shape's speed, MFU")
     speeds.add_argument("--bundle", type=Path, default=BUNDLE)
     speeds.add_argument("--out", type=Path, required=True, help="where speeds.json goes")
@@ -90,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         from bench.accelerator import run
 
         if args.command == "run":
-            run.run(args.bundle, args.out, args.minutes, args.test_sentences)
+            run.run(args.bundle, args.out, args.minutes, args.test_sentences, tuple(args.set))
         else:
             run.shape_speeds(
                 args.bundle, args.out, args.batch_tokens, args.seconds, args.matmul_size,

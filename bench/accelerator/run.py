@@ -55,10 +55,16 @@ def matmul_rate(size: int, repeats: int = 10) -> float:
     return harness.matmul_rate(products, size, repeats)
 
 
-def recipe_command(work: Path, minutes: float, test_sentences: int) -> list[str]:
-    """`translator recipe` on the bundle's work directory, as a user types it."""
+def recipe_command(
+    work: Path, minutes: float, test_sentences: int, settings: tuple[str, ...] = ()
+) -> list[str]:
+    """`translator recipe` on the bundle's work directory, as a user types it.
+
+    `settings`: more `KEY=VALUE` for its `--set` (a trial's batch or learning rate).
+    """
     command = [sys.executable, "-m", "translator", "recipe", "--workdir", str(work)]
-    command += ["--minutes", f"{minutes:g}", *(f"--set={value}" for value in layout.SETTINGS)]
+    values = (*layout.SETTINGS, *settings)
+    command += ["--minutes", f"{minutes:g}", *(f"--set={value}" for value in values)]
     return command + (["--test-sentences", str(test_sentences)] if test_sentences else [])
 
 
@@ -82,7 +88,13 @@ def run_logged(command: list[str], log: Path) -> float:
     return time.perf_counter() - started
 
 
-def run(bundle: Path, out: Path, minutes: float, test_sentences: int = 0) -> dict:
+def run(
+    bundle: Path,
+    out: Path,
+    minutes: float,
+    test_sentences: int = 0,
+    settings: tuple[str, ...] = (),
+) -> dict:
     """The recipe on a copy of the bundle's work directory; returns accelerator.json's data."""
     from training.plan import Plan
     from training.record import RunRecord
@@ -91,7 +103,7 @@ def run(bundle: Path, out: Path, minutes: float, test_sentences: int = 0) -> dic
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="accelerator-")) / layout.WORK
     shutil.copytree(bundle / layout.WORK, work)  # the bundle stays as carried
-    command = recipe_command(work, minutes, test_sentences)
+    command = recipe_command(work, minutes, test_sentences, settings)
     wall = run_logged(command, out / "recipe.log")
     log = (out / "recipe.log").read_text("utf-8")
     plan = Plan.from_json((work / "run" / "plan.json").read_text("utf-8"))
