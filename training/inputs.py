@@ -35,7 +35,7 @@ def training_dataset(config: RunConfig, vocabulary: Vocabulary, strategy, skip: 
     puts a resumed run on exactly the batches an uninterrupted run would see.
     """
     if config.data.prepared:
-        return _prepared_dataset(config, vocabulary, strategy, skip)
+        return _prepared_dataset(config, open_prepared(config, vocabulary), strategy, skip)
     import tensorflow as tf
 
     from translator.pipelines.dataset import WeightedCorpus, make_dataset, make_mixed_dataset
@@ -106,7 +106,7 @@ def timing_input(
         pipeline = corpus.buckets_for(config.data.pipeline)
         bucket = corpus.commonest_bucket(pipeline)
         if bucket is not None:
-            batches = _prepared_dataset(config, vocabulary, strategy, skip=0, only=bucket)
+            batches = _prepared_dataset(config, corpus, strategy, skip=0, only=bucket)
             return batches, ((bucket.batch_size, bucket.length),)
     return training_dataset(config, vocabulary, strategy, skip=0), batch_shapes(config, vocabulary)
 
@@ -130,13 +130,17 @@ def open_prepared(config: RunConfig, vocabulary: Vocabulary) -> PreparedCorpus:
 
 
 def _prepared_dataset(
-    config: RunConfig, vocabulary: Vocabulary, strategy, skip: int, only: Bucket | None = None
+    config: RunConfig,
+    corpus: PreparedCorpus,
+    strategy,
+    skip: int,
+    only: Bucket | None = None,
 ) -> Iterable[Batch]:
     """The prepared corpus' batches: a Python iterator on JAX, a tf.data one on TensorFlow.
 
-    `only`: just that bucket's batches.
+    `corpus`: the run's, opened and checked (`open_prepared`); `only`: just that bucket's
+    batches.
     """
-    corpus = open_prepared(config, vocabulary)
     pipeline = corpus.buckets_for(config.data.pipeline)
     if pipeline is not config.data.pipeline and only is None:
         log.info(

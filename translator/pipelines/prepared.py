@@ -269,12 +269,12 @@ class PreparedCorpus:
     def batch_shapes(self, config: PipelineConfig) -> tuple[tuple[int, int], ...]:
         """Under static shapes, `(rows, length)` of every bucket an epoch fills a batch of."""
         buckets = config.buckets()
+        return tuple((buckets[i].batch_size, buckets[i].length) for i in self._filled(buckets))
+
+    def _filled(self, buckets: tuple[Bucket, ...]) -> list[int]:
+        """The indices of the buckets whose pairs fill at least one batch."""
         counts = np.bincount(self._buckets_of(buckets), minlength=len(buckets))
-        return tuple(
-            (b.batch_size, b.length)
-            for b, count in zip(buckets, counts, strict=False)
-            if b.batch_size and count >= b.batch_size
-        )
+        return [i for i, b in enumerate(buckets) if b.batch_size and counts[i] >= b.batch_size]
 
     def commonest_bucket(self, config: PipelineConfig) -> Bucket | None:
         """The bucket holding the most target tokens, of those an epoch fills a batch of.
@@ -284,10 +284,10 @@ class PreparedCorpus:
         if not config.static_shapes:
             return None
         buckets = config.buckets()
-        which = self._buckets_of(buckets)  # [pairs]
-        pairs = np.bincount(which, minlength=len(buckets))
-        tokens = np.bincount(which, weights=self.target_lengths, minlength=len(buckets))
-        full = [i for i, b in enumerate(buckets) if b.batch_size and pairs[i] >= b.batch_size]
+        tokens = np.bincount(
+            self._buckets_of(buckets), weights=self.target_lengths, minlength=len(buckets)
+        )
+        full = self._filled(buckets)
         return buckets[max(full, key=lambda i: tokens[i])] if full else None
 
     def epoch(self, config: PipelineConfig, epoch: int) -> list[tuple[Bucket, np.ndarray]]:
