@@ -48,6 +48,24 @@ from tests.support.serving import (
 )
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    """How `-n 2 --dist loadgroup` shares the tests out between its two workers.
+
+    A test that uses a fixture of its module (a trained model, a worker process) runs on
+    the worker that runs its module's other tests, so the fixture is built once; any other
+    test runs on whichever worker is free. The slow tests are handed out first, so that no
+    long test starts when the other worker has nothing left to do.
+    """
+    shared = ("module", "class", "package")
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        definitions = info.name2fixturedefs.values() if info is not None else ()
+        if any(defined[-1].scope in shared for defined in definitions):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     keras.utils.set_random_seed(1234)

@@ -390,12 +390,12 @@ def test_the_command_imports_and_translate_takes_the_target_language(
 
 
 def test_recipe_fine_tunes_a_marian_model_and_every_command_takes_its_import(
-    tmp_path, sentencepiece_models
+    tmp_path, sentencepiece_models, capsys
 ):
     """`recipe --init-from MARIAN_DIR`: imported once into the work directory, fine-tuned
     from it, the report beside the model it started from; `evaluate` and `score-pairs`
     take the import; `train --init-from MARIAN_DIR` says to import it first."""
-    from tests.support.cli import translator
+    from tests.support.cli import in_process
     from tests.support.corpora import write_lines
 
     marian = write_marian_model(tmp_path / "opus-mt", VARIANTS[0], *sentencepiece_models)
@@ -410,30 +410,34 @@ def test_recipe_fine_tunes_a_marian_model_and_every_command_takes_its_import(
         *("--valid", files["val", "en"], files["val", "de"]),
         *("--test", files["val", "en"], files["val", "de"], "--init-from", marian),
     ]
-    done = translator(*recipe, timeout=600)
+    done = in_process(capsys, *recipe)
     assert done.returncode == 0, done.stderr[-3000:]
     pretrained = tmp_path / "work" / "pretrained"
     assert f"a Marian model, imported -> {pretrained}" in done.stdout
     assert "architecture: 2+2 layers, d_model 32" in done.stdout  # the import's report
     assert "(the model it fine-tuned: " in done.stdout  # validation before the first update
     assert (tmp_path / "work" / "eval" / "val" / "report.md").is_file()
-    again = translator(*recipe, timeout=600)
+    again = in_process(capsys, *recipe)
     assert again.returncode == 0 and "imported before" in again.stdout, again.stderr[-3000:]
 
-    evaluated = translator(
+    evaluated = in_process(
+        capsys,
         *("evaluate", "--model", pretrained, "--src", files["val", "en"]),
         *("--ref", files["val", "de"], "--report", tmp_path / "eval", "--beam-size", "1"),
     )
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     assert "BLEU" in (tmp_path / "eval" / "report.md").read_text()
-    scored = translator(
+    scored = in_process(
+        capsys,
         *("score-pairs", "--model", pretrained),
         *("--src", files["val", "en"], "--tgt", files["val", "de"]),
     )
     assert scored.returncode == 0, scored.stderr[-3000:]
     assert len(scored.stdout.splitlines()) == 60
 
-    train = translator("train", "--run-dir", tmp_path / "run", "--set", f"train.init_from={marian}")
+    train = in_process(
+        capsys, "train", "--run-dir", tmp_path / "run", "--set", f"train.init_from={marian}"
+    )
     assert train.returncode == 2
     assert "is a Marian model; import it first" in train.stderr.strip().splitlines()[-1]
 

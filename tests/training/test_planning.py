@@ -6,7 +6,7 @@ import json
 
 import yaml
 
-from tests.support.cli import NOISE, translator
+from tests.support.cli import NOISE, in_process, translator
 from tests.support.runs import tiny_raw_config
 from training.config import explicit_keys
 from training.plan import Plan
@@ -34,7 +34,7 @@ def write_user_config(tmp_path, task, **train):
 
 
 def test_train_plans_what_the_user_left_unset_keeps_the_rest_and_resumes_the_same_plan(
-    copy_task, tmp_path
+    copy_task, tmp_path, capsys
 ):
     config = write_user_config(tmp_path, copy_task, max_steps=20, max_minutes=0)
     run_dir = tmp_path / "run"
@@ -57,8 +57,8 @@ def test_train_plans_what_the_user_left_unset_keeps_the_rest_and_resumes_the_sam
     assert not NOISE.search(first.stderr)
 
     # The same command again, with a larger step budget: the run resumes with its plan.
-    again = translator(
-        "train", "--config", config, "--run-dir", run_dir, "--set", "train.max_steps=30"
+    again = in_process(
+        capsys, "train", "--config", config, "--run-dir", run_dir, "--set", "train.max_steps=30"
     )
     assert again.returncode == 0, again.stderr[-3000:]
     assert "plan: resuming with the plan in" in again.stderr
@@ -66,25 +66,25 @@ def test_train_plans_what_the_user_left_unset_keeps_the_rest_and_resumes_the_sam
     assert Plan.from_json((run_dir / "plan.json").read_text()) == plan
 
 
-def test_more_minutes_on_a_finished_run_train_on_under_the_same_plan(copy_task, tmp_path):
+def test_more_minutes_on_a_finished_run_train_on_under_the_same_plan(copy_task, tmp_path, capsys):
     # Every planned value set: nothing is timed, so the run's minutes are all training.
     raw = tiny_raw_config(copy_task, train={"max_minutes": 0.15, "max_steps": 100_000})
     raw["optimizer"]["label_smoothing"] = 0.1
     config = tmp_path / "set.yaml"
     config.write_text(yaml.safe_dump(raw))
     run_dir = tmp_path / "run"
-    first = translator("train", "--config", config, "--run-dir", run_dir)
+    first = in_process(capsys, "train", "--config", config, "--run-dir", run_dir)
     assert first.returncode == 0, first.stderr[-3000:]
     plan = Plan.from_json((run_dir / "plan.json").read_text())
     before = json.loads((run_dir / "model" / "metadata.json").read_text())
     assert "time budget of" in first.stdout
 
     # `--plan` shows the plan the new minutes give, and changes nothing.
-    preview = translator("train", "--run-dir", run_dir, "--max-minutes", "0.3", "--plan")
+    preview = in_process(capsys, "train", "--run-dir", run_dir, "--max-minutes", "0.3", "--plan")
     assert preview.returncode == 0, preview.stderr[-3000:]
     assert "budget: 0.3 minutes" in preview.stdout, preview.stdout
     assert Plan.from_json((run_dir / "plan.json").read_text()) == plan
-    again = translator("train", "--run-dir", run_dir, "--max-minutes", "0.3")
+    again = in_process(capsys, "train", "--run-dir", run_dir, "--max-minutes", "0.3")
     assert again.returncode == 0, again.stderr[-3000:]
     assert "train.max_minutes: 0.3 minutes in all, where the run was planned for 0.15" in (
         again.stderr
@@ -100,14 +100,14 @@ def test_more_minutes_on_a_finished_run_train_on_under_the_same_plan(copy_task, 
     assert after["budget_seconds"] > before["budget_seconds"] >= plan.budget.seconds
 
     # No minutes left to train: one line names the key; the run is as it was.
-    refused = translator("train", "--run-dir", run_dir, "--max-minutes", "0")
+    refused = in_process(capsys, "train", "--run-dir", run_dir, "--max-minutes", "0")
     assert refused.returncode == 2
     assert "error: train.max_minutes: 0 leaves no time to train this run" in refused.stderr
     assert Plan.from_json((run_dir / "plan.json").read_text()) == extended
 
 
 def test_plan_times_the_shape_and_its_chosen_batch_on_the_real_pipeline_once_and_reuses_them(
-    copy_task, tmp_path
+    copy_task, tmp_path, capsys
 ):
     # Four hours of a tiny model buy far more tokens than the reference purchase: the
     # rule chooses a larger batch than the one shapes are timed at, so that one is timed
@@ -115,7 +115,7 @@ def test_plan_times_the_shape_and_its_chosen_batch_on_the_real_pipeline_once_and
     # machine half an hour's purchase fell to the timed batch; only planning runs here.)
     config = write_user_config(tmp_path, copy_task, max_minutes=240)
     run_dir = tmp_path / "run"
-    first = translator("train", "--config", config, "--run-dir", run_dir, "--plan")
+    first = in_process(capsys, "train", "--config", config, "--run-dir", run_dir, "--plan")
     assert first.returncode == 0, first.stderr[-3000:]
     assert "plan: timing yours (2+2 x 64" in first.stderr
     lines = first.stdout.splitlines()
@@ -143,22 +143,24 @@ def test_plan_times_the_shape_and_its_chosen_batch_on_the_real_pipeline_once_and
     assert "updates" in buys
     assert not (run_dir / "plan.json").exists()  # --plan trains nothing and saves no plan
 
-    second = translator("train", "--config", config, "--run-dir", run_dir, "--plan")
+    second = in_process(capsys, "train", "--config", config, "--run-dir", run_dir, "--plan")
     assert second.returncode == 0, second.stderr[-3000:]
     assert "plan: timing" not in second.stderr
     assert measurement in second.stdout  # the same measurement
     assert "measuring speeds took" not in second.stdout
 
     # Another run directory on the same machine: the machine's cache has both speeds.
-    other = translator("train", "--config", config, "--run-dir", tmp_path / "other", "--plan")
+    other = in_process(
+        capsys, "train", "--config", config, "--run-dir", tmp_path / "other", "--plan"
+    )
     assert other.returncode == 0, other.stderr[-3000:]
     assert "plan: timing" not in other.stderr and measurement in other.stdout
 
 
-def test_plan_and_no_plan_together_are_one_error_line(copy_task, tmp_path):
+def test_plan_and_no_plan_together_are_one_error_line(copy_task, tmp_path, capsys):
     config = write_user_config(tmp_path, copy_task, max_steps=5)
-    result = translator(
-        "train", "--config", config, "--run-dir", tmp_path / "r", "--plan", "--no-plan"
+    result = in_process(
+        capsys, "train", "--config", config, "--run-dir", tmp_path / "r", "--plan", "--no-plan"
     )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].endswith("--plan and --no-plan: choose one")
@@ -180,12 +182,16 @@ def test_overrides_set_as_a_whole_fix_the_shape_and_its_dropout():
     assert given.subword_nbest == 4 and given.subword_alpha is None  # alpha still planned
 
 
-def test_a_config_that_sets_every_planned_value_spends_nothing_on_timing(copy_task, tmp_path):
+def test_a_config_that_sets_every_planned_value_spends_nothing_on_timing(
+    copy_task, tmp_path, capsys
+):
     config = tmp_path / "full.yaml"
     raw = tiny_raw_config(copy_task, train={"max_minutes": 1.0})
     raw["optimizer"]["label_smoothing"] = 0.1
     config.write_text(yaml.safe_dump(raw))
-    result = translator("train", "--config", config, "--run-dir", tmp_path / "run", "--plan")
+    result = in_process(
+        capsys, "train", "--config", config, "--run-dir", tmp_path / "run", "--plan"
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "plan: timing" not in result.stderr and not (tmp_path / "run" / "speed.json").exists()
     assert "buys: not measured (every planned value is set; nothing timed)" in result.stdout

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.cli import NOISE, translator
+from tests.support.cli import NOISE, in_process, translator
 from tests.support.corpora import read_gz_lines, write_copy_corpus, write_lines
 from tests.support.images import assert_png
 from tests.support.missing import need_multi30k
@@ -248,33 +248,33 @@ def test_recipe_clean_trains_on_the_cleaned_corpus_and_cleans_it_once(tmp_path, 
     assert "(done before)" in capsys.readouterr().out and again == corpus
 
 
-def test_bad_corpus_files_are_one_error_line_naming_the_file(tmp_path):
+def test_bad_corpus_files_are_one_error_line_naming_the_file(tmp_path, capsys):
     source = tmp_path / "train.fr"
     target = tmp_path / "train.en"
     source.write_text("un\ndeux\ntrois\n")
     target.write_text("one\ntwo\n")
-    result = translator(
-        "recipe", "--workdir", tmp_path / "w", "--train", source, target, "--minutes", "1"
+    result = in_process(
+        capsys, "recipe", "--workdir", tmp_path / "w", "--train", source, target, "--minutes", "1"
     )
     assert result.returncode == 2
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("translator recipe: error: ") and str(source) in last
     assert "3 lines" in last and "Traceback" not in result.stderr
     target.write_bytes(b"one\ntwo\n\xff\xfe\n")
-    result = translator(
-        "recipe", "--workdir", tmp_path / "w2", "--train", source, target, "--minutes", "1"
+    result = in_process(
+        capsys, "recipe", "--workdir", tmp_path / "w2", "--train", source, target, "--minutes", "1"
     )
     assert result.returncode == 2 and "line 3" in result.stderr.strip().splitlines()[-1]
-    result = translator("recipe", "--workdir", tmp_path / "w3", "--test", source, target)
+    result = in_process(capsys, "recipe", "--workdir", tmp_path / "w3", "--test", source, target)
     assert result.returncode == 2 and "need --train" in result.stderr
     source.write_text("")
     target.write_text("")
-    result = translator("recipe", "--workdir", tmp_path / "w4", "--train", source, target)
+    result = in_process(capsys, "recipe", "--workdir", tmp_path / "w4", "--train", source, target)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1].endswith(f"{target}: no sentence pairs")
 
 
-def test_a_short_bidirectional_recipe_runs_every_stage_then_skips_them(tmp_path):
+def test_a_short_bidirectional_recipe_runs_every_stage_then_skips_them(tmp_path, capsys):
     """One vocabulary, one model, both directions, each test set translated with its tag,
     in a few seconds of training (the slow test below trains a user's corpus for real)."""
     forward = write_copy_corpus(tmp_path / "f", 300, seed=5)
@@ -301,7 +301,7 @@ def test_a_short_bidirectional_recipe_runs_every_stage_then_skips_them(tmp_path)
     assert metadata["tags"] == ["<2yy>", "<2xx>"] and metadata["tag"] == "<2yy>"
     assert "tagged" in metadata["signatures"]
     assert not NOISE.search(result.stderr)
-    again = translator(*args, timeout=600)
+    again = in_process(capsys, *args)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "already trained" in again.stdout and "already exported" in again.stdout
 

@@ -1,7 +1,9 @@
 """Runs `training.run.train` in its own process and saves the final weights.
 
-    python train_run.py CONFIG.yaml RUN_DIR WEIGHTS.npz [--plan] [--log]
+    python train_run.py CONFIG.yaml RUN_DIR WEIGHTS.npz [CONFIG RUN WEIGHTS ...] [--plan] [--log]
 
+Several runs (triples) train one after the other in this one process, as a user's
+program may: what they share is the start-up (seconds of imports), not their state.
 Used by the resume (SIGKILL), multi-worker and JAX tests; TF_CONFIG comes from the
 environment for multi_worker, the Keras backend from the config's train.backend. With
 --plan, what CONFIG.yaml leaves unset is planned; with --log, the run's log lines go to
@@ -26,16 +28,17 @@ from training.backend import choose_backend
 from training.config import explicit_keys, load_config
 
 if __name__ == "__main__":
-    config_path, run_dir, weights_path = sys.argv[1:4]
-    if "--log" in sys.argv[4:]:
+    paths = [arg for arg in sys.argv[1:] if not arg.startswith("--")]
+    flags = [arg for arg in sys.argv[1:] if arg.startswith("--")]
+    if "--log" in flags:
         logging.basicConfig(level=logging.INFO)
-    config = load_config(config_path)
-    choose_backend(config)  # train.backend, before Keras is imported
+    runs = list(zip(paths[0::3], paths[1::3], paths[2::3], strict=True))
+    choose_backend(load_config(runs[0][0]))  # train.backend, before Keras is imported
     from training.run import PlanRequest, train
 
-    planning = None
-    if "--plan" in sys.argv[4:]:
-        planning = PlanRequest(explicit_keys(config_path))
-    result = train(config, run_dir, verbose=0, planning=planning)
-    np.savez(weights_path, *result.model.get_weights())
-    print(f"steps={result.steps}")
+    for config_path, run_dir, weights_path in runs:
+        config = load_config(config_path)
+        planning = PlanRequest(explicit_keys(config_path)) if "--plan" in flags else None
+        result = train(config, run_dir, verbose=0, planning=planning)
+        np.savez(weights_path, *result.model.get_weights())
+        print(f"steps={result.steps}", flush=True)
