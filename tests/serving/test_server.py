@@ -342,10 +342,20 @@ def test_an_oversized_body_gets_413_and_the_server_keeps_serving(server, referen
         connection.close()
 
 
-def test_sigterm_answers_requests_in_flight_then_exits_cleanly(server):
-    """Stops the session's server: keep this test last."""
+def test_sigterm_answers_requests_in_flight_then_exits_cleanly(exported, tmp_path):
+    """A server of its own: the session's serves the tests that run after this one (under
+    `-n 2`, in any order)."""
     from serving.grpc_client import translate as translate_grpc
+    from serving.process import ServerProcess
 
+    with ServerProcess(
+        exported.base, tmp_path / "serve.log", "--batch-timeout-micros", "20000"
+    ) as server:
+        server.wait_ready()
+        _sigterm_in_flight(server, translate_grpc)
+
+
+def _sigterm_in_flight(server, translate_grpc) -> None:
     before = server.get("/healthz")[1]["requests"]
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         future = pool.submit(server.post, PREDICT, {"instances": SENTENCES[:8]})

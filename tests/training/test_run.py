@@ -166,6 +166,53 @@ def test_multi_worker_planned_run_times_in_lockstep_and_ends_with_identical_weig
     assert plan["speeds"]["yours"]["measured"] and plan["measuring_seconds"] > 0
 
 
+@pytest.mark.slow  # ~60 s: two workers and one device, each a TensorFlow process
+def test_multi_worker_trains_as_one_device_on_the_same_global_batches():
+    """Two workers, each half of every global batch (rows of different token counts),
+    with and without a global-norm clip that binds: the losses and every weight are one
+    device's (a per-worker mean loss or norm would not be)."""
+    from tests.support.paths import SCRIPTS
+
+    script = [sys.executable, str(SCRIPTS / "strategy_equivalence.py"), "0.0", "0.5"]
+    workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+    processes = []
+    for index in range(2):
+        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        processes.append(
+            subprocess.Popen(
+                [*script, "--strategies", "multi_worker"],
+                env={**script_env(), "TF_CONFIG": json.dumps(tf_config)},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    one = subprocess.run(
+        [*script, "--strategies", "one_device"],
+        env=script_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    outputs = [process.communicate(timeout=600) for process in processes]
+    for process, (_, err) in zip(processes, outputs, strict=True):
+        assert process.returncode == 0, err[-3000:]
+    assert one.returncode == 0, one.stderr[-3000:]
+    reference = json.loads(one.stdout.strip().splitlines()[-1])
+    chief, other = (json.loads(out.strip().splitlines()[-1]) for out, _ in outputs)
+    for clip in ("0.0", "0.5"):
+        device, worker = reference[clip]["one_device"], chief[clip]["multi_worker"]
+        assert worker["replicas"] == 2 and any(a != b for a, b in worker["replica_tokens"])
+        assert len(worker["weights"]) == len(device["weights"]) > 10_000  # every weight
+        np.testing.assert_allclose(worker["losses"], device["losses"], rtol=1e-5)
+        np.testing.assert_allclose(worker["weights"], device["weights"], atol=1e-5)
+        assert worker["weights"] == other[clip]["multi_worker"]["weights"]  # in sync
+    # The clip binds: with and without it, the weights differ.
+    assert not np.allclose(
+        reference["0.0"]["one_device"]["weights"], reference["0.5"]["one_device"]["weights"]
+    )
+
+
 def _two_workers_agree(config_path, tmp_path, budget, *extra):
     """Trains on two local workers; both end at the same step with the same weights."""
     workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]

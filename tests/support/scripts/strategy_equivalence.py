@@ -1,7 +1,11 @@
-"""Trains the same tiny model on the same global batches under two strategies.
+"""Trains the same tiny model on the same global batches under several strategies.
 
-Run as a script (logical CPU devices must be configured before TensorFlow starts).
-Prints one JSON line: per strategy, the loss per step and the final weights' checksum.
+    python strategy_equivalence.py CLIP_NORM... [--strategies one_device,mirrored]
+
+Run as a script (logical CPU devices must be configured before TensorFlow starts). Prints
+one JSON line: per clip norm, per strategy, the loss per step, every final weight and each
+replica's real target tokens. With TF_CONFIG set, this process is one worker of a
+`multi_worker` run (one CPU device; run one process per worker).
 """
 
 import json
@@ -12,15 +16,16 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import tensorflow as tf
 
-cpu = tf.config.list_physical_devices("CPU")[0]
-tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+if not os.environ.get("TF_CONFIG"):  # mirrored's two replicas: two logical CPUs
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
+import keras
+import numpy as np
 
-from training.strategy import make_strategy  # noqa: E402
-from training.trainer import TranslationTrainer  # noqa: E402
-from translator import Transformer, TransformerConfig  # noqa: E402
+from training.strategy import make_strategy
+from training.trainer import TranslationTrainer
+from translator import Transformer, TransformerConfig
 
 
 def batches(count=6, batch=8, seed=0):
@@ -58,6 +63,8 @@ def run(strategy, clip_norm):
         model = Transformer(TransformerConfig.preset("tiny", vocab_size=30, dropout=0.0))
         trainer = TranslationTrainer(model, label_smoothing=0.1, clip_norm=clip_norm)
         trainer.compile(optimizer=keras.optimizers.Adam(1e-3))
+        trainer.build()  # as `build_trainer` does: under the strategy, before `fit`
+        trainer.optimizer.build(model.trainable_variables)
     # The same global batch: split over the replicas by tf.distribute.
     distributed = strategy.experimental_distribute_dataset(dataset)
 
@@ -80,12 +87,23 @@ def run(strategy, clip_norm):
     }
 
 
+def make(name: str):
+    """The strategy NAME, as `train.strategy: NAME` makes it (mirrored: the two CPUs)."""
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    return make_strategy(name)
+
+
 if __name__ == "__main__":
+    arguments = [arg for arg in sys.argv[1:] if not arg.startswith("--")]
+    names = ["one_device", "mirrored"]
+    if "--strategies" in sys.argv:
+        names = sys.argv[sys.argv.index("--strategies") + 1].split(",")
+        arguments.remove(sys.argv[sys.argv.index("--strategies") + 1])
     # One strategy object each: two MirroredStrategy instances in one process would
     # draw colliding collective instance keys.
-    one_device = make_strategy("one_device")  # what `train.strategy: one_device` runs
-    mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    strategies = {name: make(name) for name in names}
     results = {}
-    for clip in map(float, sys.argv[1:] or ["0"]):
-        results[str(clip)] = {"one_device": run(one_device, clip), "mirrored": run(mirrored, clip)}
+    for clip in map(float, arguments or ["0"]):
+        results[str(clip)] = {name: run(strategy, clip) for name, strategy in strategies.items()}
     print(json.dumps(results))
