@@ -68,8 +68,14 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def _seed():
+    """Fixed seeds, and Keras' float32 policy before and after each test: a run trained in
+    this process (`train`, `main(["train", ...])`) sets its precision's for the process
+    (mixed_bfloat16 on a CPU with native bfloat16), and under `-n 2` any test, or a module
+    fixture's model, may come next on that worker."""
+    keras.config.set_dtype_policy("float32")
     keras.utils.set_random_seed(1234)
     yield
+    keras.config.set_dtype_policy("float32")
 
 
 @pytest.fixture(autouse=True)
