@@ -174,19 +174,7 @@ def test_multi_worker_trains_as_one_device_on_the_same_global_batches():
     from tests.support.paths import SCRIPTS
 
     script = [sys.executable, str(SCRIPTS / "strategy_equivalence.py"), "0.0", "0.5"]
-    workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
-    processes = []
-    for index in range(2):
-        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-        processes.append(
-            subprocess.Popen(
-                [*script, "--strategies", "multi_worker"],
-                env={**script_env(), "TF_CONFIG": json.dumps(tf_config)},
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-        )
+    processes = _start_two_workers(lambda index: [*script, "--strategies", "multi_worker"])
     one = subprocess.run(
         [*script, "--strategies", "one_device"],
         env=script_env(),
@@ -213,28 +201,32 @@ def test_multi_worker_trains_as_one_device_on_the_same_global_batches():
     )
 
 
-def _two_workers_agree(config_path, tmp_path, budget, *extra):
-    """Trains on two local workers; both end at the same step with the same weights."""
+def _start_two_workers(command) -> list[subprocess.Popen]:
+    """Starts `command(index)` as workers 0 and 1 of a local TF_CONFIG cluster."""
     workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
     processes = []
     for index in range(2):
         tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
         processes.append(
             subprocess.Popen(
-                [
-                    sys.executable,
-                    str(TRAIN_SCRIPT),
-                    str(config_path),
-                    str(tmp_path / "run"),
-                    str(tmp_path / f"w{index}.npz"),
-                    *extra,
-                ],
+                command(index),
                 env={**script_env(), "TF_CONFIG": json.dumps(tf_config)},
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
             )
         )
+    return processes
+
+
+def _two_workers_agree(config_path, tmp_path, budget, *extra):
+    """Trains on two local workers; both end at the same step with the same weights."""
+    processes = _start_two_workers(
+        lambda index: [
+            *(sys.executable, str(TRAIN_SCRIPT), str(config_path), str(tmp_path / "run")),
+            *(str(tmp_path / f"w{index}.npz"), *extra),
+        ]
+    )
     outputs = [p.communicate(timeout=600) for p in processes]
     for process, (_, err) in zip(processes, outputs, strict=True):
         assert process.returncode == 0, err[-3000:]
