@@ -117,13 +117,14 @@ def trial_key(settings: dict) -> str:
     return f"{shape}, batch {batch:,}, dropout {settings['dropout']}"
 
 
-def variants(plan) -> list[dict]:
+def variants(plan, short: bool = False) -> list[dict]:
     """The plan, and the plan with one choice changed (the other dropout, batch halved and
-    doubled); learning rate and warmup stay the plan's."""
+    doubled); learning rate and warmup stay the plan's. Short: the plan and the other
+    dropout (a row beside the plan's, at a speed timed already)."""
     base = settings_of(plan)
     batch, dropout = base["batch_tokens"], 0.1 if base["dropout"] >= 0.2 else 0.3
     changes = [{}, {"dropout": dropout}, {"batch_tokens": batch // 2}, {"batch_tokens": batch * 2}]
-    return [{**base, **change} for change in changes]
+    return [{**base, **change} for change in changes[: 2 if short else None]]
 
 
 def trial_updates(cell: Cell, settings: dict, speeds: dict) -> int:
@@ -184,7 +185,7 @@ def needed_speeds(cells: list[Cell], data: Path, args) -> set[tuple[str, int]]:
     speeds = measure_speeds(data, args.workdir, args.short, needed)
     for cell in cells:
         plan = cell_plan(cell, data, speeds, args)[1]
-        needed |= {(s["shape"].name, s["batch_tokens"]) for s in variants(plan)}
+        needed |= {(s["shape"].name, s["batch_tokens"]) for s in variants(plan, args.short)}
     return needed
 
 
@@ -193,7 +194,7 @@ def run_cell(cell: Cell, data: Path, speeds: dict, results: dict, args) -> None:
     corpus, plan = cell_plan(cell, data, speeds, args)
     entry = results.setdefault(cell.name, {"trials": {}})
     entry["cell"] = dataclasses.asdict(cell)
-    for settings in variants(plan):
+    for settings in variants(plan, args.short):
         # A trial without its tokens is an older grid's (equal tokens, not time): again.
         if "tokens" not in entry["trials"].get(trial_key(settings), {}):
             trial = run_trial(cell, settings, speeds, corpus, data, args)

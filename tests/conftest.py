@@ -47,6 +47,10 @@ from tests.support.serving import (
     run_saved_model_reference,
 )
 
+# The folders whose tests train or export, heaviest first (their times: bench/RESULTS.md,
+# "The test suite's time").
+HEAVY_FIRST = ("tests/training/", "tests/backends/", "tests/marian/", "tests/engines/")
+
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
@@ -54,8 +58,9 @@ def pytest_collection_modifyitems(config, items):
 
     A test that uses a fixture of its module (a trained model, a worker process) runs on
     the worker that runs its module's other tests, so the fixture is built once; any other
-    test runs on whichever worker is free. The slow tests are handed out first, so that no
-    long test starts when the other worker has nothing left to do.
+    test runs on whichever worker is free. The long work is handed out first, the slow
+    tests, then the folders that train (HEAVY_FIRST), so that no long test or group starts
+    when the other worker has nothing left to do (pytest collects tests/training last).
     """
     shared = ("module", "class", "package")
     for item in items:
@@ -63,15 +68,21 @@ def pytest_collection_modifyitems(config, items):
         definitions = info.name2fixturedefs.values() if info is not None else ()
         if any(defined[-1].scope in shared for defined in definitions):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+    def rank(item) -> tuple[bool, int]:
+        folder = next((i for i, f in enumerate(HEAVY_FIRST) if item.nodeid.startswith(f)), None)
+        slow = item.get_closest_marker("slow") is not None
+        return not slow, len(HEAVY_FIRST) if folder is None else folder
+
+    items.sort(key=rank)  # stable: each file's own order holds
 
 
 @pytest.fixture(autouse=True)
 def _seed():
-    """Fixed seeds, and Keras' float32 policy before and after each test: a run trained in
-    this process (`train`, `main(["train", ...])`) sets its precision's for the process
-    (mixed_bfloat16 on a CPU with native bfloat16), and under `-n 2` any test, or a module
-    fixture's model, may come next on that worker."""
+    """Fixed seeds, and Keras' float32 policy before and after each test: a test that sets
+    another (the precision tests, `select_precision`) does not leave it to whichever test,
+    or module fixture's model, comes next on its worker under `-n 2`. (`train` restores
+    the caller's policy itself: tests/training/test_run.py checks it.)"""
     keras.config.set_dtype_policy("float32")
     keras.utils.set_random_seed(1234)
     yield

@@ -2,10 +2,14 @@
 
 Every `translator ...` line of the README's ```bash blocks runs in a temporary directory
 (its relative paths land there), with its budget cut to seconds and its validation and test
-sets to 20 sentences, and must exit 0 and
-write what it names. The corpora it names are Multi30k slices under the names the README
-uses (the language codes of their suffixes are all the test can vouch for). What is
-left out says why in `LEFT_OUT`. Slow: about 20 runs of the toolkit, a few trainings.
+sets to 20 sentences, and must exit 0 and write what it names. The corpora it names are
+Multi30k slices under the names the README uses (the language codes of their suffixes are
+all the test can vouch for). What is left out says why in `LEFT_OUT`.
+
+The lines run in independent chains (`chains`), one test each, so that two workers share
+them: a chain is the lines that touch one work directory (`runs/...`, `data/...`), or read
+what an earlier line wrote, in the README's order. Slow: about 40 runs of the toolkit,
+seven recipes.
 """
 
 from __future__ import annotations
@@ -16,14 +20,13 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.support.corpora import read_gz_lines
 from tests.support.readme import readme_commands
-
-pytestmark = pytest.mark.slow
 
 # Seconds, not minutes: every budget of a README command becomes this many minutes.
 BUDGET = "0.25"
@@ -32,6 +35,16 @@ BUDGET = "0.25"
 SENTENCES = {
     "recipe": " --test-sentences 20 --set eval.max_sentences=20",
     "train": " --set eval.max_sentences=20",
+}
+# The folders whose first two parts name a line's work: its chain.
+WORK_FOLDERS = ("runs/", "data/", "exports/", "reports/")
+# What a line touches that it does not name: `translator train --run-dir` without a config
+# reads
+# the README's default config, whose corpus and vocabulary are under data/multi30k; the
+# back-translation model is a copy of runs/m30k (see `_run`).
+IMPLIED = {
+    "--run-dir ": {"data/multi30k/train.en.gz", "data/multi30k/vocab"},
+    "runs/m30k-de-en": {"runs/m30k"},
 }
 # (what a line holds, why it is not run).
 LEFT_OUT = (
@@ -88,7 +101,73 @@ def written(command: str) -> list[str]:
             paths.append(f"{value['--out']}/model.bin" if ct2 else f"{value['--out']}/1")
         if "build-vocab" in argv:
             paths.append(value["--out"])
+        if argv[1:3] == ["data", "prepare"]:
+            paths.append(f"{value['--out']}/manifest.json")
     return paths
+
+
+def _named(command: str) -> set[str]:
+    """The paths and file names that a line names (and those it reads unnamed, IMPLIED)."""
+    names = set()
+    for token in re.split(r"[\s=<>]+", command.split(" #")[0]):
+        token = token.strip("\"'")
+        if token.startswith(WORK_FOLDERS) or ("." in token and not token.startswith(("-", "."))):
+            names.add(token)
+    return names.union(*(implied for marker, implied in IMPLIED.items() if marker in command))
+
+
+def _folder(path: str) -> str:
+    """A work folder (the first two parts of a path under one), else the path."""
+    return "/".join(path.split("/")[:2]) if path.startswith(WORK_FOLDERS) else path
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder + "/")
+
+
+def chains(runs: list[str]) -> list[list[str]]:
+    """The lines in independent chains, each in the README's order.
+
+    Two lines share a chain when they name one work folder under runs/, exports/ or
+    reports/, or one reads a file that an earlier one wrote. A line that writes only under
+    data/ (a download, a vocabulary) is not shared: it runs again in each chain that reads
+    what it writes.
+    """
+    provides = {}  # a line that writes only under data/: the folders it writes
+    for index, run in enumerate(runs):
+        paths = written(run)
+        if paths and all(path.startswith("data/") for path in paths):
+            provides[index] = {p.rsplit("/", 1)[0] if "." in p else p for p in paths}
+    owner: dict[str, int] = {}  # a work folder or a written file: the chain that has it
+    members: list[set[int]] = []
+    for index, run in enumerate(runs):
+        if index in provides:
+            continue
+        named = {_folder(name) for name in _named(run) if not name.startswith("data/")}
+        keys = {n for n in named if n.startswith(WORK_FOLDERS) or n in owner}
+        keys |= {_folder(path) for path in written(run)}
+        joined = sorted({owner[key] for key in keys if key in owner})
+        if not joined:
+            joined = [len(members)]
+            members.append(set())
+        chain = joined[0]
+        for other in joined[1:]:  # a line that joins two chains merges them
+            members[chain] |= members[other]
+            members[other] = set()
+            owner.update({key: chain for key, value in owner.items() if value == other})
+        members[chain].add(index)
+        owner.update(dict.fromkeys(keys, chain))
+    for chain in members:
+        while True:  # the lines that write what the chain reads under data/, and theirs
+            read = {name for i in chain for name in _named(runs[i]) if name.startswith("data/")}
+            needed = {
+                i for i, out in provides.items() if any(_under(r, o) for r in read for o in out)
+            }
+            if needed <= chain:
+                break
+            chain |= needed
+    members += [{i} for i in provides if not any(i in chain for chain in members)]
+    return [[runs[i] for i in sorted(chain)] for chain in members if chain]
 
 
 def _write(path: Path, lines: list[str]) -> None:
@@ -139,28 +218,57 @@ def make_files(root: Path, multi30k: Path) -> None:
         _write(root / name, lines)
 
 
-def test_every_readme_command_runs_as_written(multi30k_dir, tmp_path):
-    multi30k = multi30k_dir
+RUNS = [run for run in map(runnable, readme_commands()) if run]
+# The longest chains first, so that under `-n 2` no long chain starts last (a recipe
+# takes a minute or two here, a training about one, another line seconds).
+CHAINS = sorted(
+    chains(RUNS),
+    key=lambda chain: (
+        -sum(4 if " recipe " in f" {run}" else 2 if " train " in f" {run}" else 1 for run in chain)
+    ),
+)
+
+
+def _chain_id(chain: list[str]) -> str:
+    """The chain's last work folder under runs/, else its first line's subcommand."""
+    folders = [_folder(n) for run in chain for n in sorted(_named(run)) if n.startswith("runs/")]
+    return folders[-1] if folders else "-".join(chain[0].split()[1:3])
+
+
+def test_the_readme_has_its_examples_and_its_chains_keep_every_line_in_order():
     commands = readme_commands()
-    runs = [(command, runnable(command)) for command in commands]
-    left_out = [command for command, run in runs if run is None]
+    left_out = [command for command in commands if runnable(command) is None]
     assert all(any(m in c for m, _ in LEFT_OUT) for c in left_out)
-    assert len([run for _, run in runs if run]) >= 30, runs  # the README lost its examples?
-    make_files(tmp_path, multi30k)
+    assert len(RUNS) >= 30, RUNS  # the README lost its examples?
+    assert {run for chain in CHAINS for run in chain} == set(RUNS)
+    for chain in CHAINS:
+        assert sorted(chain, key=RUNS.index) == chain
+    # A line reading what another wrote runs after it, in its chain: the two evaluations
+    # of runs/m30k write test.hyp.de, which `translator score` reads.
+    scored = next(
+        c for c in CHAINS if any(r.startswith("translator score --hyp test.hyp.de") for r in c)
+    )
+    assert any("--hyp-out test.hyp.de" in run for run in scored)
+    assert len(CHAINS) >= 5  # the README's jobs are independent: the workers share them
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chain", CHAINS, ids=map(_chain_id, CHAINS))
+def test_every_readme_command_runs_as_written(chain, multi30k_dir, tmp_path):
+    make_files(tmp_path, multi30k_dir)
     env = {
         **os.environ,
-        "TRANSLATOR_DATA_MIRROR": str(multi30k),
+        "TRANSLATOR_DATA_MIRROR": str(multi30k_dir),
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         "TF_CPP_MIN_LOG_LEVEL": "2",
     }
-    for _, run in runs:
-        if run is None:
-            continue
+    for run in chain:
         if "runs/m30k-de-en" in run and not (tmp_path / "runs/m30k-de-en").exists():
             # The README's back-translation model: a run of the other direction, which the
             # README leaves to the reader; the commands only need a model there.
             shutil.copytree(tmp_path / "runs/m30k", tmp_path / "runs/m30k-de-en")
         print(f"$ {run}", flush=True)
+        started = time.monotonic()
         result = subprocess.run(
             ["bash", "-c", run],
             cwd=tmp_path,
@@ -169,6 +277,7 @@ def test_every_readme_command_runs_as_written(multi30k_dir, tmp_path):
             text=True,
             timeout=1200,
         )
+        print(f"  ({time.monotonic() - started:.1f} s)", flush=True)
         assert result.returncode == 0, f"{run}\n{result.stderr[-3000:]}"
         for path in written(run):
             assert (tmp_path / path).exists(), f"{run}: did not write {path}"

@@ -262,7 +262,23 @@ def train(
         CorpusError: a training or validation corpus has no pair to learn from (all
             empty or over the length limits), before any step; or a bad corpus file.
     """
-    run_dir = Path(run_dir)
+    # The run sets Keras' global dtype policy to its precision; the caller's comes back
+    # after it (a later model built in this process, a test, is not the run's).
+    policy = keras.config.dtype_policy()
+    try:
+        return _train(config, Path(run_dir), translate_factory, verbose, planning)
+    finally:
+        keras.config.set_dtype_policy(policy)
+
+
+def _train(
+    config: RunConfig,
+    run_dir: Path,
+    translate_factory: Callable[[Transformer, Vocabulary], Callable[[Sequence[str]], list[str]]]
+    | None,
+    verbose: int | None,
+    planning: PlanRequest | None,
+) -> TrainResult:
     check_inputs(config)
     init = find_init_model(config.train.init_from) if config.train.init_from else None
     config, strategy, precision = on_backend(config)

@@ -1,6 +1,7 @@
 """The search cache: a search restored from it translates as the one built and traced.
 
-Each test copies the serving tests' tiny model, so the cache it writes is its own.
+Each test copies the serving tests' tiny model without its cache, so the cache it writes is
+its own.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ UNCACHED = InferenceOptions(cache_search=False)
 
 @pytest.fixture
 def model_dir(exported, tmp_path):
-    return shutil.copytree(exported.model_dir, tmp_path / "model")
+    """Without the cache that other tests' cached loads of the shared model wrote there."""
+    ignore = shutil.ignore_patterns(CACHE_DIR)
+    return shutil.copytree(exported.model_dir, tmp_path / "model", ignore=ignore)
 
 
 def entries(model_dir) -> list[str]:

@@ -5,6 +5,7 @@ import socket
 import subprocess
 import sys
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -82,8 +83,13 @@ def test_resuming_with_another_vocabulary_is_refused(copy_task, tmp_path):
     build_vocabulary(
         [copy_task["train"][0]], [copy_task["train"][1]], other, vocab_size=30, byte_fallback=False
     )
+    # (In mixed_bfloat16: a run that ends, here in an error, leaves the caller's policy.)
+    refused = replace(
+        replace(config, "data", vocabulary=str(other)), "train", precision="mixed_bfloat16"
+    )
     with pytest.raises(ConfigError, match="differs from the vocabulary of the run being resumed"):
-        train(replace(config, "data", vocabulary=str(other)), tmp_path / "run")
+        train(refused, tmp_path / "run")
+    assert keras.config.dtype_policy().name == "float32"
 
 
 def test_nan_loss_stops_naming_the_step_and_keeps_the_last_good_checkpoint(
