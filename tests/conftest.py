@@ -16,6 +16,7 @@ so their TensorFlow start-ups overlap.
 from __future__ import annotations
 
 import os
+import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -47,9 +48,15 @@ from tests.support.serving import (
     run_saved_model_reference,
 )
 
-# The folders whose tests train or export, heaviest first (their times: bench/RESULTS.md,
-# "The test suite's time").
-HEAVY_FIRST = ("tests/training/", "tests/backends/", "tests/marian/", "tests/engines/")
+# The longest work first (its times: bench/RESULTS.md, "The test suite's time"): the
+# README's chains, one worker's group of about 20 minutes, then the folders that train.
+HEAVY_FIRST = (
+    "tests/test_readme.py",
+    "tests/training/",
+    "tests/backends/",
+    "tests/marian/",
+    "tests/engines/",
+)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
@@ -59,8 +66,8 @@ def pytest_collection_modifyitems(config, items):
     A test that uses a fixture of its module (a trained model, a worker process) runs on
     the worker that runs its module's other tests, so the fixture is built once; any other
     test runs on whichever worker is free. The long work is handed out first, the slow
-    tests, then the folders that train (HEAVY_FIRST), so that no long test or group starts
-    when the other worker has nothing left to do (pytest collects tests/training last).
+    tests, then HEAVY_FIRST, so that no long test or group starts when the other worker
+    has nothing left to do (pytest collects tests/training last).
     """
     shared = ("module", "class", "package")
     for item in items:
@@ -75,6 +82,37 @@ def pytest_collection_modifyitems(config, items):
         return not slow, len(HEAVY_FIRST) if folder is None else folder
 
     items.sort(key=rank)  # stable: each file's own order holds
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--timeline",
+        metavar="PATH",
+        help="write each test's worker, end time and seconds (setup, call and teardown) "
+        "to PATH as TSV: where two workers idle or wait on each other",
+    )
+
+
+def pytest_runtest_logreport(report):
+    """One `--timeline` row per finished test phase (in the controller under -n)."""
+    path = _TIMELINE.get("path")
+    if path is not None:
+        worker = getattr(getattr(report, "node", None), "gateway", None)
+        with open(path, "a", encoding="utf-8") as file:
+            file.write(
+                f"{getattr(worker, 'id', 'main')}\t{time.time():.2f}\t"
+                f"{report.duration:.2f}\t{report.when}\t{report.nodeid}\n"
+            )
+
+
+def pytest_configure(config):
+    path = config.getoption("--timeline", None)
+    if path and not hasattr(config, "workerinput"):  # the controller, or a single process
+        _TIMELINE["path"] = Path(path).resolve()
+        _TIMELINE["path"].write_text("worker\tend\tseconds\tphase\ttest\n", "utf-8")
+
+
+_TIMELINE: dict[str, Path] = {}
 
 
 @pytest.fixture(autouse=True)

@@ -6,10 +6,10 @@ sets to 20 sentences, and must exit 0 and write what it names. The corpora it na
 Multi30k slices under the names the README uses (the language codes of their suffixes are
 all the test can vouch for). What is left out says why in `LEFT_OUT`.
 
-The lines run in independent chains (`chains`), one test each, so that two workers share
-them: a chain is the lines that touch one work directory (`runs/...`, `data/...`), or read
-what an earlier line wrote, in the README's order. Slow: about 40 runs of the toolkit,
-seven recipes.
+The lines run in independent chains (`chains`), one test each, so that a chain that
+fails does not hide the others: a chain is the lines that touch one work directory
+(`runs/...`, `data/...`), or read what an earlier line wrote, in the README's order. Slow:
+about 40 runs of the toolkit, seven recipes.
 """
 
 from __future__ import annotations
@@ -219,8 +219,8 @@ def make_files(root: Path, multi30k: Path) -> None:
 
 
 RUNS = [run for run in map(runnable, readme_commands()) if run]
-# The longest chains first, so that under `-n 2` no long chain starts last (a recipe
-# takes a minute or two here, a training about one, another line seconds).
+# The longest chains first (a recipe takes a minute or two here, a training about one,
+# another line seconds).
 CHAINS = sorted(
     chains(RUNS),
     key=lambda chain: (
@@ -249,10 +249,14 @@ def test_the_readme_has_its_examples_and_its_chains_keep_every_line_in_order():
         c for c in CHAINS if any(r.startswith("translator score --hyp test.hyp.de") for r in c)
     )
     assert any("--hyp-out test.hyp.de" in run for run in scored)
-    assert len(CHAINS) >= 5  # the README's jobs are independent: the workers share them
+    assert len(CHAINS) >= 5  # the README's jobs are independent: each fails alone
 
 
 @pytest.mark.slow
+# One worker runs the chains one after another while the other runs the rest: side by
+# side on two cores they ran slower, and the phase with them (bench/RESULTS.md, "The test
+# suite's time"). A chain that fails fails alone.
+@pytest.mark.xdist_group("readme")
 @pytest.mark.parametrize("chain", CHAINS, ids=map(_chain_id, CHAINS))
 def test_every_readme_command_runs_as_written(chain, multi30k_dir, tmp_path):
     make_files(tmp_path, multi30k_dir)
