@@ -84,35 +84,18 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=rank)  # stable: each file's own order holds
 
 
-def pytest_addoption(parser):
-    parser.addoption(
-        "--timeline",
-        metavar="PATH",
-        help="write each test's worker, end time and seconds (setup, call and teardown) "
-        "to PATH as TSV: where two workers idle or wait on each other",
-    )
-
-
 def pytest_runtest_logreport(report):
-    """One `--timeline` row per finished test phase (in the controller under -n)."""
-    path = _TIMELINE.get("path")
-    if path is not None:
+    """With `TRANSLATOR_TEST_TIMELINE=PATH`, a TSV row per finished test phase: the worker,
+    the end time and the seconds, written by the controller under `-n` (where two workers
+    idle, or wait on each other, is read off the end times)."""
+    path = os.environ.get("TRANSLATOR_TEST_TIMELINE")
+    if path and "PYTEST_XDIST_WORKER" not in os.environ:
         worker = getattr(getattr(report, "node", None), "gateway", None)
         with open(path, "a", encoding="utf-8") as file:
             file.write(
                 f"{getattr(worker, 'id', 'main')}\t{time.time():.2f}\t"
                 f"{report.duration:.2f}\t{report.when}\t{report.nodeid}\n"
             )
-
-
-def pytest_configure(config):
-    path = config.getoption("--timeline", None)
-    if path and not hasattr(config, "workerinput"):  # the controller, or a single process
-        _TIMELINE["path"] = Path(path).resolve()
-        _TIMELINE["path"].write_text("worker\tend\tseconds\tphase\ttest\n", "utf-8")
-
-
-_TIMELINE: dict[str, Path] = {}
 
 
 @pytest.fixture(autouse=True)
