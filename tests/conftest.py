@@ -49,7 +49,7 @@ from tests.support.serving import (
 )
 
 # The longest work first (its times: bench/RESULTS.md, "The test suite's time"): the
-# README's chains, one worker's group of about 20 minutes, then the folders that train.
+# README's chains, one worker's group and the longest, then the folders that train.
 HEAVY_FIRST = (
     "tests/test_readme.py",
     "tests/training/",

@@ -8,7 +8,8 @@ all the test can vouch for). What is left out says why in `LEFT_OUT`.
 
 The lines run in independent chains (`chains`), one test each, so that a chain that
 fails does not hide the others: a chain is the lines that touch one work directory
-(`runs/...`, `data/...`), or read what an earlier line wrote, in the README's order. Slow:
+(`runs/...`), or read what an earlier line wrote, in the README's order, each preceded by
+the lines that write what it reads under data/. Slow:
 about 40 runs of the toolkit, seven recipes.
 """
 
@@ -38,10 +39,9 @@ SENTENCES = {
 }
 # The folders whose first two parts name a line's work: its chain.
 WORK_FOLDERS = ("runs/", "data/", "exports/", "reports/")
-# What a line touches that it does not name: `translator train --run-dir` without a config
-# reads
+# What a line reads without naming it: `translator train --run-dir` without a config reads
 # the README's default config, whose corpus and vocabulary are under data/multi30k; the
-# back-translation model is a copy of runs/m30k (see `_run`).
+# back-translation model is a copy of runs/m30k (the test makes it).
 IMPLIED = {
     "--run-dir ": {"data/multi30k/train.en.gz", "data/multi30k/vocab"},
     "runs/m30k-de-en": {"runs/m30k"},
@@ -219,14 +219,7 @@ def make_files(root: Path, multi30k: Path) -> None:
 
 
 RUNS = [run for run in map(runnable, readme_commands()) if run]
-# The longest chains first (a recipe takes a minute or two here, a training about one,
-# another line seconds).
-CHAINS = sorted(
-    chains(RUNS),
-    key=lambda chain: (
-        -sum(4 if " recipe " in f" {run}" else 2 if " train " in f" {run}" else 1 for run in chain)
-    ),
-)
+CHAINS = chains(RUNS)
 
 
 def _chain_id(chain: list[str]) -> str:
