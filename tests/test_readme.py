@@ -9,12 +9,14 @@ all the test can vouch for). What is left out says why in `LEFT_OUT`.
 The lines run in independent chains (`chains`), one test each, so that a chain that
 fails does not hide the others: a chain is the lines that touch one work directory
 (`runs/...`), or read what an earlier line wrote, in the README's order, each preceded by
-the lines that write what it reads under data/. Slow:
-about 40 runs of the toolkit, seven recipes.
+the lines that write what it reads under data/. Those run once, in the first chain that
+needs them; the others get a copy of what they wrote (`Machine`), and share one speed
+cache. Slow: about 40 runs of the toolkit, nine recipes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import os
 import re
@@ -245,25 +247,73 @@ def test_the_readme_has_its_examples_and_its_chains_keep_every_line_in_order():
     assert len(CHAINS) >= 5  # the README's jobs are independent: each fails alone
 
 
+@dataclasses.dataclass
+class Machine:
+    """What the chains share, as one user's machine would: the planner's speed cache, and
+    the files of the lines that write only under data/ (a download, a vocabulary), which
+    run in the first chain that needs them; the others get a copy of what they wrote."""
+
+    root: Path
+    data_lines: dict[str, Path] = dataclasses.field(default_factory=dict)
+
+    @property
+    def cache(self) -> Path:
+        return self.root / "cache"
+
+    def ran(self, run: str, workdir: Path) -> None:
+        """Keeps what `run` wrote, if it writes only under data/."""
+        paths = written(run)
+        if run in self.data_lines or not paths or not all(p.startswith("data/") for p in paths):
+            return
+        kept = self.data_lines[run] = self.root / f"line-{len(self.data_lines)}"
+        _copy(workdir, kept, paths)
+
+    def reuse(self, run: str, workdir: Path) -> bool:
+        """Copies what `run` wrote in an earlier chain into `workdir`; False if none ran it."""
+        if run not in self.data_lines:
+            return False
+        _copy(self.data_lines[run], workdir, written(run))
+        return True
+
+
+def _copy(source: Path, destination: Path, paths: list[str]) -> None:
+    for path in paths:
+        (destination / path).parent.mkdir(parents=True, exist_ok=True)
+        if (source / path).is_dir():
+            shutil.copytree(source / path, destination / path, dirs_exist_ok=True)
+        else:
+            shutil.copy2(source / path, destination / path)
+
+
+@pytest.fixture(scope="module")
+def readme_machine(tmp_path_factory) -> Machine:
+    return Machine(tmp_path_factory.mktemp("readme-machine"))
+
+
 @pytest.mark.slow
 # One worker runs the chains one after another while the other runs the rest: side by
 # side on two cores they ran slower, and the phase with them (bench/RESULTS.md, "The test
 # suite's time"). A chain that fails fails alone.
 @pytest.mark.xdist_group("readme")
 @pytest.mark.parametrize("chain", CHAINS, ids=map(_chain_id, CHAINS))
-def test_every_readme_command_runs_as_written(chain, multi30k_dir, tmp_path):
+def test_every_readme_command_runs_as_written(chain, multi30k_dir, tmp_path, readme_machine):
     make_files(tmp_path, multi30k_dir)
     env = {
         **os.environ,
         "TRANSLATOR_DATA_MIRROR": str(multi30k_dir),
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         "TF_CPP_MIN_LOG_LEVEL": "2",
+        # One machine's speed cache for every chain, as a user's machine keeps one.
+        "TRANSLATOR_CACHE_DIR": str(readme_machine.cache),
     }
     for run in chain:
         if "runs/m30k-de-en" in run and not (tmp_path / "runs/m30k-de-en").exists():
             # The README's back-translation model: a run of the other direction, which the
             # README leaves to the reader; the commands only need a model there.
             shutil.copytree(tmp_path / "runs/m30k", tmp_path / "runs/m30k-de-en")
+        if readme_machine.reuse(run, tmp_path):
+            print(f"$ {run}\n  (its files copied from the chain that ran it)", flush=True)
+            continue
         print(f"$ {run}", flush=True)
         started = time.monotonic()
         result = subprocess.run(
@@ -278,3 +328,4 @@ def test_every_readme_command_runs_as_written(chain, multi30k_dir, tmp_path):
         assert result.returncode == 0, f"{run}\n{result.stderr[-3000:]}"
         for path in written(run):
             assert (tmp_path / path).exists(), f"{run}: did not write {path}"
+        readme_machine.ran(run, tmp_path)
