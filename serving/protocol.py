@@ -27,7 +27,7 @@ import base64
 import binascii
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -164,6 +164,20 @@ def check_sentence_count(count: int, limits: RequestLimits) -> None:
             f"{limits.max_sentences} per request; split it",
             status=413,
         )
+
+
+def check_text(inputs: Sequence[Row]) -> None:
+    """Refuses (400) a request with a string that is not UTF-8 text, naming its sentence.
+
+    The model would read such bytes as some other text and translate that; both APIs
+    refuse it here alike (a REST body must be UTF-8 already, but its b64 values not).
+    """
+    for index, row in enumerate(inputs):
+        for value in row if isinstance(row, tuple) else (row,):
+            try:
+                value.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise RequestError(f"sentence {index}: not UTF-8 text ({error})") from None
 
 
 def too_large(size: int, limit: int, exact: bool = True) -> RequestError:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from serving.batching import Batcher, BatcherStoppedError, QueueFullError
 from serving.model import ServedModel
-from serving.protocol import RequestError, RequestLimits, Row, check_sentence_count
+from serving.protocol import RequestError, RequestLimits, Row, check_sentence_count, check_text
 from translator.signatures import TAGS_KEY
 
 
@@ -60,10 +60,11 @@ class Predictor:
             The batcher's future: numpy arrays by output key, one row per sentence.
 
         Raises:
-            RequestError: too many sentences (413), an unknown tag (400), or a full queue or
-                a stopping server (503).
+            RequestError: too many sentences (413), a string that is not UTF-8 or an
+                unknown tag (400), or a full queue or a stopping server (503).
         """
         check_sentence_count(len(inputs), self.limits)
+        check_text(inputs)
         signature, rows = self.tagged(signature, list(inputs))
         try:
             return self.batcher.submit(signature, rows)

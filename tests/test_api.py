@@ -19,6 +19,8 @@ from translator.io import one_line
 
 # Ordinary sentences, an empty one, and characters the vocabulary has never seen.
 LINES = [*synthetic_sentences(6, seed=41, max_words=6), "", "Zoë's café ✓"]
+# A paragraph of three sentences.
+PARAGRAPH = " ".join(line.rstrip(".,!") + "." for line in LINES[:3])
 
 NOTEBOOK = textwrap.dedent(
     """
@@ -37,6 +39,8 @@ NOTEBOOK = textwrap.dedent(
         "de": model.translate(lines, target_lang="de"),
         "scores": model.score(lines, targets),
         "repr": repr(model),
+        "paragraph": model.translate(sys.argv[4]),
+        "whole": translator.load(sys.argv[1], split=False).translate(sys.argv[4]),
     }))
     """
 )
@@ -59,6 +63,7 @@ def notebook(exported):
             NOTEBOOK,
             str(exported.model_dir),
             *map(json.dumps, [LINES, targets]),
+            PARAGRAPH,
         ],
         capture_output=True,
         text=True,
@@ -88,6 +93,12 @@ def test_load_then_translate_gives_what_translate_prints(notebook, exported, tmp
         assert [one_line(text) for text in hypotheses] == listed[: len(hypotheses)]
         assert len(hypotheses) == (0 if not LINES[index].strip() else 3)
     assert got["repr"] == f"translator.Model({str(exported.model_dir)!r}, engine='auto')"
+    # A paragraph: split into its sentences as `translate` splits it, or whole with
+    # split=False as with --no-split; the two differ.
+    source.write_text(PARAGRAPH + "\n", "utf-8")
+    assert [one_line(got["paragraph"])] == run_cli(capsys, *translate)
+    assert [one_line(got["whole"])] == run_cli(capsys, *translate, "--no-split")
+    assert got["paragraph"] != got["whole"]
 
 
 def test_score_gives_what_score_pairs_prints(notebook, exported, tmp_path, capsys):

@@ -47,6 +47,8 @@ def trained(exported):
 
 
 def translator_for(trained, config, tag=""):
+    """Our `Translator` as the SavedModel's signatures run: a string is one segment, cut at
+    the limit (`search_segments`); `translate` splits before (tests/commands)."""
     from translator.inference import Translator
 
     return Translator.from_model(
@@ -62,7 +64,7 @@ def translator_for(trained, config, tag=""):
 def test_fresh_process_export_equals_translate(trained, reference):
     assert reference["project_modules"] == []  # loaded with tensorflow + tensorflow_text only
     engine = translator_for(trained, BEST)
-    translations = engine.search(SENTENCES)
+    translations = engine.search_segments(SENTENCES)
     hypotheses, stats = translations.hypotheses, translations.stats
     assert stats.batches == 1 and stats.truncated == 1 and stats.empty == 4
     want_texts = [h[0].text if h else "" for h in hypotheses]
@@ -74,7 +76,7 @@ def test_fresh_process_export_equals_translate(trained, reference):
 
 
 def test_fresh_process_n_best_equals_translate_n_best(trained, reference):
-    hypotheses = translator_for(trained, SEARCH).search(SENTENCES).hypotheses
+    hypotheses = translator_for(trained, SEARCH).search_segments(SENTENCES).hypotheses
     got = reference["batch_n_best"]
     for index, sentence_hypotheses in enumerate(hypotheses):
         texts, scores = got["translations"][index], got["scores"][index]
@@ -99,7 +101,7 @@ def test_the_tagged_signature_tags_as_translate_tag_does(trained, reference):
     assert reference["tagged"][""] == reference["batch"]
     texts = {}
     for tag in TAGS:
-        hypotheses = translator_for(trained, BEST, tag).search(SENTENCES).hypotheses
+        hypotheses = translator_for(trained, BEST, tag).search_segments(SENTENCES).hypotheses
         want = [h[0].text if h else "" for h in hypotheses]
         got = reference["tagged"][tag]
         assert got["translations"] == want
@@ -119,7 +121,7 @@ def test_the_tagged_signature_tags_as_translate_tag_does(trained, reference):
 
 def test_the_prefixed_signature_continues_each_prefix_as_translate_does(trained, reference):
     assert reference["prefixed_empty"] == reference["batch"]  # no prefix: the plain search
-    hypotheses = translator_for(trained, BEST).search(SENTENCES, prefixes=PREFIXES).hypotheses
+    hypotheses = translator_for(trained, BEST).search_segments(SENTENCES, prefixes=PREFIXES).hypotheses
     got = reference["prefixed"]
     assert got["translations"] == [h[0].text if h else "" for h in hypotheses]
     assert np.array_equal(
@@ -134,7 +136,7 @@ def test_the_prefixed_signature_continues_each_prefix_as_translate_does(trained,
 
 
 def test_the_sample_signature_draws_as_translate_sampling_does(trained, reference):
-    hypotheses = translator_for(trained, SAMPLING).search(SENTENCES).hypotheses
+    hypotheses = translator_for(trained, SAMPLING).search_segments(SENTENCES).hypotheses
     got = reference["sample"]
     for index, drawn in enumerate(hypotheses):
         texts, scores = got["translations"][index], got["scores"][index]

@@ -93,6 +93,9 @@ class DataSection:
     # Prepended to the validation sources as training tags a corpus (e.g. <2de>, the
     # direction to validate of a multilingual model); "": none.
     valid_tag: str = ""
+    # The source language's code (en, de, zh, ...): whose rules split a paragraph into
+    # sentences when the model translates. "": the suffix of train_source (train.en.gz).
+    source_lang: str = ""
     # The target language's code (de, zh, ja, ...): BLEU's tokenizer for validation and
     # reports, as sacreBLEU chooses it (zh, ja-mecab, ko-mecab, else 13a). "": 13a.
     target_lang: str = ""

@@ -64,6 +64,7 @@ def _data_fields(paths: RecipePaths, corpus: RecipeCorpus, prepared: Path | None
         **train,
         "valid_source": str(corpus.valid[0]),
         "valid_target": str(corpus.valid[1]),
+        "source_lang": corpus.source_lang,
         "target_lang": corpus.target_lang,
     }
     if corpus.valid_tag:

@@ -67,7 +67,8 @@ class Model:
         """Translates sentences.
 
         Args:
-            sentences: One sentence, or a list of them.
+            sentences: One text, or a list of them: each a paragraph, whose sentences are
+                translated apart and rejoined (unless loaded with `split=False`).
             beam_size: Hypotheses kept per sentence; 1 is greedy (default: `SearchConfig`'s,
                 as `translator translate`).
             n_best: With more than 1, each sentence gets a list of its `n_best` best
@@ -180,6 +181,8 @@ def load(
     precision: str = "model",
     batch_tokens: int | None = None,
     max_source_length: int | None = None,
+    split: bool = True,
+    source_lang: str = "",
 ) -> Model:
     """Loads a model to translate with, as `translator translate --model` takes it.
 
@@ -191,8 +194,13 @@ def load(
             "ctranslate2", as `--engine`.
         precision: What our search computes in, as `--precision`.
         batch_tokens: Source tokens per batch (default: the commands').
-        max_source_length: Longer sources are cut to this many tokens (default: the
-            model's limit).
+        max_source_length: A longer source is split again to fit this many tokens, and
+            its pieces' translations rejoined (default: the model's limit).
+        split: A string is a paragraph: its sentences are translated apart and rejoined
+            with the whitespace between them; False: it is one segment, as
+            `translator translate --no-split`.
+        source_lang: The language whose rules find the sentences (default: the one the
+            model's record states), as `--source-lang`.
 
     Returns:
         The `Model`; its searches are built when first used.
@@ -204,7 +212,9 @@ def load(
     from translator.engines import InferenceOptions, check_model
 
     check_model(path, engine)  # fails before TensorFlow starts
-    options = InferenceOptions(engine=engine, precision=precision)
+    options = InferenceOptions(
+        engine=engine, precision=precision, split=split, source_lang=source_lang
+    )
     if batch_tokens is not None:
         options = dataclasses.replace(options, batch_tokens=batch_tokens)
     if max_source_length is not None:

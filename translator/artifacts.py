@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -121,6 +122,24 @@ def model_tags(path: str | Path | None) -> tuple[str, ...]:
         return VocabularyMetadata.from_json(vocab.read_text("utf-8")).tags
     except (TypeError, OSError, TranslatorError):
         return ()  # not a model directory: whatever loads it says why
+
+
+def model_languages(metadata: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """The source and target languages a model's record states, None where it does not.
+
+    Its run's `data.source_lang` and `data.target_lang`, else an import's (OPUS-MT states
+    them), else the suffixes of the corpus it trained on (`train.en.gz`).
+    """
+    from translator.languages import language_of
+
+    data = (metadata.get("config") or {}).get("data") or {}
+    imported = (metadata.get("imported_from") or {}).get("languages") or (None, None)
+    first = next(iter(data.get("train") or ()), {})  # a mix's first corpus
+    files = [data.get(f"train_{side}") or first.get(side) for side in ("source", "target")]
+    return tuple(
+        data.get(f"{side}_lang") or recorded or language_of(file or "") or None
+        for side, recorded, file in zip(("source", "target"), imported, files, strict=True)
+    )  # type: ignore[return-value]
 
 
 def read_model_config(model_file: str | Path) -> TransformerConfig:

@@ -34,10 +34,10 @@ MANIFEST, RESULTS_FILE, SPEEDS_FILE = "manifest.json", "accelerator.json", "spee
 SETTINGS = ("train.backend=jax",)
 # What the product imports that a JAX-only GPU image (JAX, PyTorch, sentencepiece,
 # sacreBLEU) may lack, at this environment's versions: Keras and its own, the event writer,
-# YAML configs, and matplotlib's charts.
+# YAML configs, matplotlib's charts, and the sentence splitter of translations.
 WHEELS = (
     "keras", "optree", "namex", "absl-py", "rich", "pygments", "markdown-it-py", "mdurl",
     "h5py", "tensorboardX", "protobuf", "pyyaml", "tqdm", "matplotlib", "pillow",
     "fonttools", "kiwisolver", "contourpy", "cycler", "pyparsing", "python-dateutil", "six",
-    "packaging",
+    "packaging", "sentencex",
 )  # fmt: skip

@@ -249,3 +249,69 @@ def test_prefix_file_starts_each_translation_with_its_prefix(
     assert main([*args, "--prefix-file", str(prefix_file)]) == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and f"{prefix_file}: 2 lines for the {len(lines)} lines" in error[0]
+
+
+def test_a_paragraph_is_its_sentences_translated_alone_and_rejoined(
+    model_dir, lines, tmp_path, capsys
+):
+    """Each line's sentences translated on their own, joined with the whitespace between
+    them; `--no-split` translates the line as one segment, which gives other words."""
+    from translator.artifacts import load_model_dir
+    from translator.inference import Translator
+
+    s = [line for line in lines if line.strip() and len(line.split()) < 9][:5]
+    paragraphs = [f"{s[0]}. {s[1]}!  {s[2]}?", "", f"\t{s[3]}. {s[4]}."]
+    loaded = load_model_dir(model_dir)
+    alone = Translator.from_model(loaded.model, loaded.vocabulary)  # no splitter
+
+    def each(sentence: str) -> str:
+        return alone.translate([sentence])[0]
+
+    want = [
+        f"{each(s[0] + '.')} {each(s[1] + '!')}  {each(s[2] + '?')}",
+        "",
+        f"\t{each(s[3] + '.')} {each(s[4] + '.')}",
+    ]
+    source, output = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_text("\n".join(paragraphs) + "\n", encoding="utf-8")
+    args = ["translate", "--model", str(model_dir), "-i", str(source), "-o", str(output)]
+    assert main([*args, "--source-lang", "en"]) == 0
+    assert output.read_text(encoding="utf-8").split("\n")[:-1] == want
+    summary = capsys.readouterr().err
+    assert "translated 3 lines (1 empty, 0 truncated) as 5 segments (2 lines split" in summary
+
+    assert main([*args, "--no-split", "-q"]) == 0
+    whole = output.read_text(encoding="utf-8").split("\n")[:-1]
+    assert whole == [alone.translate([line])[0] for line in paragraphs]
+    assert whole[0] != want[0] and whole[2] != want[2].strip()  # the mode matters here
+
+
+def test_a_line_over_the_length_limit_is_split_again_and_nothing_is_cut(
+    model_dir, lines, tmp_path, capsys
+):
+    """A line of ~100 pieces under a 16-token limit: translated in pieces that each fit,
+    partition the line's words and are rejoined; the cut translation differs."""
+    from translator.artifacts import load_model_dir
+    from translator.documents import segment
+    from translator.inference import Translator
+
+    limit = 16
+    long = " ".join(line.strip() for line in lines if line.strip())
+    loaded = load_model_dir(model_dir)
+    translator = Translator.from_model(loaded.model, loaded.vocabulary, max_source_length=limit)
+    pieces = segment([long], None, translator._fits).segments
+    assert " ".join(pieces) == long and len(pieces) > 3  # the words, in order, all kept
+    encoded = loaded.vocabulary.host.encode(pieces)
+    assert all(len(ids) <= limit - 1 for ids in encoded)  # room for EOS
+    assert len(loaded.vocabulary.host.encode([long])[0]) > 4 * limit
+
+    source, output = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_text(long + "\n", encoding="utf-8")
+    args = ["translate", "--model", str(model_dir), "-i", str(source), "-o", str(output)]
+    assert main([*args, "--max-source-length", str(limit)]) == 0
+    (written,) = output.read_text(encoding="utf-8").splitlines()
+    assert written == " ".join(translator.translate(pieces))
+    summary = capsys.readouterr().err
+    assert "0 truncated) as" in summary and "1 over the length limit split again" in summary
+    cut = translator.search_segments([long], None, None)  # the SavedModel's way: cut
+    assert cut.stats.truncated == 1 and cut.texts[0] != written

@@ -240,6 +240,13 @@ BAD_REQUESTS = [
         "its shape [3] does not match its 1 values",
     ),
     (predict_request(inputs=[]), grpc.StatusCode.INVALID_ARGUMENT, "send at least one sentence"),
+    (  # bytes that are not UTF-8: refused as REST refuses them, not read as other text
+        predict_request(
+            inputs=_tensor(types_pb2.DT_STRING, [2], string_val=[b"a", b"\xff\xfe bad"])
+        ),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "sentence 1: not UTF-8 text",
+    ),
     (
         predict_request("tagged", inputs=["a", "b"], tags=[""]),
         grpc.StatusCode.INVALID_ARGUMENT,

@@ -177,6 +177,8 @@ BAD_REQUESTS = [
     ({"instances": [{"text": "a"}]}, 400, "exactly the key 'inputs', got 'text'"),
     ({"inputs": {"text": ["a"]}}, 400, "exactly the key 'inputs', got 'text'"),
     ({"instances": [{"b64": "*"}]}, 400, "instances[0]: invalid base64"),
+    # Bytes that are not UTF-8 (b"\xff\xfe bad"): refused, not read as some other text.
+    ({"instances": ["a", {"b64": "//4gYmFk"}]}, 400, "sentence 1: not UTF-8 text"),
     ({"instances": []}, 400, "'instances' is an empty list"),
     ({"inputs": []}, 400, "inputs is an empty list"),
     ({"instances": ["a"], "signature_name": "nope"}, 400, 'signature name: "nope" not found'),

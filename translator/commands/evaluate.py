@@ -9,6 +9,7 @@ from pathlib import Path
 from translator.commands.options import (
     METRICS_HELP,
     add_batching_options,
+    add_document_options,
     add_model_option,
     add_reference_option,
     add_report_arguments,
@@ -40,6 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_model_option(parser)
     add_search_options(parser)
     add_tag_options(parser)
+    add_document_options(parser)
     add_batching_options(parser)
     data = parser.add_argument_group("data and report")
     data.add_argument(

@@ -203,7 +203,8 @@ def add_search_options(parser: argparse.ArgumentParser, title: str = "search") -
         "--max-source-length",
         type=int,
         metavar="N",
-        help="cut longer sources to N tokens, EOS included, and count them as truncated "
+        help="split a longer source again to fit N tokens, EOS included, at the best "
+        "boundary N allows, and rejoin its pieces' translations: nothing is cut "
         "(default: the position table size for learned positions, else 1024)",
     )
 
@@ -271,6 +272,27 @@ def tag_of(args: argparse.Namespace) -> str:
     if not args.target_lang:
         return args.tag
     return language_tag(args.target_lang, model_tags(getattr(args, "model", None)))
+
+
+def add_document_options(parser: argparse.ArgumentParser) -> None:
+    """--no-split and --source-lang: a line is a paragraph, its sentences translated apart."""
+    documents = parser.add_argument_group("documents")
+    documents.add_argument(
+        "--no-split",
+        dest="split",
+        action="store_false",
+        help="translate each line as one segment; by default a line is a paragraph: its "
+        "sentences are translated apart (the model learned sentences) and rejoined with "
+        "the whitespace between them, one line out per line in",
+    )
+    documents.add_argument(
+        "--source-lang",
+        default=_RUN.source_lang,
+        metavar="LANG",
+        help="the language whose rules find the sentences (en, de, zh, ...; about 300 "
+        "through sentencex's fallbacks) (default: the source language the model's record "
+        "states, else generic rules, with a warning)",
+    )
 
 
 def add_batching_options(parser: argparse.ArgumentParser) -> None:
@@ -346,6 +368,8 @@ def inference_options(args: argparse.Namespace) -> InferenceOptions:
         precision=args.precision,
         tag=tag_of(args),
         cache_search=args.cache_search,
+        split=args.split,
+        source_lang=args.source_lang,
     )
 
 

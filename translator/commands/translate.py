@@ -18,6 +18,7 @@ from typing import IO, TYPE_CHECKING
 
 from translator.commands.options import (
     add_batching_options,
+    add_document_options,
     add_model_option,
     add_search_options,
     add_tag_options,
@@ -48,14 +49,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Adds the `translate` subcommand."""
     parser = subparsers.add_parser(
         "translate",
-        help="translate text, one sentence per line (stdin or a file)",
+        help="translate text, a paragraph per line (stdin or a file)",
         description=textwrap.fill(
             width=79,
-            text="Translates one sentence per line with beam search (or greedy search with "
-            "--beam-size 1). Lines are batched by length and written back in input order, "
-            "detokenized, one output line per input line: an empty or whitespace-only input "
-            "line gives an empty output line. A progress bar is shown when stderr is a "
-            "terminal; a summary (lines, empty, truncated, speed) goes to stderr.",
+            text="Translates a paragraph per line with beam search (or greedy search with "
+            "--beam-size 1): its sentences are translated apart and rejoined with the "
+            "whitespace between them (--no-split: the line as one segment), and a sentence "
+            "longer than the model's limit is split again, so nothing is cut. Sentences are "
+            "batched by length and written back in input order, detokenized, one output "
+            "line per input line: an empty or whitespace-only input line gives an empty "
+            "output line. A progress bar is shown when stderr is a terminal; a summary "
+            "(lines, sentences, splits, speed) goes to stderr.",
         ),
         epilog=(
             f"{textwrap.fill(NBEST_HELP, width=79)}\n\n"
@@ -71,6 +75,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_model_option(parser)
     add_search_options(parser)
     add_tag_options(parser)
+    add_document_options(parser)
     add_batching_options(parser)
     parser.add_argument(
         "--n-best",
@@ -112,6 +117,9 @@ class _Totals:
     lines: int = 0
     empty: int = 0
     truncated: int = 0
+    segments: int = 0
+    lines_split: int = 0
+    sentences_split: int = 0
     target_tokens: int = 0
 
 
@@ -162,7 +170,9 @@ def run(args: argparse.Namespace) -> int:
         token_rate = totals.target_tokens / elapsed if elapsed > 0 else 0.0
         print(
             f"translated {totals.lines:,} lines ({totals.empty:,} empty, "
-            f"{totals.truncated:,} truncated) in {elapsed:.1f} s: {rate:.1f} lines/s, "
+            f"{totals.truncated:,} truncated) as {totals.segments:,} segments "
+            f"({totals.lines_split:,} lines split into sentences, {totals.sentences_split:,} "
+            f"over the length limit split again) in {elapsed:.1f} s: {rate:.1f} lines/s, "
             f"{token_rate:.0f} target tokens/s (model loaded in {loaded.load_seconds:.1f} s, "
             f"search built in {loaded.warmup_seconds:.1f} s)",
             file=sys.stderr,
@@ -198,6 +208,9 @@ def _translate_chunk(
     totals.lines += stats.lines
     totals.empty += stats.empty
     totals.truncated += stats.truncated
+    totals.segments += stats.segments
+    totals.lines_split += stats.lines_split
+    totals.sentences_split += stats.sentences_split
     totals.target_tokens += stats.target_tokens
 
 

@@ -58,6 +58,11 @@ class InferenceOptions:
     tag: str = ""
     # Keep our traced search in the model directory for later loads (`search_cache`).
     cache_search: bool = True
+    # Split each line into sentences, translated apart and rejoined; False: a line is one
+    # segment (split only where longer than the model's limit).
+    split: bool = True
+    # The language whose rules split sentences; "": the one the model's record states.
+    source_lang: str = ""
 
     def __post_init__(self) -> None:
         if self.batch_tokens < 1:

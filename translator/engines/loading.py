@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from translator.engines.base import CTRANSLATE2_REPLICAS, InferenceOptions, LoadedModel
 
 if TYPE_CHECKING:  # pragma: no cover
+    from translator.documents import SentenceSplitter
     from translator.inference import Translator
     from translator.search.config import SearchConfig
 
@@ -94,7 +95,7 @@ def _tensorflow_translator(model, search, options):
         return compiled_search(inference_model, search, options.xla)
 
     if not (options.cache_search and not options.xla and saves_as_graph()):
-        return files, _translator(build(), files.vocabulary, options), []
+        return files, _translator(build(), files, options), []
     from translator.engines import search_cache  # (TensorFlow's graphs)
 
     entry = search_cache.entry_path(files, search, options.precision)
@@ -102,22 +103,37 @@ def _tensorflow_translator(model, search, options):
     if decoder is None:
         decoder = build()
         search_cache.save_search(decoder, entry)
-    return files, _translator(decoder, files.vocabulary, options), []
+    return files, _translator(decoder, files, options), []
 
 
-def _translator(decoder, vocabulary, options):
-    """A `Translator` over our search, batched as `options` say."""
+def _translator(decoder, files, options):
+    """A `Translator` over our search, batched and split as `options` say."""
     from translator.constants import DEFAULT_PARALLEL_BATCHES
     from translator.inference import Translator
 
     return Translator(
         decoder,
-        vocabulary,
+        files.vocabulary,
         batch_tokens=options.batch_tokens,
         max_source_length=options.max_source_length,
         tag=options.tag,
         parallel_batches=options.parallel_batches or DEFAULT_PARALLEL_BATCHES,
+        splitter=splitter(files.metadata, options),
     )
+
+
+def splitter(metadata: dict, options: InferenceOptions) -> SentenceSplitter | None:
+    """What splits lines into sentences for a model (None with `options.split` off).
+
+    By the rules of `options.source_lang`, else of the source language the model's
+    record states (`translator.artifacts.model_languages`).
+    """
+    from translator.artifacts import model_languages
+    from translator.documents import SentenceSplitter
+
+    if not options.split:
+        return None
+    return SentenceSplitter(options.source_lang or model_languages(metadata)[0])
 
 
 def _ctranslate2_translator(model, search, options):
@@ -146,6 +162,7 @@ def _ctranslate2_translator(model, search, options):
         max_source_length=options.max_source_length,
         tag=options.tag,
         parallel_batches=replicas,
+        splitter=splitter(loaded.metadata, options),
     )
     changes = rule_changes(search)
     notes = [f"ctranslate2 runs {' and '.join(changes)}"] if changes else []

@@ -213,9 +213,11 @@ def evaluate_model(
 
 def _with_the_models_language(scoring: Scoring, metadata: dict[str, Any]) -> Scoring:
     """The scoring, with the target language the model's run recorded when none was given."""
+    from translator.artifacts import model_languages
+
     if scoring.target_lang:
         return scoring
-    recorded = (metadata.get("config") or {}).get("data", {}).get("target_lang", "")
+    recorded = model_languages(metadata)[1]
     return dataclasses.replace(scoring, target_lang=recorded) if recorded else scoring
 
 
