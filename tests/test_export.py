@@ -121,7 +121,9 @@ def test_the_tagged_signature_tags_as_translate_tag_does(trained, reference):
 
 def test_the_prefixed_signature_continues_each_prefix_as_translate_does(trained, reference):
     assert reference["prefixed_empty"] == reference["batch"]  # no prefix: the plain search
-    hypotheses = translator_for(trained, BEST).search_segments(SENTENCES, prefixes=PREFIXES).hypotheses
+    hypotheses = (
+        translator_for(trained, BEST).search_segments(SENTENCES, prefixes=PREFIXES).hypotheses
+    )
     got = reference["prefixed"]
     assert got["translations"] == [h[0].text if h else "" for h in hypotheses]
     assert np.array_equal(
