@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from serving.config import MAX_REQUEST_SENTENCES, BatchingConfig
+from translator.documents import NO_SPLIT_HELP, SOURCE_LANG_HELP
 
 # The batching parameters' defaults, for --help (the values live in BatchingConfig).
 DEFAULTS = {
@@ -35,6 +36,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Before serving, it replays the export's warm-up requests\n"
             "(assets.extra/tf_serving_warmup_requests), as TF Serving does.\n"
             "Concurrent requests of both APIs are decoded together (dynamic batching).\n"
+            "A request's string is a paragraph: its sentences, and the pieces of one over\n"
+            "the model's limit, are translated apart and rejoined (--no-split: as it is).\n"
             "SIGTERM or Ctrl-C"
             " stops the server after it has answered the requests in flight."
         ),
@@ -88,6 +91,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="translate requests that name no tag into language XX (a multilingual "
         "model): the same as --tag <2XX>",
     )
+    documents = parser.add_argument_group(
+        "documents (a request's string is a paragraph, as a line of `translator translate`)"
+    )
+    documents.add_argument("--no-split", dest="split", action="store_false", help=NO_SPLIT_HELP)
+    documents.add_argument("--source-lang", default="", metavar="LANG", help=SOURCE_LANG_HELP)
     batching = parser.add_argument_group(
         "dynamic batching (TF Serving's batching parameters; flags override --batching-parameters)"
     )
@@ -200,6 +208,7 @@ def run(args: argparse.Namespace) -> int:
     from serving.model import ServedModel
     from serving.protocol import RequestLimits
     from serving.service import Predictor
+    from serving.splitting import Splitting
     from translator.constants import language_tag
     from translator.signatures import SERVING_SIGNATURE
 
@@ -238,7 +247,8 @@ def run(args: argparse.Namespace) -> int:
     except BaseException:
         batcher.stop()
         raise
-    predictor = Predictor(model, batcher, limits, tag)
+    splitting = Splitting.of_export(model.path, model.metadata, args.split, args.source_lang)
+    predictor = Predictor(model, batcher, limits, tag, splitting)
     grpc_server = None
     if not args.no_grpc:
         from serving.grpc_api import start_grpc_server

@@ -106,8 +106,10 @@ class ServedModel:
         # Every SignatureDef of the SavedModel (`GetModelMetadata`), and as JSON (REST).
         self.signature_def_protos = _signature_def_protos(self.path)
         self.signature_defs = _as_json(self.signature_def_protos)
+        # What `translator export` recorded (assets.extra/translator.json; {} if none).
+        self.metadata: dict[str, Any] = read_metadata(self.path)
         # The tags the tagged signatures take ("" for the export's own); () if unknown.
-        self.tags: tuple[str, ...] = tuple(read_metadata(self.path).get("tags", ()))
+        self.tags: tuple[str, ...] = tuple(self.metadata.get("tags", ()))
 
     def tagged(self, signature: str) -> str | None:
         """The tagged signature of an untagged one, if the model has it."""

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from serving.batching import Batcher, BatcherStoppedError, QueueFullError
 from serving.model import ServedModel
 from serving.protocol import RequestError, RequestLimits, Row, check_sentence_count, check_text
+from serving.splitting import OUTPUT_KEYS, Splitting
 from translator.signatures import TAGS_KEY
 
 
@@ -26,13 +27,23 @@ class Predictor:
         limits: Request size limits.
         tag: What `serve --tag` gives every sentence of an untagged request ("": none):
             `serving_default` and `n_best` then run as `tagged` and `tagged_n_best`.
+        splitting: How a request's strings are split into the segments the model runs
+            (`serving.splitting`); None: each string runs as it is.
     """
 
-    def __init__(self, model: ServedModel, batcher: Batcher, limits: RequestLimits, tag: str = ""):
+    def __init__(
+        self,
+        model: ServedModel,
+        batcher: Batcher,
+        limits: RequestLimits,
+        tag: str = "",
+        splitting: Splitting | None = None,
+    ):
         self.model = model
         self.batcher = batcher
         self.limits = limits
         self.tag = tag.encode("utf-8")
+        self.splitting = splitting
         # The input keys of each servable signature, by signature name.
         self.input_keys = {name: info.input_keys for name, info in model.signatures.items()}
 
@@ -66,10 +77,17 @@ class Predictor:
         check_sentence_count(len(inputs), self.limits)
         check_text(inputs)
         signature, rows = self.tagged(signature, list(inputs))
+        planned = None
+        if self.splitting is not None and set(OUTPUT_KEYS) == set(
+            self.model.signatures[signature].output_keys
+        ):
+            planned = self.splitting.plan(rows, self.model.signatures[signature].input_keys)
+            rows = planned.rows
         try:
-            return self.batcher.submit(signature, rows)
+            future = self.batcher.submit(signature, rows)
         except (QueueFullError, BatcherStoppedError) as error:
             raise RequestError(str(error), 503) from None
+        return future if planned is None else planned.rejoined(future)
 
     def tagged(self, signature: str, inputs: list[Row]) -> tuple[str, list[Row]]:
         """The signature and sentences to run: `--tag` applied, every tag checked.

@@ -164,6 +164,9 @@ def server_process(exported, tmp_path_factory):
         str(MAX_REQUEST_SENTENCES),
         "--max-request-bytes",
         str(MAX_REQUEST_BYTES),
+        # A string is one segment, as the SavedModel takes it: these tests compare the two
+        # APIs with the export's own signatures (tests/serving/test_splitting.py splits).
+        "--no-split",
     )
     yield server
     server.stop()

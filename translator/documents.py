@@ -20,6 +20,7 @@ import dataclasses
 import logging
 import re
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from translator.languages import LANGUAGE_CODE, language_code
 
@@ -33,9 +34,24 @@ CLAUSE_MARKS = frozenset(",;:)]}\u2013\u2014\u3001\uff0c\uff1b\uff1a")
 CJK_CLAUSE_MARKS = frozenset("\u3001\uff0c\uff1b\uff1a")
 SPACE = re.compile(r"\s+")
 
+# What `--no-split` and `--source-lang` say, in every command that takes them.
+NO_SPLIT_HELP = (
+    "translate each line as one segment, as the exported SavedModel takes a string: cut at "
+    "the model's limit, and counted as truncated; by default a line is a paragraph: its "
+    "sentences are translated apart (the model learned sentences), one over the limit split "
+    "again, and rejoined with the whitespace between them, one line out per line in"
+)
+SOURCE_LANG_HELP = (
+    "the language whose rules find the sentences (en, de, zh, ...; about 300 through "
+    "sentencex's fallbacks) (default: the source language the model's record states, else "
+    "generic rules, with a warning)"
+)
 # What says which texts fit the model's source limit: one bool per text (the
 # translator's own text path decides, tag and EOS included).
 Fits = Callable[[Sequence[str]], Sequence[bool]]
+
+# One hypothesis of a segment, in whatever form its caller keeps it.
+Hypothesis = TypeVar("Hypothesis")
 
 _warned: set[str] = set()
 
@@ -80,6 +96,30 @@ class Layout:
     # Per segment: its index in `Segmented.segments`, and the whitespace after it.
     segments: tuple[tuple[int, str], ...]
 
+    def text(self, translations: Sequence[str]) -> str:
+        """The line from its segments' translations, with the source's whitespace.
+
+        "" where the translations are all blank.
+        """
+        pairs = zip(translations, self.segments, strict=True)
+        joined = "".join(translation + after for translation, (_, after) in pairs)
+        return self.leading + joined if joined.strip() else ""
+
+    def ranks(self, found: Sequence[Sequence[Hypothesis]]) -> list[list[Hypothesis | None]]:
+        """The segments' hypotheses that make the line's k-th, for each k.
+
+        Args:
+            found: Every segment's hypotheses, best first (by `Segmented.segments` index).
+
+        Returns:
+            Per rank, best first, one per segment: its k-th, or its last where it has
+            fewer (None where it has none); as many ranks as its longest list.
+        """
+        parts = [found[index] for index, _ in self.segments]
+        count = max((len(part) for part in parts), default=0)
+        return [[part[min(k, len(part) - 1)] if part else None for part in parts]
+                for k in range(count)]  # fmt: skip
+
 
 @dataclasses.dataclass(frozen=True)
 class Segmented:
@@ -102,14 +142,10 @@ class Segmented:
         """
         if len(translations) != len(self.segments):
             raise ValueError(f"{len(translations)} translations for {len(self.segments)}")
-        lines = []
-        for layout in self.layouts:
-            if not layout.segments:
-                lines.append("")
-                continue
-            text = "".join(translations[i] + after for i, after in layout.segments)
-            lines.append(layout.leading + text.rstrip() if text.strip() else "")
-        return lines
+        return [
+            layout.text([translations[index] for index, _ in layout.segments])
+            for layout in self.layouts
+        ]
 
 
 def segment(

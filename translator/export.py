@@ -407,6 +407,8 @@ def _metadata(trained: TrainedModel, module: TranslationModule, version: int) ->
             samples=module.sample_config and module.sample_config.num_samples,
         ),
         "vocabulary": {
+            # Its file in assets/: the server counts a source's pieces with it.
+            "source_model": Path(trained.vocabulary.metadata.source_model).name,
             "source_sha256": trained.vocabulary.source_sha256,
             "target_sha256": trained.vocabulary.target_sha256,
         },

@@ -56,8 +56,8 @@ class TranslationStats:
     lines: int = 0
     # Empty (or whitespace-only) lines, translated to empty lines without decoding.
     empty: int = 0
-    # Segments whose source was cut to `max_source_length` tokens: 0, since a longer one
-    # is split again (`sentences_split`); kept for the reports' columns.
+    # Lines whose source was cut to `max_source_length` tokens: none where a splitter
+    # splits a longer sentence again (`sentences_split`).
     truncated: int = 0
     # Segments translated: the sentences of the lines, and the pieces of long ones.
     segments: int = 0
@@ -94,15 +94,17 @@ class Translator:
             `translator.engines.ctranslate2_runtime.CTranslate2Decoder`.
         vocabulary: The model's `translator.pipelines.Vocabulary`.
         batch_tokens: Source tokens per batch, padding included.
-        max_source_length: A longer source (EOS included) is split again to fit, and
-            counted in `TranslationStats.sentences_split`; default: the model's limit
-            (`translator.text.default_max_source_length`).
+        max_source_length: With a `splitter`, a longer sentence (EOS included) is split
+            again to fit, and counted in `TranslationStats.sentences_split`; without, a
+            longer line is cut, and counted in `TranslationStats.truncated`; default: the
+            model's limit (`translator.text.default_max_source_length`).
         tag: Prepended to every source as one id (e.g. `<2de>`); one of the vocabulary's
             tags. "": none.
         parallel_batches: Batches decoded at once, each on a thread (1: one after another,
             on the calling thread); the decoder must take concurrent calls.
         splitter: Splits each line into sentences, translated apart and rejoined; None:
-            a line is one segment (split only where longer than `max_source_length`).
+            a line is one segment, as the SavedModel's signatures take a string
+            (`search_segments`).
     """
 
     def __init__(
@@ -200,6 +202,8 @@ class Translator:
         """
         if prefixes is not None and len(prefixes) != len(lines):
             raise ValueError(f"{len(prefixes)} prefixes for {len(lines)} lines")
+        if self.splitter is None:
+            return self.search_segments(lines, progress, prefixes)
         segmented = segment(lines, self.splitter, self._fits)
         segment_prefixes = None
         if prefixes is not None:  # a line's prefix begins its first segment
@@ -278,6 +282,8 @@ class Translator:
                     texts[row], ids_all[position], scores_all[position], sizes_all[position]
                 )
                 stats.target_tokens += int(sizes_all[position, 0])
+        if progress is not None and stats.empty:
+            progress(stats.empty)
         return Translations(results, stats)
 
 
@@ -302,21 +308,13 @@ def _scaled(
 
 def _joined(layout: Layout, found: Sequence[list[Hypothesis]]) -> list[Hypothesis]:
     """A line's hypotheses from its segments' (see `Translator.search`)."""
-    if len(layout.segments) == 1:
-        return found[layout.segments[0][0]]
-    parts = [found[index] for index, _ in layout.segments]
-    count = max((len(hypotheses) for hypotheses in parts), default=0)
     joined = []
-    for k in range(count):
-        chosen = [hypotheses[min(k, len(hypotheses) - 1)] if hypotheses else None
-                  for hypotheses in parts]  # fmt: skip
-        text = "".join(
-            (hypothesis.text if hypothesis else "") + after
-            for hypothesis, (_, after) in zip(chosen, layout.segments, strict=True)
-        )
-        scores = [hypothesis.score for hypothesis in chosen if hypothesis]
-        ids = tuple(i for hypothesis in chosen if hypothesis for i in hypothesis.ids)
-        joined.append(Hypothesis(layout.leading + text.rstrip(), sum(scores) / len(scores), ids))
+    for chosen in layout.ranks(found):
+        present = [hypothesis for hypothesis in chosen if hypothesis is not None]
+        text = layout.text([hypothesis.text if hypothesis else "" for hypothesis in chosen])
+        score = sum(hypothesis.score for hypothesis in present) / len(present)
+        ids = tuple(i for hypothesis in present for i in hypothesis.ids)
+        joined.append(Hypothesis(text, score, ids))
     return joined
 
 

@@ -280,6 +280,16 @@ def test_a_paragraph_is_its_sentences_translated_alone_and_rejoined(
     summary = capsys.readouterr().err
     assert "translated 3 lines (1 empty, 0 truncated) as 5 segments (2 lines split" in summary
 
+    # Progress is reported in lines, whatever the segments: all of them, once.
+    from translator.documents import SentenceSplitter
+
+    splitting = Translator.from_model(
+        loaded.model, loaded.vocabulary, batch_tokens=16, splitter=SentenceSplitter("en")
+    )
+    reported = []
+    assert splitting.search(paragraphs, progress=reported.append).texts == want
+    assert sum(reported) == len(paragraphs) and len(reported) > 2
+
     assert main([*args, "--no-split", "-q"]) == 0
     whole = output.read_text(encoding="utf-8").split("\n")[:-1]
     assert whole == [alone.translate([line])[0] for line in paragraphs]

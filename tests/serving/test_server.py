@@ -115,7 +115,8 @@ def test_prefixed_and_sample_requests_equal_the_saved_model(server, reference):
 
 
 def test_serve_tag_tags_the_requests_that_name_no_tag(exported, reference, tmp_path):
-    with ServerProcess(exported.base, tmp_path / "serve.log", "--target-lang", "en") as tagged:
+    log, options = tmp_path / "serve.log", ("--target-lang", "en", "--no-split")
+    with ServerProcess(exported.base, log, *options) as tagged:
         tagged.wait_ready()
         status, body = tagged.post(PREDICT, {"inputs": SENTENCES})
         assert (status, body) == (200, {"outputs": reference["tagged"]["<2en>"]})
@@ -344,9 +345,9 @@ def test_an_oversized_body_gets_413_and_the_server_keeps_serving(server, referen
         connection.close()
 
 
-def test_sigterm_answers_requests_in_flight_then_exits_cleanly(exported, tmp_path):
+def test_sigterm_answers_requests_in_flight_then_exits_cleanly(exported, reference, tmp_path):
     """A server of its own: the session's serves the tests that run after this one (under
-    `-n 2`, in any order)."""
+    `-n 2`, in any order). Started with the defaults, it splits a string into sentences."""
     from serving.grpc_client import translate as translate_grpc
     from serving.process import ServerProcess
 
@@ -354,6 +355,13 @@ def test_sigterm_answers_requests_in_flight_then_exits_cleanly(exported, tmp_pat
         exported.base, tmp_path / "serve.log", "--batch-timeout-micros", "20000"
     ) as server:
         server.wait_ready()
+        # Two sentences of SENTENCES ending in a full stop, as one string: rejoined.
+        first, second = [i for i, s in enumerate(SENTENCES) if s.strip().count(".") == 1][:2]
+        paragraph = f"{SENTENCES[first].strip()} {SENTENCES[second].strip()}"
+        status, body = server.post(PREDICT, {"instances": [paragraph]})
+        single = [r["translations"][0] for r in reference["single"]]
+        want = f"{single[first]} {single[second]}"
+        assert status == 200 and body["predictions"][0]["translations"] == want
         _sigterm_in_flight(server, translate_grpc)
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from translator.artifacts import model_tags
 from translator.config import PRECISIONS
 from translator.constants import DEFAULT_PARALLEL_BATCHES, language_tag
+from translator.documents import NO_SPLIT_HELP, SOURCE_LANG_HELP
 from translator.engines.base import (
     CTRANSLATE2_REPLICAS,
     ENGINES,
@@ -203,8 +204,9 @@ def add_search_options(parser: argparse.ArgumentParser, title: str = "search") -
         "--max-source-length",
         type=int,
         metavar="N",
-        help="split a longer source again to fit N tokens, EOS included, at the best "
-        "boundary N allows, and rejoin its pieces' translations: nothing is cut "
+        help="split a longer sentence again to fit N tokens, EOS included, at the best "
+        "boundary N allows, and rejoin its pieces' translations (with --no-split: cut a "
+        "longer line, and count it as truncated) "
         "(default: the position table size for learned positions, else 1024)",
     )
 
@@ -277,21 +279,9 @@ def tag_of(args: argparse.Namespace) -> str:
 def add_document_options(parser: argparse.ArgumentParser) -> None:
     """--no-split and --source-lang: a line is a paragraph, its sentences translated apart."""
     documents = parser.add_argument_group("documents")
+    documents.add_argument("--no-split", dest="split", action="store_false", help=NO_SPLIT_HELP)
     documents.add_argument(
-        "--no-split",
-        dest="split",
-        action="store_false",
-        help="translate each line as one segment; by default a line is a paragraph: its "
-        "sentences are translated apart (the model learned sentences) and rejoined with "
-        "the whitespace between them, one line out per line in",
-    )
-    documents.add_argument(
-        "--source-lang",
-        default=_RUN.source_lang,
-        metavar="LANG",
-        help="the language whose rules find the sentences (en, de, zh, ...; about 300 "
-        "through sentencex's fallbacks) (default: the source language the model's record "
-        "states, else generic rules, with a warning)",
+        "--source-lang", default=_RUN.source_lang, metavar="LANG", help=SOURCE_LANG_HELP
     )
 
 

@@ -58,8 +58,9 @@ class InferenceOptions:
     tag: str = ""
     # Keep our traced search in the model directory for later loads (`search_cache`).
     cache_search: bool = True
-    # Split each line into sentences, translated apart and rejoined; False: a line is one
-    # segment (split only where longer than the model's limit).
+    # Split each line into sentences (and one over the model's limit again), translated
+    # apart and rejoined; False: a line is one segment, cut at the limit, as the
+    # SavedModel's signatures take a string.
     split: bool = True
     # The language whose rules split sentences; "": the one the model's record states.
     source_lang: str = ""

@@ -1,0 +1,99 @@
+"""The server's paragraphs: a request's string is translated as its sentences (and the
+pieces of one over the export's limit) each run alone through the SavedModel, rejoined.
+
+In process: the session's export loaded as `translator serve` loads it, its `Predictor`
+with the splitting `serve` builds by default, against the export's own signatures run on
+the sentences themselves. The control: the same request without splitting gives another
+translation.
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+from serving.batching import Batcher
+from serving.config import BatchingConfig
+from serving.model import ServedModel
+from serving.protocol import RequestLimits
+from serving.service import Predictor
+from serving.splitting import Splitting
+from tests.support.corpora import synthetic_sentences
+from tests.support.serving import MAX_SOURCE_LENGTH
+
+# Sentences the splitter ends at their full stops; the paragraph keeps two spaces once.
+SENTENCES = [s.rstrip(".,!") + "." for s in synthetic_sentences(3, seed=61, max_words=6)]
+PARAGRAPH = f"{SENTENCES[0]} {SENTENCES[1]}  {SENTENCES[2]}"
+
+
+@pytest.fixture(scope="module")
+def served(exported):
+    model = ServedModel("translator", exported.base)
+    batcher = Batcher(model.run, BatchingConfig())
+    batcher.start()
+    splitting = Splitting.of_export(model.path, model.metadata, split=True, source_lang="en")
+    yield model, Predictor(model, batcher, RequestLimits(), splitting=splitting)
+    batcher.stop()
+
+
+def run(model, signature, rows):
+    return model.run(signature, [r.encode() if isinstance(r, str) else r for r in rows])
+
+
+def test_a_paragraph_is_its_sentences_run_alone_and_rejoined(served):
+    model, predictor = served
+    got = predictor.submit("serving_default", [PARAGRAPH.encode(), b""]).result(timeout=120)
+    alone = run(model, "serving_default", SENTENCES)
+    texts = [text.decode() for text in alone["translations"]]
+    assert got["translations"][0].decode() == f"{texts[0]} {texts[1]}  {texts[2]}"
+    assert got["scores"][0] == pytest.approx(float(np.mean(alone["scores"])), rel=1e-6)
+    assert got["translations"][1] == b"" and got["scores"][1] == 0.0  # as the export says
+    whole = run(model, "serving_default", [PARAGRAPH])["translations"][0]
+    assert whole != got["translations"][0]  # the control: unsplit, another translation
+
+    # The n-best lists: the k-th of each sentence, joined; the first is the 1-best.
+    lists = predictor.submit("n_best", [PARAGRAPH.encode()]).result(timeout=120)
+    assert lists["translations"][0, 0] == got["translations"][0]
+    assert list(lists["scores"][0]) == sorted(lists["scores"][0], reverse=True)
+
+
+def test_a_tag_goes_with_every_sentence_and_a_prefix_with_the_first(served):
+    model, predictor = served
+    got = predictor.submit("tagged", [(PARAGRAPH.encode(), b"<2de>")]).result(timeout=120)
+    alone = run(model, "tagged", [(s.encode(), b"<2de>") for s in SENTENCES])["translations"]
+    assert got["translations"][0] == b" ".join(alone[:2]) + b"  " + alone[2]
+    prefix = b"Baku"
+    got = predictor.submit("prefixed", [(PARAGRAPH.encode(), prefix)]).result(timeout=120)
+    rows = [(s.encode(), prefix if i == 0 else b"") for i, s in enumerate(SENTENCES)]
+    alone = run(model, "prefixed", rows)["translations"]
+    assert got["translations"][0] == b" ".join(alone[:2]) + b"  " + alone[2]
+    assert got["translations"][0].startswith(prefix)
+
+
+def test_a_sentence_over_the_exports_limit_is_split_again_not_cut(served, exported):
+    import sentencepiece
+
+    model, predictor = served
+    long = " ".join(synthetic_sentences(12, seed=62)).replace(".", ",").replace("!", ",")
+    processor = sentencepiece.SentencePieceProcessor(
+        model_file=str(
+            exported.version_dir / "assets" / model.metadata["vocabulary"]["source_model"]
+        )
+    )
+    assert len(processor.encode(long)) > 3 * MAX_SOURCE_LENGTH
+    planned = predictor.splitting.plan([long.encode()], ("inputs",))
+    pieces = [row.decode() for row in planned.rows]
+    assert " ".join(pieces) == long and len(pieces) > 3  # every word, in order
+    assert all(len(ids) <= MAX_SOURCE_LENGTH - 1 for ids in processor.encode(pieces))
+    got = predictor.submit("serving_default", [long.encode()]).result(timeout=120)
+    alone = run(model, "serving_default", pieces)
+    assert got["translations"][0] == b" ".join(alone["translations"])
+    cut = run(model, "serving_default", [long])["translations"][0]  # the export alone cuts
+    assert cut != got["translations"][0] and math.isfinite(got["scores"][0])
+
+
+def test_without_splitting_a_string_runs_as_it_is(served):
+    model, _ = served
+    predictor = Predictor(model, served[1].batcher, RequestLimits())
+    got = predictor.submit("serving_default", [PARAGRAPH.encode()]).result(timeout=120)
+    assert got["translations"][0] == run(model, "serving_default", [PARAGRAPH])["translations"][0]
