@@ -1,6 +1,6 @@
 """Documents in, documents out: a line's sentences translated apart, then rejoined.
 
-A model is trained on sentences, so a line of several is split into them (`split`), each
+A model is trained on sentences, so a line of several is split into them (`segment`), each
 sentence still longer than the model's source limit is split again at the best boundary
 under it (`fit_to_limit`), every segment of every line is translated in one batch, and
 `Segmented.join` puts each line back together with the source's own whitespace between
@@ -8,10 +8,10 @@ its segments. A blank line stays blank.
 
 Sentences are found by sentencex (Wikimedia's segmenter, in Rust): about 300 languages
 through its fallback chains, the whitespace between sentences kept in its segments (they
-concatenate back to the input), and about 5 microseconds a sentence where pysbd, which
-knows 23 languages and raises for others, takes half a millisecond: a server splits
-every request. Without a known source language the generic rules (sentencex's English
-ones) split, after one warning.
+concatenate back to the input), and a few hundred times faster than pysbd, which knows 23
+languages and raises for others (bench/RESULTS.md, "Documents"): a server splits every
+request. Without a known source language the generic rules (sentencex's English ones)
+split, after one warning.
 """
 
 from __future__ import annotations
