@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from serving.batching import Batcher, BatcherStoppedError, QueueFullError
 from serving.model import ServedModel
 from serving.protocol import RequestError, RequestLimits, Row, check_sentence_count, check_text
-from serving.splitting import OUTPUT_KEYS, Splitting
+from serving.splitting import ALIGNMENTS_KEY, OUTPUT_KEYS, Splitting
 from translator.signatures import TAGS_KEY
 
 
@@ -78,9 +78,8 @@ class Predictor:
         check_text(inputs)
         signature, rows = self.tagged(signature, list(inputs))
         planned = None
-        if self.splitting is not None and set(OUTPUT_KEYS) == set(
-            self.model.signatures[signature].output_keys
-        ):
+        outputs = set(self.model.signatures[signature].output_keys)
+        if self.splitting is not None and outputs - {ALIGNMENTS_KEY} == set(OUTPUT_KEYS):
             planned = self.splitting.plan(rows, self.model.signatures[signature].input_keys)
             rows = planned.rows
         try:

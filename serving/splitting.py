@@ -22,13 +22,16 @@ from pathlib import Path
 import numpy as np
 
 from serving.protocol import Row
+from translator.alignment import joined_alignment
 from translator.documents import Layout, SentenceSplitter, segment
 from translator.signatures import PREFIXES_KEY, TAGS_KEY
 
 log = logging.getLogger(__name__)
 
-# The outputs a rejoined signature has: every signature `translator export` writes.
+# The outputs a rejoined signature has: every signature `translator export` writes
+# (alignments: the aligned signature's).
 OUTPUT_KEYS = ("scores", "translations")
+ALIGNMENTS_KEY = "alignments"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,7 +60,8 @@ class Planned:
         """The strings' outputs from the segments'.
 
         `translations` and `scores`: [segments] or [segments, n] in, [strings] or
-        [strings, n] out.
+        [strings, n] out; `alignments` (1-best): [segments] in, [strings] out, over each
+        string's words (`translator.alignment.joined_alignment`).
         """
         texts, scores = outputs["translations"], outputs["scores"]
         columns = texts.shape[1] if texts.ndim == 2 else None
@@ -72,8 +76,27 @@ class Planned:
                 joined_texts[row, k] = text.encode("utf-8")
                 joined_scores[row, k] = sum(h[1] for h in present) / len(present)
         if columns is None:
-            return {"translations": joined_texts[:, 0], "scores": joined_scores[:, 0]}
+            joined = {"translations": joined_texts[:, 0], "scores": joined_scores[:, 0]}
+            if ALIGNMENTS_KEY in outputs:
+                joined[ALIGNMENTS_KEY] = self._alignments(outputs[ALIGNMENTS_KEY], texts)
+            return joined
         return {"translations": joined_texts, "scores": joined_scores}
+
+    def _alignments(self, alignments: np.ndarray, texts: np.ndarray) -> np.ndarray:
+        """Each string's alignment (bytes) from its segments' ([segments] each)."""
+        joined = np.empty(len(self.layouts), dtype=object)
+        for row, layout in enumerate(self.layouts):
+            indices = [index for index, _ in layout.segments]
+            sources = [_text(self.rows[index]) for index in indices]
+            targets = [texts[index].decode("utf-8") for index in indices]
+            parts = [alignments[index].decode("utf-8") for index in indices]
+            joined[row] = joined_alignment(layout, sources, targets, parts).encode("utf-8")
+        return joined
+
+
+def _text(row: Row) -> str:
+    """The sentence of a planned row (its first input)."""
+    return (row[0] if isinstance(row, tuple) else row).decode("utf-8")
 
 
 def _hypotheses(texts: np.ndarray, scores: np.ndarray) -> list[tuple[str, float]]:

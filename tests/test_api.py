@@ -41,6 +41,8 @@ NOTEBOOK = textwrap.dedent(
         "repr": repr(model),
         "paragraph": model.translate(sys.argv[4]),
         "whole": translator.load(sys.argv[1], split=False).translate(sys.argv[4]),
+        "aligned": model.translate([sys.argv[4], lines[0]], alignments=True),
+        "aligned_one": model.translate(lines[0], alignments=True).alignment,
     }))
     """
 )
@@ -99,6 +101,12 @@ def test_load_then_translate_gives_what_translate_prints(notebook, exported, tmp
     assert [one_line(got["paragraph"])] == run_cli(capsys, *translate)
     assert [one_line(got["whole"])] == run_cli(capsys, *translate, "--no-split")
     assert got["paragraph"] != got["whole"]
+    # Alignments: each text and its pairs, as `translate --alignments` prints them.
+    source.write_text(PARAGRAPH + "\n" + LINES[0] + "\n", "utf-8")
+    printed = run_cli(capsys, *translate, "--alignments")
+    assert [f"{one_line(text)} ||| {pairs}" for text, pairs in got["aligned"]] == printed
+    assert got["aligned"][0][0] == got["paragraph"] and got["aligned_one"] == got["aligned"][1][1]
+    assert all(pairs for _, pairs in got["aligned"])
 
 
 def test_score_gives_what_score_pairs_prints(notebook, exported, tmp_path, capsys):

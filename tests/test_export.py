@@ -96,6 +96,25 @@ def test_fresh_process_n_best_equals_translate_n_best(trained, reference):
         assert scores[:count] == sorted(scores[:count], reverse=True)
 
 
+def test_the_aligned_signature_aligns_as_translate_alignments_does(trained, reference):
+    """`aligned` in a fresh process == `Translator`'s alignments: the same words linked."""
+    engine = translator_for(trained, BEST)
+    hypotheses = engine.search_segments(SENTENCES, alignments=True).hypotheses
+    want = [h[0].alignment if h else "" for h in hypotheses]
+    got = reference["aligned"]
+    assert got["translations"] == reference["batch"]["translations"]
+    assert got["alignments"] == want
+    # Each pair within the words of its sentence, every translated word linked (each
+    # target word's pieces attend somewhere). (The random model writes bytes that are not
+    # UTF-8, whose words may differ from the text's: `PieceWords.of_sentencepiece`;
+    # tests/test_alignment.py holds the words to the text's on real text.)
+    for sentence, pairs in zip(SENTENCES, want, strict=True):
+        links = [tuple(map(int, pair.split("-"))) for pair in pairs.split()]
+        assert all(i < len(sentence.split()) for i, _ in links)
+        assert {j for _, j in links} == set(range(max((j + 1 for _, j in links), default=0)))
+    assert sum(bool(pairs) for pairs in want) == len(SENTENCES) - 4  # all but the empty
+
+
 def test_the_tagged_signature_tags_as_translate_tag_does(trained, reference):
     """`tagged` with tag T for every sentence == `translate --tag T`; "" == untagged."""
     assert reference["tagged"][""] == reference["batch"]
@@ -185,6 +204,7 @@ def test_export_layout_signatures_and_assets(exported):
         "tagged",
         "tagged_n_best",
         "prefixed",
+        "aligned",
         "sample",
     }
     assert metadata["sampling"] == SAMPLING.to_dict()
@@ -200,6 +220,7 @@ def test_export_layout_signatures_and_assets(exported):
         ("tagged_n_best", SEARCH.n_best, ["inputs", "tags"]),
         ("prefixed", None, ["inputs", "prefixes"]),
         ("sample", SAMPLING.num_samples, ["inputs"]),
+        ("aligned", None, ["inputs"]),
     ):
         signature = signatures[name]
         assert signature.method_name == "tensorflow/serving/predict"
@@ -207,7 +228,8 @@ def test_export_layout_signatures_and_assets(exported):
         for tensor in signature.inputs.values():
             assert tensor.dtype == 7  # DT_STRING
             assert [d.size for d in tensor.tensor_shape.dim] == [-1]
-        assert set(signature.outputs) == {"translations", "scores"}
+        outputs = {"translations", "scores"} | ({"alignments"} if name == "aligned" else set())
+        assert set(signature.outputs) == outputs
         shape = [-1] if n_best is None else [-1, n_best]
         for output in signature.outputs.values():
             assert [d.size for d in output.tensor_shape.dim] == shape

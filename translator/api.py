@@ -16,15 +16,23 @@ import dataclasses
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING, NamedTuple, overload
 
 from translator.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
     from translator.engines.base import InferenceOptions
     from translator.forced import PairScorer
-    from translator.inference import Translator
+    from translator.inference import Hypothesis, Translator
     from translator.search.config import SearchConfig
+
+
+class Aligned(NamedTuple):
+    """A translation and its word alignment (`Model.translate(..., alignments=True)`)."""
+
+    text: str
+    # Pharaoh pairs "i-j": source word i to target word j, from 0 (`translator.alignment`).
+    alignment: str
 
 
 # Searches a `Model` keeps built (each holds its own copy of the model's weights).
@@ -62,6 +70,7 @@ class Model:
         n_best: int = 1,
         target_lang: str | None = None,
         tag: str = "",
+        alignments: bool = False,
         **search,
     ):
         """Translates sentences.
@@ -76,6 +85,8 @@ class Model:
             target_lang: The target language of a multilingual model ("de": the tag
                 <2de>, or >>deu<< for an imported OPUS-MT model), as `--target-lang`.
             tag: A tag of the vocabulary to prepend to every source, as `--tag`.
+            alignments: Give an `Aligned` (the text and its word alignment, as
+                `translate --alignments` writes it) in place of each string.
             **search: Any other `translator.search.SearchConfig` field, e.g.
                 `length_penalty=1.0`, `sampling="topk:10"`, `seed=3`.
 
@@ -93,11 +104,18 @@ class Model:
         if beam_size is not None:
             settings["beam_size"] = beam_size
         translator = self._translator(settings, self._tag(tag, target_lang))
+        found = translator.search(lines, alignments=alignments).hypotheses
+
+        def output(hypothesis: Hypothesis | None):
+            text = hypothesis.text if hypothesis else ""
+            if not alignments:
+                return text
+            return Aligned(text, (hypothesis.alignment or "") if hypothesis else "")
+
         if n_best == 1:
-            texts: list = translator.translate(lines)
+            texts: list = [output(each[0] if each else None) for each in found]
         else:  # (sampling gives `num_samples` draws; the n best of them, as `translate`)
-            found = translator.search(lines).hypotheses
-            texts = [[hypothesis.text for hypothesis in each[:n_best]] for each in found]
+            texts = [[output(hypothesis) for hypothesis in each[:n_best]] for each in found]
         return texts[0] if single else texts
 
     def score(

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import tensorflow as tf
 
+from translator.alignment import forced_attention, word_links
 from translator.backends import BACKEND
 from translator.engines.base import check_max_source_length
 from translator.errors import TranslatorError
@@ -30,6 +31,7 @@ from translator.io import atomic_directory
 from translator.layers.layer_norm import portable_layer_norms
 from translator.search import SearchConfig, search
 from translator.signatures import (
+    ALIGNED_SIGNATURE,
     INPUTS_KEY,
     METADATA_FILE,
     N_BEST_SIGNATURE,
@@ -54,6 +56,7 @@ from translator.text import default_max_source_length, finish, prepare, target_p
 
 OUTPUT_TRANSLATIONS = "translations"
 OUTPUT_SCORES = "scores"
+OUTPUT_ALIGNMENTS = "alignments"
 EXPORT_FORMAT = 1
 
 
@@ -113,6 +116,8 @@ class TranslationModule(tf.Module):
         self.tags = vocabulary.metadata.tags
         self.tag_ids = tuple(vocabulary.tag_id(tag) for tag in self.tags)
         self.best_config = dataclasses.replace(config.search, n_best=1)
+        # How the pieces of each side make words (the alignments' words).
+        self.piece_words = vocabulary.piece_words
         self.n_best_config = config.search
         self.sample_config = config.sampling
         directory = Path(vocabulary.directory)
@@ -127,6 +132,9 @@ class TranslationModule(tf.Module):
         self.translate = tf.function(self._translate_best, input_signature=[spec], autograph=False)
         self.translate_n_best = tf.function(
             self._translate_n_best, input_signature=[spec], autograph=False
+        )
+        self.translate_aligned = tf.function(
+            self._translate_aligned, input_signature=[spec], autograph=False
         )
         prefixes = tf.TensorSpec([None], tf.string, name=PREFIXES_KEY)
         self.translate_prefixed = tf.function(
@@ -156,6 +164,7 @@ class TranslationModule(tf.Module):
                 self.translate_tagged_n_best.get_concrete_function()
             )
         signatures[PREFIXED_SIGNATURE] = self.translate_prefixed.get_concrete_function()
+        signatures[ALIGNED_SIGNATURE] = self.translate_aligned.get_concrete_function()
         if self.sample_config is not None:
             signatures[SAMPLE_SIGNATURE] = self.sample.get_concrete_function()
         return signatures
@@ -181,6 +190,38 @@ class TranslationModule(tf.Module):
         )
         with tf.control_dependencies([check]):
             return self._best(*self._translate(inputs, self.tag_id, self.best_config, prefixes))
+
+    def _translate_aligned(self, inputs: tf.Tensor) -> dict[str, tf.Tensor]:
+        """The best translation of each sentence and its word alignment (Pharaoh pairs).
+
+        As `Translator.search(..., alignments=True)` with no splitter: the same attention
+        (`translator.alignment.forced_attention`) and words (`word_links`).
+        """
+        prepared = prepare(inputs, self.source_tokenizer, self.max_source_length, self.tag_id)
+        source_table, target_table = self.piece_words
+
+        def decode() -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+            result = search(self.model, prepared.source_ids, self.best_config)
+            targets = result.ids[:, 0, :]  # [searched, length]
+            weights = forced_attention(self.model, prepared.source_ids, targets)
+            links = word_links(
+                weights, prepared.source_ids, targets, source_table, target_table
+            )  # [searched, source words, target words]
+            return result.ids, result.scores, _pharaoh_rows(links)
+
+        def nothing() -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+            return tf.zeros([0, 1, 1], tf.int32), tf.zeros([0, 1]), tf.zeros([0], tf.string)
+
+        ids, scores, pairs = tf.cond(tf.size(prepared.rows) > 0, decode, nothing)
+        batch = tf.shape(inputs)[0]
+        translations, scores = finish(ids, scores, prepared.rows, batch, self.target_tokenizer)
+        # Each input's row among the searched, past the end ("") for an empty one.
+        count = tf.size(prepared.rows)
+        where = tf.tensor_scatter_nd_update(
+            tf.fill([batch], count), prepared.rows[:, None], tf.range(count)
+        )
+        pairs = tf.gather(tf.concat([pairs, [""]], 0), where)  # [batch]
+        return {**self._best(translations, scores), OUTPUT_ALIGNMENTS: pairs}
 
     def _sample(self, inputs: tf.Tensor) -> dict[str, tf.Tensor]:
         return self._lists(*self._translate(inputs, self.tag_id, self.sample_config))
@@ -261,6 +302,16 @@ class TranslationModule(tf.Module):
 
         ids, scores = tf.cond(tf.size(prepared.rows) > 0, decode, nothing)
         return finish(ids, scores, prepared.rows, tf.shape(inputs)[0], self.target_tokenizer)
+
+
+def _pharaoh_rows(links: tf.Tensor) -> tf.Tensor:
+    """Links, bool `[rows, source words, target words]` -> "i-j i-j ..." per row, sorted."""
+    found = tf.cast(tf.where(links), tf.int32)  # [pairs, 3]: row, i, j in row-major order
+    pairs = tf.strings.join(
+        [tf.strings.as_string(found[:, 1]), tf.strings.as_string(found[:, 2])], separator="-"
+    )
+    rows = tf.RaggedTensor.from_value_rowids(pairs, found[:, 0], nrows=tf.shape(links)[0])
+    return tf.strings.reduce_join(rows, axis=1, separator=" ")  # [rows]
 
 
 def next_version(export_base: str | os.PathLike[str]) -> int:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
+from translator.alignment import joined_alignment, pharaoh, word_links
 from translator.constants import DEFAULT_BATCH_TOKENS, DEFAULT_PARALLEL_BATCHES, EOS_ID, PAD_ID
 from translator.documents import Layout, SentenceSplitter, segment
 from translator.search import SearchConfig
@@ -46,6 +47,9 @@ class Hypothesis:
     score: float
     # Target ids without EOS or padding.
     ids: tuple[int, ...]
+    # Its word alignment to the source as Pharaoh "i-j" pairs (`translator.alignment`);
+    # None unless asked for.
+    alignment: str | None = None
 
 
 @dataclasses.dataclass
@@ -185,13 +189,14 @@ class Translator:
         lines: Sequence[str],
         progress: Callable[[int], None] | None = None,
         prefixes: Sequence[str] | None = None,
+        alignments: bool = False,
     ) -> Translations:
         """The `config.hypotheses` best translations of each line, best first, and counts.
 
         A line of several segments (sentences, or the pieces of one too long) gets its
         k-th hypothesis from its segments' k-th (their last where they have fewer),
         joined with the source's whitespace; its score is their mean, its ids theirs
-        one after another.
+        one after another, its alignment theirs over the line's words.
 
         Args:
             lines: Source paragraphs, a line each (no trailing newlines needed).
@@ -199,11 +204,12 @@ class Translator:
                 proportion to the segments finished).
             prefixes: One target prefix per line ("" for none): each translation begins
                 with it and continues it. An empty line still translates to "".
+            alignments: Give each hypothesis its word alignment (`Hypothesis.alignment`).
         """
         if prefixes is not None and len(prefixes) != len(lines):
             raise ValueError(f"{len(prefixes)} prefixes for {len(lines)} lines")
         if self.splitter is None:
-            return self.search_segments(lines, progress, prefixes)
+            return self.search_segments(lines, progress, prefixes, alignments)
         segmented = segment(lines, self.splitter, self._fits)
         segment_prefixes = None
         if prefixes is not None:  # a line's prefix begins its first segment
@@ -212,8 +218,10 @@ class Translator:
                 if layout.segments:
                     segment_prefixes[layout.segments[0][0]] = prefix
         scaled = _scaled(progress, lines, segmented.segments)
-        found = self.search_segments(segmented.segments, scaled, segment_prefixes)
-        results = [_joined(layout, found.hypotheses) for layout in segmented.layouts]
+        found = self.search_segments(segmented.segments, scaled, segment_prefixes, alignments)
+        results = [
+            _joined(layout, found.hypotheses, segmented.segments) for layout in segmented.layouts
+        ]
         stats = dataclasses.replace(
             found.stats,
             lines=len(lines),
@@ -227,6 +235,32 @@ class Translator:
             progress(blank)
         return Translations(results, stats)
 
+    def _align(self, prepared, spans, ids, results: list[list[Hypothesis]]) -> None:
+        """Gives each hypothesis of `results` its alignment, batch by batch.
+
+        Args:
+            prepared: The searched lines' sources (`TextPath.prepare`).
+            spans: The batches searched: `(start, end, width)` each.
+            ids: int32 `[searched, n, length]`, the hypotheses' pieces, EOS, PAD.
+            results: Per line, its hypotheses (replaced by aligned ones).
+        """
+        source_table, target_table = self.vocabulary.piece_words
+        n_best = ids.shape[1]
+        for start, end, width in spans:
+            sources = np.repeat(prepared.source_ids[start:end, :width], n_best, axis=0)
+            targets = ids[start:end].reshape(-1, ids.shape[2])  # [b * n, length]
+            longest = max(int(np.max(np.count_nonzero(targets, axis=1))), 1)
+            targets = targets[:, :longest]
+            weights = self.decoder.cross_attention(sources, targets)  # [b * n, T, S]
+            links = word_links(weights, sources, targets, source_table, target_table)
+            links = np.asarray(links).reshape(end - start, n_best, *links.shape[1:])
+            for position in range(start, end):
+                row = int(prepared.rows[position])
+                results[row] = [
+                    dataclasses.replace(h, alignment=pharaoh(links[position - start, k]))
+                    for k, h in enumerate(results[row])
+                ]
+
     def _fits(self, texts: Sequence[str]) -> list[bool]:
         """Whether each text's source fits `max_source_length` (the text path's own rule)."""
         return [not cut for cut in np.asarray(self._text.prepare(texts).truncated)]
@@ -236,6 +270,7 @@ class Translator:
         lines: Sequence[str],
         progress: Callable[[int], None] | None = None,
         prefixes: Sequence[str] | None = None,
+        alignments: bool = False,
     ) -> Translations:
         """`search` with each line one segment, as the SavedModel's signatures take a line.
 
@@ -282,6 +317,8 @@ class Translator:
                     texts[row], ids_all[position], scores_all[position], sizes_all[position]
                 )
                 stats.target_tokens += int(sizes_all[position, 0])
+            if alignments:
+                self._align(prepared, spans, ids_all, results)
         if progress is not None and stats.empty:
             progress(stats.empty)
         return Translations(results, stats)
@@ -306,15 +343,22 @@ def _scaled(
     return report
 
 
-def _joined(layout: Layout, found: Sequence[list[Hypothesis]]) -> list[Hypothesis]:
+def _joined(
+    layout: Layout, found: Sequence[list[Hypothesis]], segments: Sequence[str]
+) -> list[Hypothesis]:
     """A line's hypotheses from its segments' (see `Translator.search`)."""
     joined = []
+    sources = [segments[index] for index, _ in layout.segments]
     for chosen in layout.ranks(found):
         present = [hypothesis for hypothesis in chosen if hypothesis is not None]
-        text = layout.text([hypothesis.text if hypothesis else "" for hypothesis in chosen])
+        texts = [hypothesis.text if hypothesis else "" for hypothesis in chosen]
         score = sum(hypothesis.score for hypothesis in present) / len(present)
         ids = tuple(i for hypothesis in present for i in hypothesis.ids)
-        joined.append(Hypothesis(text, score, ids))
+        alignment = None
+        if present and present[0].alignment is not None:
+            parts = [hypothesis.alignment if hypothesis else "" for hypothesis in chosen]
+            alignment = joined_alignment(layout, sources, texts, parts)
+        joined.append(Hypothesis(layout.text(texts), score, ids, alignment))
     return joined
 
 

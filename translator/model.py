@@ -278,6 +278,44 @@ class Transformer(keras.Model):
             )
         return x
 
+    def cross_attention(self, source_ids, target_ids, layer: int):
+        """One decoder layer's cross-attention, heads averaged, over a teacher-forced pass.
+
+        What word alignments are read from (`translator.alignment`).
+
+        Args:
+            source_ids: int `[batch, source_length]`, 0 = padding.
+            target_ids: int `[batch, target_length]`, starting with BOS, 0 = padding.
+            layer: The decoder block, from 0 (negative: from the top, -1 the last).
+
+        Returns:
+            float32 `[batch, target_length, source_length]`: row t is where the query at
+            target position t (the step that predicts token t + 1) looks, summing to 1
+            over the source's tokens.
+        """
+        blocks = self.decoder_blocks
+        index = range(len(blocks))[layer]  # IndexError names an absent layer
+        length = ops.shape(target_ids)[1]
+        self_mask = ops.logical_and(causal_mask(length), padding_mask(target_ids))  # [b, t, t]
+        cross_mask = padding_mask(source_ids)  # [batch, 1, source_length]
+        encoder_output = self.encode(source_ids)
+        x = self._embed(self._target_side, target_ids, 0, False)
+        for block in blocks[:index]:
+            x = block(
+                x,
+                encoder_output=encoder_output,
+                self_attention_mask=self_mask,
+                cross_attention_mask=cross_mask,
+            )
+        _, weights = blocks[index](
+            x,
+            encoder_output=encoder_output,
+            self_attention_mask=self_mask,
+            cross_attention_mask=cross_mask,
+            return_cross_attention=True,
+        )  # [batch, heads, target_length, source_length]
+        return ops.mean(ops.cast(weights, "float32"), axis=1)
+
     def packed_layout(self, ids) -> PackedLayout | None:
         """Where the real tokens of `ids` sit, for a full pass on them alone.
 

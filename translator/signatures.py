@@ -30,6 +30,9 @@ TAGS_KEY = "tags"
 PREFIXES_KEY = "prefixes"
 # The 1-best translation continuing a target prefix per sentence ("" for none).
 PREFIXED_SIGNATURE = "prefixed"
+# The best translation and its word alignment: Pharaoh pairs "i-j", source word i to
+# target word j, from 0 (`translator.alignment`).
+ALIGNED_SIGNATURE = "aligned"
 # Sampled translations (`translator export --sampling ...`), best first.
 SAMPLE_SIGNATURE = "sample"
 
@@ -59,6 +62,7 @@ def describe_signatures(
         described[TAGGED_SIGNATURE] = f"{both} -> {best}"
         described[TAGGED_N_BEST_SIGNATURE] = f"{both} -> {lists}"
     described[PREFIXED_SIGNATURE] = f"inputs string [batch], prefixes string [batch] -> {best}"
+    described[ALIGNED_SIGNATURE] = f"inputs string [batch] -> {best}, alignments string [batch]"
     if samples is not None:
         drawn = f"translations string [batch, {samples}], scores float32 [batch, {samples}]"
         described[SAMPLE_SIGNATURE] = f"inputs string [batch] -> {drawn}"

@@ -114,6 +114,7 @@ def exchanged(request, tmp_path_factory):
 
     ours = {"logits": model((source, target), training=False).numpy()}
     ours["flops"] = training_flops(model.config, 10, 12)
+    ours["attention"] = Decoder(model, SearchConfig()).cross_attention(source, labels)
     for name, fields in SEARCHES.items():
         result = Decoder(model, SearchConfig(**fields))(source)
         ours[f"{name}_ids"], ours[f"{name}_scores"] = result.ids.numpy(), result.scores.numpy()
@@ -143,6 +144,14 @@ def test_the_worker_ran_on_jax_without_tensorflow(exchanged):
 def test_same_weights_give_the_same_logits(exchanged):
     ours, theirs = exchanged
     np.testing.assert_allclose(theirs["logits"], ours["logits"], atol=2e-4, rtol=1e-4)
+
+
+def test_the_attention_of_alignments_is_the_same(exchanged):
+    """`cross_attention` (word alignments' source) on both backends: the same weights."""
+    ours, theirs = exchanged
+    np.testing.assert_allclose(theirs["attention"], ours["attention"], atol=1e-5)
+    assert np.allclose(ours["attention"].sum(-1), 1.0, atol=1e-4)  # each row a distribution
+    assert ours["attention"].std() > 0.01  # not uniform: the trained model looks somewhere
 
 
 @pytest.mark.parametrize("name", sorted(SEARCHES))

@@ -296,6 +296,40 @@ def test_a_paragraph_is_its_sentences_translated_alone_and_rejoined(
     assert whole[0] != want[0] and whole[2] != want[2].strip()  # the mode matters here
 
 
+def test_a_paragraphs_alignment_is_its_sentences_moved_to_their_words(model_dir, lines, tmp_path):
+    """`--alignments` on a paragraph: each sentence's pairs (aligned alone), offset by the
+    words of the sentences before it on both sides; n-best lists get a fourth column."""
+    from translator.artifacts import load_model_dir
+    from translator.inference import Translator
+
+    s = [line for line in lines if line.strip() and len(line.split()) < 9][:3]
+    paragraph = f"{s[0]}. {s[1]}!  {s[2]}?"
+    loaded = load_model_dir(model_dir)
+    alone = Translator.from_model(loaded.model, loaded.vocabulary)  # no splitter
+    found = [alone.search([sentence], alignments=True).hypotheses[0][0]
+             for sentence in (s[0] + ".", s[1] + "!", s[2] + "?")]  # fmt: skip
+    want, source_words, target_words = [], 0, 0
+    for sentence, hypothesis in zip((s[0], s[1], s[2]), found, strict=True):
+        for pair in hypothesis.alignment.split():
+            i, j = map(int, pair.split("-"))
+            want.append((i + source_words, j + target_words))
+        source_words += len(sentence.split())
+        target_words += len(hypothesis.text.split())
+    source, output = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_text(paragraph + "\n\n", encoding="utf-8")
+    args = ["translate", "--model", str(model_dir), "-i", str(source), "-o", str(output), "-q"]
+    assert main([*args, "--source-lang", "en", "--alignments"]) == 0
+    text, pairs = output.read_text(encoding="utf-8").split("\n")[0].split(" ||| ")
+    assert text == f"{found[0].text} {found[1].text}  {found[2].text}"
+    assert pairs == " ".join(f"{i}-{j}" for i, j in sorted(want))
+    assert output.read_text(encoding="utf-8").split("\n")[1] == " ||| "  # blank: nothing
+    assert pairs != " ".join(h.alignment for h in found)  # the control: moved, not as alone
+
+    assert main([*args, "--source-lang", "en", "--alignments", "--n-best", "2"]) == 0
+    first = output.read_text(encoding="utf-8").split("\n")[0].split(" ||| ")
+    assert first[0] == "0" and first[1] == text and first[3] == pairs
+
+
 def test_a_line_over_the_length_limit_is_split_again_and_nothing_is_cut(
     model_dir, lines, tmp_path, capsys
 ):

@@ -31,6 +31,7 @@ def _ctranslate2():
 needs_ctranslate2 = pytest.mark.usefixtures("_ctranslate2")
 # Our top-beam stop with CTranslate2's length penalty form: the search CTranslate2 runs.
 TOP_BEAM = SearchConfig(beam_size=4, exact_stop=False, length_penalty_form="power")
+GREEDY = SearchConfig(beam_size=1, length_penalty_form="power")
 # A tag of the vocabulary (`--target-lang yy`), never trained on.
 TAG = "<2yy>"
 
@@ -421,3 +422,51 @@ def test_inference_options_name_the_bad_option():
     ):
         with pytest.raises(ConfigError, match=option):
             InferenceOptions(**fields)
+
+
+def _reversal_scores(hypotheses, sources) -> tuple[float, float]:
+    """(share of links on the reversal's own pairs, the same for the diagonal) over the
+    sentences translated exactly: word i of n is the target's word n - 1 - i."""
+    hits = diagonal = links = 0
+    for found, source in zip(hypotheses, sources, strict=True):
+        words = source.split()
+        if found[0].text.split() != words[::-1]:
+            continue
+        pairs = {tuple(map(int, pair.split("-"))) for pair in found[0].alignment.split()}
+        hits += sum(j == len(words) - 1 - i for i, j in pairs)
+        diagonal += sum(i == j for i, j in pairs)
+        links += len(pairs)
+    return hits / links, diagonal / links
+
+
+@needs_ctranslate2
+def test_alignments_follow_the_reversal_and_ctranslate2_gives_ours(trained):
+    """The reversing model's attention links each word to its mirror, on our engine and
+    on CTranslate2's own (`return_attention`, the layer the export names)."""
+    from translator.engines.ctranslate2_runtime import CTranslate2Decoder, load_ctranslate2
+    from translator.inference import Translator
+
+    model, sources = trained["model"], trained["sources"]
+    ours = Translator.from_model(model.model, model.vocabulary, GREEDY)
+    ours = ours.search(sources, alignments=True).hypotheses
+    loaded = load_ctranslate2(trained["exports"]["float32"])
+    theirs = Translator(CTranslate2Decoder(loaded, GREEDY), loaded.vocabulary)
+    theirs = theirs.search(sources, alignments=True).hypotheses
+    mirrored, diagonal = _reversal_scores(ours, sources)
+    assert mirrored > 0.8 and diagonal < 0.4  # the control: the diagonal is not it
+    same = [a[0].alignment == b[0].alignment for a, b in zip(ours, theirs, strict=True)]
+    assert sum(same) >= 0.98 * len(sources)
+
+
+@needs_ctranslate2
+def test_an_export_that_does_not_name_its_alignment_layer_says_so(trained):
+    from translator.engines.ctranslate2_runtime import CTranslate2Decoder, load_ctranslate2
+    from translator.errors import ConfigError
+    from translator.inference import Translator
+
+    loaded = load_ctranslate2(trained["exports"]["float32"])
+    del loaded.info["alignment_layer"]  # as an export written before alignments
+    translator = Translator(CTranslate2Decoder(loaded, GREEDY), loaded.vocabulary)
+    assert translator.translate(trained["sources"][:2])  # translating still works
+    with pytest.raises(ConfigError, match="export it again"):
+        translator.search(trained["sources"][:2], alignments=True)

@@ -75,6 +75,7 @@ def test_every_signature_answers_as_rest_and_as_the_saved_model(server, stub, re
         ("tagged_n_best", {"inputs": SENTENCES, "tags": tags}, None),
         ("prefixed", {"inputs": SENTENCES, "prefixes": PREFIXES}, reference["prefixed"]),
         ("sample", {"inputs": SENTENCES}, reference["sample"]),
+        ("aligned", {"inputs": SENTENCES}, reference["aligned"]),
     ]
     for signature, inputs, want in cases:
         response = stub.Predict(predict_request(signature, **inputs), timeout=120)
@@ -84,8 +85,9 @@ def test_every_signature_answers_as_rest_and_as_the_saved_model(server, stub, re
         assert response.model_spec.version.value == 1
         body = {"signature_name": signature, "inputs": inputs}
         assert server.post(PREDICT, body) == (200, {"outputs": got}), signature
-        if want is not None:
-            assert got == {"scores": want["scores"], "translations": want["translations"]}
+        if want is not None:  # (the reference's outputs, and what it was given)
+            assert got == {key: want[key] for key in got}, signature
+            assert set(got) == {"translations", "scores"} | ({"alignments"} & set(want))
     # The version by number, as TF Serving takes it.
     got = as_lists(stub.Predict(versioned(predict_request(inputs=SENTENCES), 1), timeout=120))
     assert got == {

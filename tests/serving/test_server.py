@@ -288,7 +288,7 @@ def test_client_sends_stdin_in_requests_the_server_takes_and_prints_in_order(
 def test_serve_warmed_up_with_the_exports_warmup_requests(server, exported):
     path = exported.version_dir / "assets.extra" / "tf_serving_warmup_requests"
     log = server.log()
-    assert f"warmed up with 6 requests (18 sentences) of {path} in " in log, log
+    assert f"warmed up with 7 requests (21 sentences) of {path} in " in log, log
     assert log.index("warmed up with") < log.index("serving model")
 
 

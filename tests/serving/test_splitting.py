@@ -57,6 +57,27 @@ def test_a_paragraph_is_its_sentences_run_alone_and_rejoined(served):
     assert list(lists["scores"][0]) == sorted(lists["scores"][0], reverse=True)
 
 
+def test_a_paragraphs_alignment_is_its_sentences_moved_to_their_words(served):
+    """The aligned signature through splitting: each sentence's pairs, offset by the
+    words of the sentences before it, on both sides."""
+    model, predictor = served
+    got = predictor.submit("aligned", [PARAGRAPH.encode(), b""]).result(timeout=120)
+    alone = run(model, "aligned", SENTENCES)
+    texts = [text.decode() for text in alone["translations"]]
+    want, source_words, target_words = [], 0, 0
+    for sentence, text, pairs in zip(SENTENCES, texts, alone["alignments"], strict=True):
+        for pair in pairs.decode().split():
+            i, j = map(int, pair.split("-"))
+            want.append(f"{i + source_words}-{j + target_words}")
+        source_words += len(sentence.split())
+        target_words += len(text.split())
+    assert got["alignments"][0].decode() == " ".join(want)
+    assert got["translations"][0].decode() == f"{texts[0]} {texts[1]}  {texts[2]}"
+    assert got["alignments"][1] == b""
+    # The control: each sentence's own pairs, unmoved, are not the paragraph's.
+    assert got["alignments"][0] != b" ".join(alone["alignments"])
+
+
 def test_a_tag_goes_with_every_sentence_and_a_prefix_with_the_first(served):
     model, predictor = served
     got = predictor.submit("tagged", [(PARAGRAPH.encode(), b"<2de>")]).result(timeout=120)

@@ -123,7 +123,7 @@ def test_the_export_writes_tf_servings_warmup_requests(exported):
     assert [log.WhichOneof("log_type") for log in logs] == ["predict_log"] * len(logs)
     requests = [log.predict_log.request for log in logs]
     names = [request.model_spec.signature_name for request in requests]
-    assert sorted(names) == sorted(signatures) and len(names) == 6
+    assert sorted(names) == sorted(signatures) and len(names) == 7
     for name, request in zip(names, requests, strict=True):
         assert request.model_spec.name == ""  # any --model_name serves it
         assert sorted(request.inputs) == sorted(signatures[name].inputs)
@@ -155,6 +155,7 @@ INPUT_KEYS = {
     "tagged_n_best": ("inputs", "tags"),
     "prefixed": ("inputs", "prefixes"),
     "sample": ("inputs",),
+    "aligned": ("inputs",),
 }
 
 
@@ -171,7 +172,7 @@ def test_serve_replays_each_warmup_request_as_a_request_of_rows(exported, tmp_pa
             assert all(isinstance(row, bytes) for row in rows)
         else:  # the signature's input order, the extra input ""
             assert all(isinstance(row, tuple) and row[1] == b"" for row in rows)
-    assert f"warmed up with 6 requests (18 sentences) of {exported.version_dir / WARMUP}" in line
+    assert f"warmed up with 7 requests (21 sentences) of {exported.version_dir / WARMUP}" in line
 
     # An export older than the file: said so, and each signature warmed with one sentence.
     run = Recorder()

@@ -62,6 +62,8 @@ def main(directory: Path) -> None:
     padded = np.pad(source, [(0, 0), (0, 3)])
     out["logits_padded_source"] = np.asarray(model((padded, target), training=False))
 
+    # The attention word alignments read, over the labels as translations.
+    out["attention"] = JaxDecoder(model, SearchConfig()).cross_attention(source, labels)
     for name, fields in spec["searches"].items():
         result = JaxDecoder(model, SearchConfig(**fields))(source)
         out[f"{name}_ids"], out[f"{name}_scores"] = result.ids, result.scores

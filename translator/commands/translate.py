@@ -68,7 +68,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "  translator translate --model runs/m30k/model -i test.en.gz -o test.hyp.de\n"
             "  translator translate --model runs/m30k --beam-size 8 --n-best 4 -i in.txt\n"
             "  translator translate --model runs/m30k --sampling topk:10 --seed 7 -i mono.de\n"
-            "  translator translate --model runs/m30k -i in.en --prefix-file partial.de"
+            "  translator translate --model runs/m30k -i in.en --prefix-file partial.de\n"
+            "  echo 'A dog runs.' | translator translate --model runs/m30k --alignments\n"
+            "      Ein Hund rennt. ||| 0-0 1-1 2-2"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -84,6 +86,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="K",
         help="write the K best translations per line, at most --beam-size (--num-samples "
         "when sampling) (format below)",
+    )
+    parser.add_argument(
+        "--alignments",
+        action="store_true",
+        help="append each translation's word alignment to its line, after ' ||| ': "
+        "Pharaoh pairs i-j, source word i to target word j, from 0 (a word: a "
+        "whitespace-separated token, or a Chinese or Japanese character); read from "
+        "the model's cross-attention (with --n-best: a fourth column)",
     )
     parser.add_argument(
         "--prefix-file",
@@ -157,7 +167,14 @@ def run(args: argparse.Namespace) -> int:
         for chunk in _chunks(_input_lines(args.input), chunk_lines):
             chunk_prefixes = None if prefixes is None else _take(prefixes, len(chunk), args)
             _translate_chunk(
-                loaded.translator, chunk, args.n_best, totals, sink, progress, chunk_prefixes
+                loaded.translator,
+                chunk,
+                args.n_best,
+                totals,
+                sink,
+                progress,
+                chunk_prefixes,
+                args.alignments,
             )
         if prefixes is not None and next(prefixes, None) is not None:
             raise CommandError(
@@ -188,21 +205,22 @@ def _translate_chunk(
     sink: IO[bytes],
     progress: Callable[[int], None],
     prefixes: list[str] | None = None,
+    alignments: bool = False,
 ) -> None:
     first = totals.lines  # 0-based index of the chunk's first line in the whole input
-    translations = translator.search(chunk, progress, prefixes)
-    if n_best == 1:
-        texts = translations.texts
-        sink.write("".join(one_line(text) + "\n" for text in texts).encode("utf-8"))
-    else:
-        rows = []
-        for offset, hypotheses in enumerate(translations.hypotheses):
-            for k in range(n_best):
-                text, score = "", "-inf"
-                if k < len(hypotheses):
-                    text, score = one_line(hypotheses[k].text), f"{hypotheses[k].score:.4f}"
-                rows.append(f"{first + offset}{SEPARATOR}{text}{SEPARATOR}{score}\n")
-        sink.write("".join(rows).encode("utf-8"))
+    translations = translator.search(chunk, progress, prefixes, alignments)
+    rows = []
+    for offset, hypotheses in enumerate(translations.hypotheses):
+        for k in range(n_best):
+            text, score, pairs = "", "-inf", ""
+            if k < len(hypotheses):
+                text, score = one_line(hypotheses[k].text), f"{hypotheses[k].score:.4f}"
+                pairs = hypotheses[k].alignment or ""
+            columns = [text] if n_best == 1 else [str(first + offset), text, score]
+            if alignments:
+                columns.append(pairs)
+            rows.append(SEPARATOR.join(columns) + "\n")
+    sink.write("".join(rows).encode("utf-8"))
     sink.flush()  # a reader of stdout sees each chunk when it is done
     stats = translations.stats
     totals.lines += stats.lines

@@ -115,6 +115,19 @@ class BatchDecoder(Protocol):
         lengths `[batch, n]`.
         """
 
+    def cross_attention(
+        self, source_ids: tf.Tensor | np.ndarray, target_ids: tf.Tensor | np.ndarray
+    ) -> np.ndarray:
+        """The attention word alignments are read from, over given translations.
+
+        `source_ids` as for a search, `target_ids` int32 `[batch, length]`: pieces, EOS,
+        PAD. Returns float32 `[batch, length, source width]`, a row per target piece
+        (`translator.alignment.forced_attention`).
+
+        Raises:
+            ConfigError: the engine cannot give it (what to do instead named).
+        """
+
     def describe(self) -> dict[str, Any]:
         """Facts of how it runs, for a report (e.g. XLA, compute dtype, quantization)."""
 

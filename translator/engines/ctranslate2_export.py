@@ -92,10 +92,19 @@ def export_ctranslate2(
             "ctranslate2_version": ctranslate2.__version__,
             "model_config": config.to_dict(),
             "position_limit": default_max_source_length(config),
+            # The decoder layer whose attention it returns (word alignments).
+            "alignment_layer": alignment_layer(config),
             "metadata": trained.metadata,
         }
         (staging / INFO_FILE).write_text(json.dumps(info, indent=2, default=str) + "\n")
     return Path(out)
+
+
+def alignment_layer(config) -> int:
+    """Our alignment layer, from 0 (`translator.alignment.layer_index`)."""
+    from translator.alignment import layer_index
+
+    return layer_index(config.num_decoder_layers)
 
 
 def transformer_spec(model: Transformer, vocabulary: Vocabulary) -> TransformerSpec:
@@ -123,7 +132,14 @@ def transformer_spec(model: Transformer, vocabulary: Vocabulary) -> TransformerS
         rotary = model.encoder_blocks[0].self_attention.rotary
         common.update(rotary_dim=0, rotary_interleave=False, rotary_base=rotary.max_wavelength)
     encoder = specs.TransformerEncoderSpec(config.num_encoder_layers, config.num_heads, **common)
-    decoder = specs.TransformerDecoderSpec(config.num_decoder_layers, config.num_heads, **common)
+    decoder = specs.TransformerDecoderSpec(
+        config.num_decoder_layers,
+        config.num_heads,
+        # Its `return_attention`: our alignment layer, every head averaged.
+        alignment_layer=alignment_layer(config),
+        alignment_heads=config.num_heads,
+        **common,
+    )
     decoder.start_from_zero_embedding = config.zero_start_embedding
     spec = specs.TransformerSpec(encoder, decoder)
     spec.config.layer_norm_epsilon = config.layer_norm_epsilon

@@ -152,6 +152,49 @@ class CTranslate2Decoder:
         info = self.model.info
         return {"quantization": info["quantization"], "version": info["ctranslate2_version"]}
 
+    def cross_attention(self, source_ids, target_ids) -> np.ndarray:
+        """CTranslate2's own attention over given translations, forced as target prefixes.
+
+        From the layer the export names (`alignment_layer`), every head averaged: our
+        alignment layer. Row t is the step that predicts piece t.
+
+        Raises:
+            ConfigError: an export written before alignments (its layer unknown).
+        """
+        from translator.alignment import SHIFTED
+        from translator.errors import ConfigError
+
+        if "alignment_layer" not in self.model.info:
+            raise ConfigError(
+                f"{self.model.directory}: this CTranslate2 export does not say which layer's "
+                "attention it returns; export it again (translator export --format "
+                "ctranslate2) for --alignments"
+            )
+        source_ids, target_ids = np.asarray(source_ids), np.asarray(target_ids)
+        source_lengths = np.sum(source_ids != PAD_ID, axis=1)  # EOS included
+        sources = [
+            [self._source_pieces[i] for i in row[:length]]
+            for row, length in zip(source_ids, source_lengths, strict=True)
+        ]
+        prefixes = [
+            [self._target_pieces[t] for t in row if t not in (PAD_ID, EOS_ID)] for row in target_ids
+        ]
+        results = self.model.engine.translate_batch(
+            sources,
+            target_prefix=prefixes,
+            beam_size=1,
+            max_input_length=0,
+            max_decoding_length=max(len(prefix) for prefix in prefixes) + 1,
+            min_decoding_length=0,
+            return_attention=True,
+        )
+        weights = np.zeros((*target_ids.shape, source_ids.shape[1]), np.float32)
+        for row, (result, prefix) in enumerate(zip(results, prefixes, strict=True)):
+            steps = np.asarray(result.attention[0], np.float32)  # [steps, source length]
+            steps = steps[1 : len(prefix) + 2] if SHIFTED else steps[: len(prefix) + 1]
+            weights[row, : len(steps), : steps.shape[1]] = steps
+        return weights
+
     def __call__(
         self, source_ids: tf.Tensor | np.ndarray, prefix_ids: tf.Tensor | np.ndarray | None = None
     ) -> SearchResult:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import tensorflow as tf
 from google.protobuf.message import DecodeError
 from tensorflow.core.framework import function_pb2
@@ -127,10 +128,17 @@ class CachedSearch:
             with options():  # every call alike: the options key the instantiation
                 outputs = context.context().call_function(self._function, [source_ids], OUTPUTS)
             return SearchResult(*outputs)
-        with self._building:  # built once, by the first prefixed batch
+        return self._built()(source_ids, prefix_ids)
+
+    def cross_attention(self, source_ids, target_ids) -> np.ndarray:
+        """The model's attention for alignments, from its `Decoder` (not cached)."""
+        return self._built().cross_attention(source_ids, target_ids)
+
+    def _built(self) -> Decoder:
+        with self._building:  # built once, by the first call that needs the model
             if self._decoder is None:
                 self._decoder = self._build()
-        return self._decoder(source_ids, prefix_ids)
+        return self._decoder
 
     def describe(self) -> dict[str, Any]:
         return {**self._described, "search_cache": str(self.entry)}

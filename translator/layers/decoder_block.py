@@ -31,11 +31,13 @@ class DecoderBlock(BlockBase):
         layout: With `inputs` as packed rows `[tokens, d_model]` (a full pass): their
             `PackedLayout` (see `MultiHeadAttention`); the output is rows too.
         encoder_layout: The `PackedLayout` of a packed `encoder_output`.
+        return_cross_attention: Also return the cross-attention weights, float32
+            `[batch, heads, target_length, source_length]` (a padded full pass).
 
     Returns:
         `[batch, target_length, d_model]` (`[tokens, d_model]` packed), or
         `(output, self_attention_cache)` updated at `cache_index` when a self-attention
-        cache is given.
+        cache is given; with `return_cross_attention`, `(output, weights)`.
     """
 
     def build(self, inputs_shape, encoder_output_shape=None):
@@ -58,6 +60,7 @@ class DecoderBlock(BlockBase):
         training=None,
         layout=None,
         encoder_layout=None,
+        return_cross_attention=False,
     ):
         def self_attention(h):
             result = self.self_attention(
@@ -77,12 +80,17 @@ class DecoderBlock(BlockBase):
                 attention_mask=cross_attention_mask,
                 cache=cross_attention_cache,
                 training=training,
+                return_attention_scores=return_cross_attention,
                 layout=layout,
                 key_value_layout=encoder_layout,
             )
+            if return_cross_attention:  # (output, [cache,] weights)
+                return result[0], result[-1]
             return (result[0] if cross_attention_cache is not None else result), None
 
         x, new_cache = self._residual(inputs, self_attention, self.self_attention_norm, training)
-        x, _ = self._residual(x, cross_attention, self.cross_attention_norm, training)
+        x, weights = self._residual(x, cross_attention, self.cross_attention_norm, training)
         x = self._feed_forward_sublayer(x, training)  # [batch, target_length, d_model]
+        if return_cross_attention:
+            return x, weights
         return x if self_attention_cache is None else (x, new_cache)

@@ -20,6 +20,7 @@ from translator.pipelines.errors import VocabularyError
 from translator.pipelines.vocab import VocabularyFiles, VocabularyMetadata, read_vocabulary_files
 
 if TYPE_CHECKING:  # pragma: no cover
+    from translator.alignment import PieceWords
     from translator.host_text import HostText
     from translator.pipelines.tokenizer import SentencePieceTokenizer
 
@@ -68,6 +69,20 @@ class Vocabulary:
         from translator.host_text import HostText
 
         return HostText(self.directory, files=self.files)
+
+    @functools.cached_property
+    def piece_words(self) -> tuple[PieceWords, PieceWords]:
+        """How each side's pieces make words, for word alignments (`translator.alignment`)."""
+        import sentencepiece
+
+        from translator.alignment import PieceWords
+
+        tags = [self.host.piece_to_id(tag) for tag in self.metadata.tags]
+        source, target = (
+            PieceWords.of_sentencepiece(sentencepiece.SentencePieceProcessor(model_proto=p), tags)
+            for p in (self.files.source_proto, self.files.target_proto)
+        )
+        return source, target
 
     @property
     def joint(self) -> bool:

@@ -6,6 +6,7 @@ import jax
 import keras
 import numpy as np
 
+from translator.alignment import forced_attention
 from translator.search.common import SearchResult, trim_host
 from translator.search.config import SearchConfig
 from translator.search.decoder import search
@@ -30,6 +31,7 @@ class JaxDecoder:
         self.engine = "jax"
         self._variables = list(model.variables)
         self._search = jax.jit(self._run)
+        self._attention = jax.jit(self._attend)
 
     @property
     def model_config(self):
@@ -45,6 +47,17 @@ class JaxDecoder:
         with keras.StatelessScope(state_mapping=mapping):
             result = search(self.model, source_ids, self.config, False, prefix_ids)
         return tuple(result)
+
+    def _attend(self, values, source_ids, target_ids):
+        mapping = list(zip(self._variables, values, strict=True))
+        with keras.StatelessScope(state_mapping=mapping):
+            return forced_attention(self.model, source_ids, target_ids)
+
+    def cross_attention(self, source_ids, target_ids) -> np.ndarray:
+        """The attention word alignments read (`translator.alignment.forced_attention`)."""
+        values = [variable.value for variable in self._variables]
+        source_ids = np.asarray(source_ids, np.int32)
+        return np.asarray(self._attention(values, source_ids, np.asarray(target_ids, np.int32)))
 
     def __call__(self, source_ids, prefix_ids=None) -> SearchResult:
         """Translates a batch (int32 `[batch, source_length]`), as `search` does.

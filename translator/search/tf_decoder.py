@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
+from translator.alignment import forced_attention
 from translator.search.common import SearchResult
 from translator.search.config import SearchConfig
 from translator.search.decoder import search
@@ -52,6 +54,14 @@ class Decoder(tf.Module):
             jit_compile=jit_compile,
         )
 
+        self._attention = tf.function(
+            lambda source_ids, target_ids: forced_attention(self.model, source_ids, target_ids),
+            input_signature=[
+                tf.TensorSpec([None, None], tf.int32, name="source_ids"),
+                tf.TensorSpec([None, None], tf.int32, name="target_ids"),
+            ],
+        )
+
     @property
     def model_config(self):
         """The searched model's `TransformerConfig`."""
@@ -67,6 +77,11 @@ class Decoder(tf.Module):
     def _translate_prefixed(self, source_ids, prefix_ids) -> SearchResult:
         compact = not self.jit_compile
         return search(self.model, source_ids, self.config, compact, prefix_ids)
+
+    def cross_attention(self, source_ids, target_ids) -> np.ndarray:
+        """The attention word alignments read (`translator.alignment.forced_attention`)."""
+        source_ids = tf.convert_to_tensor(source_ids, tf.int32)
+        return self._attention(source_ids, tf.convert_to_tensor(target_ids, tf.int32)).numpy()
 
     def __call__(self, source_ids, prefix_ids=None) -> SearchResult:
         """Translates a batch, each output continuing its prefix if given; see `search`."""

@@ -7,7 +7,8 @@ blocked, so the export provably needs none of them. Prints JSON: both signatures
 sentences in one call ("batch"), serving_default on each sentence alone ("single"), the
 tagged signature on all sentences with each tag of TAGS_JSON (and "") for every sentence
 ("tagged": {tag: outputs}) and with the tags taking turns ("tagged_mixed"), the
-prefixed signature with PREFIXES_JSON ("prefixed"), the sample signature ("sample"), and
+prefixed signature with PREFIXES_JSON ("prefixed"), the sample signature ("sample"), the
+aligned signature ("aligned", with "alignments"), and
 the modules that were imported from the project ("project_modules", expected empty).
 
     python saved_model_reference.py VERSION_DIR SENTENCES_JSON [TAGS_JSON [PREFIXES_JSON]]
@@ -37,13 +38,16 @@ def outputs(function, sentences, **more):
     inputs = {"inputs": tf.constant(sentences, dtype=tf.string)}
     inputs.update({key: tf.constant(values, dtype=tf.string) for key, values in more.items()})
     result = function(**inputs)
-    return {
+    found = {
         "translations": [
             row.decode("utf-8") if isinstance(row, bytes) else [t.decode("utf-8") for t in row]
             for row in result["translations"].numpy()
         ],
         "scores": result["scores"].numpy().tolist(),
     }
+    if "alignments" in result:
+        found["alignments"] = [row.decode("utf-8") for row in result["alignments"].numpy()]
+    return found
 
 
 def main() -> None:
@@ -67,6 +71,7 @@ def main() -> None:
         prefixed = loaded.signatures["prefixed"]
         report["prefixed"] = outputs(prefixed, sentences, prefixes=prefixes)
         report["prefixed_empty"] = outputs(prefixed, sentences, prefixes=[""] * len(sentences))
+    report["aligned"] = outputs(loaded.signatures["aligned"], sentences)
     if "sample" in loaded.signatures:
         report["sample"] = outputs(loaded.signatures["sample"], sentences)
     report["project_modules"] = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)
