@@ -12,8 +12,8 @@ words by tables of the vocabulary (`PieceWords`), so the same rule runs on NumPy
 Keras backend and inside the SavedModel's graph. Pairs print as Pharaoh `i-j` (source
 word i, target word j, from 0), sorted.
 
-    translator translate --model runs/m30k --alignments < in.en
-    # Ein Mann schläft. ||| 0-0 1-1 2-2 2-3
+    echo "Ein Hund rennt über die Wiese." | translator translate --model runs/de-en --alignments
+    # A dog runs through the grass. ||| 0-0 1-1 2-2 3-3 5-4 5-5
 """
 
 from __future__ import annotations
@@ -244,15 +244,12 @@ def forced_attention(
         float32 `[batch, target_length, source_length]`: row t for target piece t.
     """
     target_ids = ops.convert_to_tensor(target_ids, "int32")
-    batch = ops.shape(target_ids)[0]
-    bos = ops.full((batch, 1), BOS_ID, "int32")
-    decoder_input = ops.concatenate([bos, target_ids[:, :-1]], axis=1)
+    bos = ops.full((ops.shape(target_ids)[0], 1), BOS_ID, "int32")
+    inputs = ops.concatenate([bos, target_ids], axis=1)  # [batch, target_length + 1]
+    # Teacher forcing's input, one step longer when shifted (piece t is the input of
+    # step t + 1); EOS is never an input.
+    decoder_input = inputs if shifted else inputs[:, :-1]
     decoder_input = ops.where(ops.equal(decoder_input, EOS_ID), PAD_ID, decoder_input)
-    if shifted:  # one step more: the last piece is the input of the step after it
-        decoder_input = ops.concatenate([decoder_input, ops.zeros_like(bos)], axis=1)
-        decoder_input = ops.where(
-            ops.equal(ops.pad(target_ids, [[0, 0], [1, 0]]), EOS_ID), PAD_ID, decoder_input
-        )
     if layer is None:
         layer = layer_index(len(model.decoder_blocks))
     weights = model.cross_attention(source_ids, decoder_input, layer)
