@@ -21,6 +21,12 @@ from translator.io import one_line
 LINES = [*synthetic_sentences(6, seed=41, max_words=6), "", "Zoë's café ✓"]
 # A paragraph of three sentences.
 PARAGRAPH = " ".join(line.rstrip(".,!") + "." for line in LINES[:3])
+# An HTML snippet: a paragraph with inline markup and code, a list.
+_WORDS = LINES[3].split()
+PAGE = (
+    f"<p>{_WORDS[0]} <b>{' '.join(_WORDS[1:])}</b> <code>x &lt; 1</code>.</p>\n"
+    f'<ul><li><a href="/a?b=1&amp;c=2">{LINES[4]}</a></li></ul>\n'
+)
 
 NOTEBOOK = textwrap.dedent(
     """
@@ -43,6 +49,7 @@ NOTEBOOK = textwrap.dedent(
         "whole": translator.load(sys.argv[1], split=False).translate(sys.argv[4]),
         "aligned": model.translate([sys.argv[4], lines[0]], alignments=True),
         "aligned_one": model.translate(lines[0], alignments=True).alignment,
+        "html": model.translate_html(sys.argv[5]),
     }))
     """
 )
@@ -66,6 +73,7 @@ def notebook(exported):
             str(exported.model_dir),
             *map(json.dumps, [LINES, targets]),
             PARAGRAPH,
+            PAGE,
         ],
         capture_output=True,
         text=True,
@@ -107,6 +115,13 @@ def test_load_then_translate_gives_what_translate_prints(notebook, exported, tmp
     assert [f"{one_line(text)} ||| {pairs}" for text, pairs in got["aligned"]] == printed
     assert got["aligned"][0][0] == got["paragraph"] and got["aligned_one"] == got["aligned"][1][1]
     assert all(pairs for _, pairs in got["aligned"])
+    # HTML: as `translate --format html` writes it; markup and code kept.
+    source.write_text(PAGE, "utf-8")
+    assert cli_main(list(map(str, [*translate, "--format", "html"]))) == 0
+    assert got["html"] == capsys.readouterr().out
+    for kept in ("<code>x &lt; 1</code>", '<a href="/a?b=1&amp;c=2">', "</b>", "<ul><li>"):
+        assert kept in got["html"]
+    assert got["html"] != PAGE  # translated
 
 
 def test_score_gives_what_score_pairs_prints(notebook, exported, tmp_path, capsys):

@@ -118,6 +118,32 @@ class Model:
             texts = [[output(hypothesis) for hypothesis in each[:n_best]] for each in found]
         return texts[0] if single else texts
 
+    def translate_html(self, page: str, **settings) -> str:
+        """An HTML page (or fragment) translated, its markup kept (`translate --format html`).
+
+        Args:
+            page: The HTML text.
+            **settings: As `translate` (beam_size, target_lang, tag, search fields).
+
+        Returns:
+            The page with each block's text translated, its tags put back by the word
+            alignments; what was malformed is repaired and logged once as a warning.
+        """
+        import logging
+
+        from translator.markup import translate_page
+
+        def translate(paragraphs: list[str]) -> list[tuple[str, str]]:
+            found = self.translate(paragraphs, alignments=True, **settings)
+            return [(aligned.text, aligned.alignment) for aligned in found]
+
+        translated, repairs = translate_page(page, translate)
+        if repairs:
+            logging.getLogger("translator").warning(
+                "repaired the page as a browser reads it: %s", "; ".join(repairs)
+            )
+        return translated
+
     def score(
         self,
         sources: Sequence[str],

@@ -44,6 +44,25 @@ def word_count(text: str) -> int:
     return unspaced + len(UNSPACED_CHARACTER.sub(" ", text).split())
 
 
+def word_spans(text: str) -> list[tuple[int, int]]:
+    """Where the words of `word_count` are: `(start, end)` character offsets, in order."""
+    spans: list[tuple[int, int]] = []
+    start = None
+    for index, character in enumerate(text):
+        unspaced = UNSPACED_CHARACTER.fullmatch(character) is not None
+        if character.isspace() or unspaced:
+            if start is not None:
+                spans.append((start, index))
+                start = None
+            if unspaced:
+                spans.append((index, index + 1))
+        elif start is None:
+            start = index
+    if start is not None:
+        spans.append((start, len(text)))
+    return spans
+
+
 def language_code(language: str) -> str:
     """The bare language of a code: "zh-Hans", "zh_CN" and "zho" -> "zh"; "DE" -> "de"."""
     bare = language.strip().lower().replace("_", "-").split("-")[0]

@@ -359,3 +359,32 @@ def test_a_line_over_the_length_limit_is_split_again_and_nothing_is_cut(
     assert "0 truncated) as" in summary and "1 over the length limit split again" in summary
     cut = translator.search_segments([long], None, None)  # the SavedModel's way: cut
     assert cut.stats.truncated == 1 and cut.texts[0] != written
+
+
+def test_an_html_page_keeps_its_markup_and_says_what_was_repaired(
+    model_dir, lines, tmp_path, capsys
+):
+    """`--format html`: the page's tags, attributes and code as written, the text
+    translated; a malformed page repaired and said so on one line; text-only options
+    refused."""
+    s = [line for line in lines if line.strip() and len(line.split()) >= 3][:2]
+    first = s[0].split()
+    page = (
+        f'<html><body>\n<p class="x">{first[0]} <b>{first[1]}</b> {" ".join(first[2:])}'
+        f" <code>a &amp;&amp; b</code></p>\n<pre> {s[1]} </pre><p><i>{s[1]}</p>\n</body></html>\n"
+    )
+    source, output = tmp_path / "page.html", tmp_path / "page.out.html"
+    source.write_text(page, encoding="utf-8")
+    args = ["translate", "--model", str(model_dir), "-i", str(source), "-o", str(output)]
+    assert main([*args, "--format", "html"]) == 0
+    got = output.read_text(encoding="utf-8")
+    err = capsys.readouterr().err
+    assert "repaired the page as a browser reads it: closed <i> where its block ends" in err
+    kept = ('<p class="x">', "<b>", "</b>", "<code>a &amp;&amp; b</code>", f"<pre> {s[1]} </pre>")
+    assert all(part in got for part in kept)
+    assert got.startswith("<html><body>\n") and got.endswith("</p>\n</body></html>\n")
+    assert "<i>" in got and got.count("</i>") == 1  # closed where its block ends
+    assert s[1] not in got.replace(f"<pre> {s[1]} </pre>", "")  # the rest translated
+    for extra in (["--n-best", "2"], ["--alignments"]):
+        assert main([*args, "--format", "html", *extra]) == 2
+        assert "is for --format text" in capsys.readouterr().err

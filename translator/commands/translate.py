@@ -69,8 +69,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "  translator translate --model runs/m30k --beam-size 8 --n-best 4 -i in.txt\n"
             "  translator translate --model runs/m30k --sampling topk:10 --seed 7 -i mono.de\n"
             "  translator translate --model runs/m30k -i in.en --prefix-file partial.de\n"
+            "  translator translate --model runs/m30k --format html -i page.html -o page.de.html\n"
             "  echo 'A dog runs.' | translator translate --model runs/m30k --alignments\n"
-            "      Ein Hund rennt. ||| 0-0 1-1 2-2"
+            "      (prints: TRANSLATION ||| 0-0 1-1 2-2, source word - target word)"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -94,6 +95,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "Pharaoh pairs i-j, source word i to target word j, from 0 (a word: a "
         "whitespace-separated token, or a Chinese or Japanese character); read from "
         "the model's cross-attention (with --n-best: a fourth column)",
+    )
+    parser.add_argument(
+        "--format",
+        choices=("text", "html"),
+        default="text",
+        help="text: a paragraph per line (default); html: the input is one HTML page (or "
+        "fragment), each block's text translated as a paragraph and the inline markup "
+        'put back by the word alignments; code, pre and translate="no" kept as written '
+        "(translator/markup.py)",
     )
     parser.add_argument(
         "--prefix-file",
@@ -139,6 +149,8 @@ def run(args: argparse.Namespace) -> int:
     from translator.errors import CommandError
 
     check_model(args.model, args.engine)  # a wrong --model fails before TensorFlow starts
+    if args.format == "html":
+        return _run_html(args)
     total = _count_input_lines(args.input)
     if args.output is not None and not Path(args.output).resolve().parent.is_dir():
         raise CommandError(f"{args.output}: cannot write: its directory does not exist")
@@ -197,6 +209,61 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_html(args: argparse.Namespace) -> int:
+    """`--format html`: the input as one page, translated with its markup kept."""
+    from translator.engines import load_translator
+    from translator.errors import CommandError
+    from translator.io import open_binary
+    from translator.markup import translate_page
+
+    for given, option in ((args.n_best != 1, "--n-best"), (args.prefix_file, "--prefix-file")):
+        if given:
+            raise CommandError(f"{option} is for --format text; an HTML page has one output")
+    if args.alignments:
+        raise CommandError("--alignments is for --format text (the page carries its markup)")
+    source = sys.stdin.buffer if args.input is None else open_binary(args.input)
+    with source:
+        raw = source.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        name = args.input or "<stdin>"
+        raise CommandError(f"{name}: not UTF-8 text (byte {error.start})") from None
+    loaded = load_translator(args.model, search_config(args), inference_options(args))
+    totals = _Totals()
+    started = time.monotonic()
+
+    def translate(paragraphs: list[str]) -> list[tuple[str, str]]:
+        found = loaded.translator.search(paragraphs, alignments=True)
+        _count(totals, found.stats)
+        return [(h[0].text, h[0].alignment or "") if h else ("", "") for h in found.hypotheses]
+
+    page, repairs = translate_page(text, translate)
+    with _output(args.output) as sink:
+        sink.write(page.encode("utf-8"))
+    if repairs:
+        print(f"--format html: repaired the page as a browser reads it: {'; '.join(repairs)}",
+              file=sys.stderr)  # fmt: skip
+    if not args.quiet:
+        elapsed = time.monotonic() - started
+        print(
+            f"translated an HTML page of {totals.lines:,} blocks as {totals.segments:,} "
+            f"segments ({totals.truncated:,} truncated) in {elapsed:.1f} s",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _count(totals: _Totals, stats) -> None:
+    totals.lines += stats.lines
+    totals.empty += stats.empty
+    totals.truncated += stats.truncated
+    totals.segments += stats.segments
+    totals.lines_split += stats.lines_split
+    totals.sentences_split += stats.sentences_split
+    totals.target_tokens += stats.target_tokens
+
+
 def _translate_chunk(
     translator: Translator,
     chunk: list[str],
@@ -222,14 +289,7 @@ def _translate_chunk(
             rows.append(SEPARATOR.join(columns) + "\n")
     sink.write("".join(rows).encode("utf-8"))
     sink.flush()  # a reader of stdout sees each chunk when it is done
-    stats = translations.stats
-    totals.lines += stats.lines
-    totals.empty += stats.empty
-    totals.truncated += stats.truncated
-    totals.segments += stats.segments
-    totals.lines_split += stats.lines_split
-    totals.sentences_split += stats.sentences_split
-    totals.target_tokens += stats.target_tokens
+    _count(totals, translations.stats)
 
 
 def _take(lines: Iterator[str], count: int, args: argparse.Namespace) -> list[str]:
