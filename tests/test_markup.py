@@ -115,3 +115,11 @@ def test_punctuation_outside_an_element_stays_outside():
     glued = [("Run ls.", "0-0 1-1 2-1")]
     page, _ = translate_page("<p>Run <code>ls</code>.</p>", lambda texts: glued)
     assert page == "<p>Run <code>ls</code>.</p>"
+
+
+def test_other_line_breaks_do_not_shift_what_is_kept():
+    """The parser counts lines at "\\n" only: "\\r\\n", "\\r" and U+2028 in the page."""
+    page = '<p class="a">One\r\ntwo\rthree\u2028four</p>\r\n<p>\r\n<b>five</b></p>\n'
+    got, repairs = translate_page(page, identity)
+    assert repairs == []
+    assert got.startswith('<p class="a">') and "</p>\r\n<p>" in got and "<b>five</b></p>\n" in got

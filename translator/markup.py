@@ -121,10 +121,8 @@ class _Reader(HTMLParser):
     def __init__(self, text: str):
         super().__init__(convert_charrefs=False)
         self.source = text
-        lines = text.splitlines(keepends=True)
-        self.line_starts = [0]
-        for line in lines:
-            self.line_starts.append(self.line_starts[-1] + len(line))
+        # Where each line starts, as the parser counts lines: at "\n" alone.
+        self.line_starts = [0, *(index + 1 for index, c in enumerate(text) if c == "\n")]
         self.tokens: list[tuple[str, str, dict, int]] = []  # kind, name or text, attrs, at
 
     def _at(self) -> int:
