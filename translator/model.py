@@ -250,6 +250,7 @@ class Transformer(keras.Model):
         training=None,
         layout=None,
         encoder_layout=None,
+        attention_of: int | None = None,
     ):
         """The last decoder block's output for every target position (before `logits`).
 
@@ -257,6 +258,8 @@ class Transformer(keras.Model):
             layout: `self.packed_layout(target_ids)` to run on the real target tokens
                 only, as packed rows; None for the padded grid.
             encoder_layout: The source's layout, with `encoder_output` packed rows.
+            attention_of: Stop at this block (from 0) and return its cross-attention
+                weights `[batch, heads, target_length, source_length]` instead.
 
         Returns:
             `[batch, target_length, d_model]` in the compute dtype, or `[tokens,
@@ -266,7 +269,7 @@ class Transformer(keras.Model):
         self_mask = ops.logical_and(causal_mask(length), padding_mask(target_ids))  # [b, t, t]
         cross_mask = padding_mask(source_ids)  # [batch, 1, source_length]
         x = self._embed(self._target_side, target_ids, 0, training, layout)
-        for block in self.decoder_blocks:
+        for index, block in enumerate(self.decoder_blocks):
             x = block(
                 x,
                 encoder_output=encoder_output,
@@ -275,7 +278,10 @@ class Transformer(keras.Model):
                 training=training,
                 layout=layout,
                 encoder_layout=encoder_layout,
+                return_cross_attention=index == attention_of,
             )
+            if index == attention_of:
+                return x[1]
         return x
 
     def cross_attention(self, source_ids, target_ids, layer: int):
@@ -293,27 +299,9 @@ class Transformer(keras.Model):
             target position t (the step that predicts token t + 1) looks, summing to 1
             over the source's tokens.
         """
-        blocks = self.decoder_blocks
-        index = range(len(blocks))[layer]  # IndexError names an absent layer
-        length = ops.shape(target_ids)[1]
-        self_mask = ops.logical_and(causal_mask(length), padding_mask(target_ids))  # [b, t, t]
-        cross_mask = padding_mask(source_ids)  # [batch, 1, source_length]
+        index = range(len(self.decoder_blocks))[layer]  # IndexError names an absent layer
         encoder_output = self.encode(source_ids)
-        x = self._embed(self._target_side, target_ids, 0, False)
-        for block in blocks[:index]:
-            x = block(
-                x,
-                encoder_output=encoder_output,
-                self_attention_mask=self_mask,
-                cross_attention_mask=cross_mask,
-            )
-        _, weights = blocks[index](
-            x,
-            encoder_output=encoder_output,
-            self_attention_mask=self_mask,
-            cross_attention_mask=cross_mask,
-            return_cross_attention=True,
-        )  # [batch, heads, target_length, source_length]
+        weights = self.decoder_states(target_ids, encoder_output, source_ids, attention_of=index)
         return ops.mean(ops.cast(weights, "float32"), axis=1)
 
     def packed_layout(self, ids) -> PackedLayout | None:
