@@ -109,7 +109,7 @@ class ModelService:
 
     async def page(self, request: Request) -> Response:
         """GET /: the page to try the model, which calls the predict route below."""
-        return HTMLResponse(render_page(self.model))
+        return HTMLResponse(render_page(self.predictor))
 
     async def models(self, request: Request) -> Response:
         """Everything under /v1/models/: resolves name, version and verb as TF Serving."""
@@ -151,11 +151,11 @@ class ModelService:
         }
 
     def metadata_body(self) -> dict[str, Any]:
-        """TF Serving's metadata response: the SignatureDefs as JSON."""
-        model = self.model
+        """TF Serving's metadata response: the SignatureDefs as JSON (`html`'s too)."""
+        model, defs = self.model, self.predictor.signature_defs
         return {
             "model_spec": {"name": model.name, "signature_name": "", "version": str(model.version)},
-            "metadata": {"signature_def": {"signature_def": model.signature_defs}},
+            "metadata": {"signature_def": {"signature_def": defs}},
         }
 
     async def predict(self, request: Request) -> Response:
@@ -171,7 +171,7 @@ class ModelService:
             outputs = await asyncio.wrap_future(future)
         except Exception as error:  # the model failed on this batch
             return error_response(f"the model failed: {error}", 500)
-        keys = self.model.signatures[parsed.signature].output_keys
+        keys = predictor.signatures[parsed.signature].output_keys
         return json_response(format_predict(outputs, keys, parsed.columnar))
 
     async def http_error(self, request: Request, error: Exception) -> Response:

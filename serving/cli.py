@@ -38,6 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Concurrent requests of both APIs are decoded together (dynamic batching).\n"
             "A request's string is a paragraph: its sentences, and the pieces of one over\n"
             "the model's limit, are translated apart and rejoined (--no-split: as it is).\n"
+            'The signature "html" (the server\'s own) takes HTML pages: their text is\n'
+            "translated, their markup put back by the word alignments.\n"
             "SIGTERM or Ctrl-C"
             " stops the server after it has answered the requests in flight."
         ),
@@ -229,15 +231,17 @@ def run(args: argparse.Namespace) -> int:
         if config.enabled
         else "batching off"
     )
+    limits = RequestLimits(max_sentences=max_request_sentences, max_bytes=args.max_request_bytes)
+    batcher = Batcher(model.run, config)
+    splitting = Splitting.of_export(model.path, model.metadata, args.split, args.source_lang)
+    predictor = Predictor(model, batcher, limits, tag, splitting)
     print(
         f"loaded {model.path} (version {model.version}; signatures "
-        f"{', '.join(sorted(model.signatures))}) in {time.monotonic() - start:.1f} s; {batching}; "
-        f"at most {max_request_sentences} sentences per request"
+        f"{', '.join(sorted(predictor.signatures))}) in {time.monotonic() - start:.1f} s; "
+        f"{batching}; at most {max_request_sentences} sentences per request"
         + (f"; untagged requests tagged {tag}" if tag else ""),
         flush=True,
     )
-    limits = RequestLimits(max_sentences=max_request_sentences, max_bytes=args.max_request_bytes)
-    batcher = Batcher(model.run, config)
     # The warm-up requests take a real request's way to the model, through the batcher
     # (which the application then finds running); they count in its statistics.
     batcher.start()
@@ -247,8 +251,6 @@ def run(args: argparse.Namespace) -> int:
     except BaseException:
         batcher.stop()
         raise
-    splitting = Splitting.of_export(model.path, model.metadata, args.split, args.source_lang)
-    predictor = Predictor(model, batcher, limits, tag, splitting)
     grpc_server = None
     if not args.no_grpc:
         from serving.grpc_api import start_grpc_server

@@ -4,7 +4,8 @@ The services and messages are `tensorflow-serving-api`'s own (the stubs producti
 clients use), so a client written for TF Serving talks to `translator serve --grpc-port`
 unchanged:
 
-    PredictionService.Predict            every string-vector signature of the export
+    PredictionService.Predict            every string-vector signature of the export, and
+                                         the server's `html` (serving.markup)
     PredictionService.GetModelMetadata   the SignatureDefs (metadata_field "signature_def")
     ModelService.GetModelStatus          the served version, AVAILABLE while serving
 
@@ -106,12 +107,12 @@ class GrpcService(
     def _predict(self, request, seconds: float | None) -> predict_pb2.PredictResponse:
         self._model_spec(request.model_spec)
         signature = request.model_spec.signature_name or SERVING_SIGNATURE
-        info = self.model.signatures.get(signature)
+        info = self.predictor.signatures.get(signature)
         if info is None:
             raise _RefusedError(
                 grpc.StatusCode.FAILED_PRECONDITION,
                 f'Serving signature key "{signature}" not found. The model has '
-                f"{', '.join(sorted(self.model.signatures))}",
+                f"{', '.join(sorted(self.predictor.signatures))}",
             )
         rows = parse_inputs(request.inputs, info.input_keys)
         keys = _output_keys(request.output_filter, info.output_keys)
@@ -152,7 +153,7 @@ class GrpcService(
         except _RefusedError as refused:
             context.abort(refused.code, refused.message)
         signatures = get_model_metadata_pb2.SignatureDefMap()
-        for name, signature_def in self.model.signature_def_protos.items():
+        for name, signature_def in self.predictor.signature_def_protos.items():
             signatures.signature_def[name].CopyFrom(signature_def)
         packed = any_pb2.Any()
         packed.Pack(signatures)

@@ -105,7 +105,7 @@ class ServedModel:
             )
         # Every SignatureDef of the SavedModel (`GetModelMetadata`), and as JSON (REST).
         self.signature_def_protos = _signature_def_protos(self.path)
-        self.signature_defs = _as_json(self.signature_def_protos)
+        self.signature_defs = as_json(self.signature_def_protos)
         # What `translator export` recorded (assets.extra/translator.json; {} if none).
         self.metadata: dict[str, Any] = read_metadata(self.path)
         # The tags the tagged signatures take ("" for the export's own); () if unknown.
@@ -249,7 +249,7 @@ def _signature_def_protos(path: Path) -> dict[str, Any]:
     return dict(saved_model.meta_graphs[0].signature_def)
 
 
-def _as_json(signature_defs: Mapping[str, Any]) -> dict[str, Any]:
+def as_json(signature_defs: Mapping[str, Any]) -> dict[str, Any]:
     """SignatureDefs as JSON (proto field names, defaults printed, as TF Serving's REST)."""
     from google.protobuf import json_format
 

@@ -12,10 +12,11 @@ import concurrent.futures
 from collections.abc import Sequence
 
 from serving.batching import Batcher, BatcherStoppedError, QueueFullError
-from serving.model import ServedModel
+from serving.markup import HTML_INFO, HTML_SIGNATURE, html_signature_def, submit_pages
+from serving.model import ServedModel, SignatureInfo, as_json
 from serving.protocol import RequestError, RequestLimits, Row, check_sentence_count, check_text
 from serving.splitting import ALIGNMENTS_KEY, OUTPUT_KEYS, Splitting
-from translator.signatures import TAGS_KEY
+from translator.signatures import ALIGNED_SIGNATURE, TAGS_KEY
 
 
 class Predictor:
@@ -44,8 +45,17 @@ class Predictor:
         self.limits = limits
         self.tag = tag.encode("utf-8")
         self.splitting = splitting
+        # What the server serves: the export's signatures, and `html` where the export
+        # has `aligned` to compute it from (`serving.markup`).
+        self.signatures: dict[str, SignatureInfo] = dict(model.signatures)
+        # Their SignatureDefs, as messages (gRPC's metadata) and as JSON (REST's).
+        self.signature_def_protos = dict(model.signature_def_protos)
+        if ALIGNED_SIGNATURE in model.signatures:
+            self.signatures[HTML_SIGNATURE] = HTML_INFO
+            self.signature_def_protos[HTML_SIGNATURE] = html_signature_def()
+        self.signature_defs = as_json(self.signature_def_protos)
         # The input keys of each servable signature, by signature name.
-        self.input_keys = {name: info.input_keys for name, info in model.signatures.items()}
+        self.input_keys = {name: info.input_keys for name, info in self.signatures.items()}
 
     def find(self, name: str, version: str | None = None, label: str | None = None) -> None:
         """Checks that a request's model spec names this model, as TF Serving checks it.
@@ -76,7 +86,12 @@ class Predictor:
         """
         check_sentence_count(len(inputs), self.limits)
         check_text(inputs)
-        signature, rows = self.tagged(signature, list(inputs))
+        if signature == HTML_SIGNATURE:  # the pages' blocks, as one `aligned` request
+            return submit_pages(inputs, lambda texts: self._queue(ALIGNED_SIGNATURE, texts))
+        return self._queue(*self.tagged(signature, list(inputs)))
+
+    def _queue(self, signature: str, rows: list[Row]) -> concurrent.futures.Future:
+        """Queues checked rows of an export's signature, split into segments if asked."""
         planned = None
         outputs = set(self.model.signatures[signature].output_keys)
         if self.splitting is not None and outputs - {ALIGNMENTS_KEY} == set(OUTPUT_KEYS):

@@ -22,6 +22,7 @@ from tensorflow_serving.apis import (
 
 from serving.grpc_client import string_tensor
 from tests.support.serving import MAX_REQUEST_SENTENCES, PREFIXES, SENTENCES, TAGS
+from translator.markup import parse_html
 
 PREDICT = "/v1/models/translator:predict"
 # As tests/serving/test_server.py: scores of a sentence batched with others' sentences
@@ -88,6 +89,23 @@ def test_every_signature_answers_as_rest_and_as_the_saved_model(server, stub, re
         if want is not None:  # (the reference's outputs, and what it was given)
             assert got == {key: want[key] for key in got}, signature
             assert set(got) == {"translations", "scores"} | ({"alignments"} & set(want))
+    # The server's own `html`: the same over both APIs.
+    pages = ["<p>" + SENTENCES[0] + " <b>" + SENTENCES[1] + "</b></p>", "<p><i>x</p>"]
+    response = stub.Predict(predict_request("html", inputs=pages), timeout=120)
+    body = {"signature_name": "html", "inputs": pages}
+    assert server.post(PREDICT, body) == (200, {"outputs": as_lists(response)})
+    assert as_lists(response)["repairs"][1].startswith("closed <i>")
+    # ... each page rendered from its blocks' `aligned` answer (this server splits nothing).
+    parsed = [parse_html(page) for page in pages]
+    texts = [block.text for page in parsed for block in page.blocks]
+    _, aligned = server.post(PREDICT, {"signature_name": "aligned", "inputs": texts})
+    outputs = aligned["outputs"]
+    found = iter(zip(outputs["translations"], outputs["alignments"], strict=True))
+    rendered = []
+    for page in parsed:
+        pairs = [next(found) for _ in page.blocks]
+        rendered.append(page.render([t for t, _ in pairs], [a for _, a in pairs]))
+    assert as_lists(response)["translations"] == rendered
     # The version by number, as TF Serving takes it.
     got = as_lists(stub.Predict(versioned(predict_request(inputs=SENTENCES), 1), timeout=120))
     assert got == {
@@ -116,6 +134,9 @@ def test_metadata_and_status_as_tf_serving_gives_them(server, stub, channel):
     assert n_best.method_name == "tensorflow/serving/predict"
     assert n_best.inputs["inputs"].dtype == types_pb2.DT_STRING
     assert [d.size for d in n_best.outputs["scores"].tensor_shape.dim] == [-1, 3]
+    html = signatures.signature_def["html"]  # the server's own, from `aligned`
+    assert set(html.inputs) == {"inputs"} and set(html.outputs) == {"repairs", "translations"}
+    assert rest["signature_def"]["html"]["outputs"]["translations"]["dtype"] == "DT_STRING"
 
     models = model_service_pb2_grpc.ModelServiceStub(channel)
     request = get_model_status_pb2.GetModelStatusRequest()

@@ -171,3 +171,40 @@ def test_the_page_offers_the_models_tags(browser, server):
     )
     assert status == 200
     assert [s["n_best"] for s in shown] == [a["translations"] for a in body["predictions"]]
+
+
+def test_the_page_translates_html_as_the_html_signature_does(browser, server, tmp_path):
+    """HTML mode: the text is one page, sent to `html`; shown as source and as a preview
+    in a sandboxed frame (no script of the page runs)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    page = f"<h2>{SENTENCES[0]}</h2>\n<p><i>{SENTENCES[1]} <b>{SENTENCES[2]}</b></p>"
+    browser = browser.open(f"{server.url}/")
+    browser.find_element(By.ID, "html").click()
+    assert browser.find_element(By.ID, "source-label").text == "An HTML page or fragment:"
+    assert not browser.find_element(By.ID, "tag-label").is_displayed()
+    source = browser.find_element(By.ID, "source")
+    source.clear()
+    source.send_keys(page)
+    browser.find_element(By.ID, "translate").click()
+    status = browser.find_element(By.ID, "status")
+    WebDriverWait(browser, 60).until(lambda _: " ms" in status.text)
+    assert browser.find_element(By.ID, "error").text == ""
+    assert status.text.startswith("1 page in ")
+    status_code, body = server.post(
+        "/v1/models/translator:predict", {"signature_name": "html", "instances": [page]}
+    )
+    assert status_code == 200
+    (want,) = body["predictions"]
+    shown = browser.find_element(By.CSS_SELECTOR, "#results pre.page-source")
+    assert shown.get_attribute("textContent") == want["translations"]
+    assert want["repairs"] and want["repairs"] in browser.find_element(By.ID, "repairs").text
+    frame = browser.find_element(By.CSS_SELECTOR, "#results iframe.preview")
+    assert frame.get_attribute("sandbox") == ""
+    assert frame.get_attribute("srcdoc") == want["translations"]
+    screenshot = tmp_path / "page-html.png"
+    assert browser.save_screenshot(str(screenshot))
+    assert_png(screenshot)
+    if SCREENSHOT_DIR:
+        shutil.copy(screenshot, os.path.join(SCREENSHOT_DIR, "serve-page-html.png"))

@@ -19,11 +19,19 @@ from serving.protocol import RequestLimits
 from serving.service import Predictor
 from serving.splitting import Splitting
 from tests.support.corpora import synthetic_sentences
-from tests.support.serving import MAX_SOURCE_LENGTH
+from tests.support.serving import MAX_SOURCE_LENGTH, SEARCH
+from translator.cli import main as cli_main
 
 # Sentences the splitter ends at their full stops; the paragraph keeps two spaces once.
 SENTENCES = [s.rstrip(".,!") + "." for s in synthetic_sentences(3, seed=61, max_words=6)]
 PARAGRAPH = f"{SENTENCES[0]} {SENTENCES[1]}  {SENTENCES[2]}"
+# A page: a paragraph with bold, code and an entity, a link in a list, an image alone in
+# its block (no text: the model is not asked), and a page left unclosed.
+PAGE = (
+    f"<p>{SENTENCES[0]} <b>{SENTENCES[1]}</b> <code>x &lt; 1</code> {SENTENCES[2]}</p>\n"
+    f'<ul><li><a href="/a?b=1&amp;c=2">{SENTENCES[1]}</a></li><li><img src="x.png"></li></ul>\n'
+)
+BROKEN = f"<p><i>{SENTENCES[0]}</p>"
 
 
 @pytest.fixture(scope="module")
@@ -118,3 +126,32 @@ def test_without_splitting_a_string_runs_as_it_is(served):
     predictor = Predictor(model, served[1].batcher, RequestLimits())
     got = predictor.submit("serving_default", [PARAGRAPH.encode()]).result(timeout=120)
     assert got["translations"][0] == run(model, "serving_default", [PARAGRAPH])["translations"][0]
+
+
+def test_html_pages_come_back_as_translate_format_html_writes_them(
+    served, exported, tmp_path, capsys
+):
+    """The server's `html` signature == `translate --format html` with the export's search,
+    page by page: the same text, markup and repairs."""
+    _, predictor = served
+    got = predictor.submit("html", [PAGE.encode(), BROKEN.encode()]).result(timeout=120)
+    search = ["--beam-size", str(SEARCH.beam_size), "--length-penalty", str(SEARCH.length_penalty),
+              "--max-source-length", str(MAX_SOURCE_LENGTH), "--quiet"]  # fmt: skip
+    for index, page in enumerate((PAGE, BROKEN)):
+        (tmp_path / "page.html").write_text(page, "utf-8")
+        capsys.readouterr()
+        args = ["translate", "--model", str(exported.model_dir), "-i", str(tmp_path / "page.html")]
+        assert cli_main([*args, "--format", "html", *search]) == 0
+        out, err = capsys.readouterr()
+        assert got["translations"][index].decode() == out
+        repairs = got["repairs"][index].decode()
+        assert (f"repaired the page as a browser reads it: {repairs}\n" in err) == bool(repairs)
+    assert got["repairs"][0] == b"" and b"closed <i>" in got["repairs"][1]
+    page = got["translations"][0].decode()
+    for kept in (
+        "<code>x &lt; 1</code>",
+        '<a href="/a?b=1&amp;c=2">',
+        '<li><img src="x.png"></li>',
+    ):
+        assert kept in page
+    assert page != PAGE  # translated
