@@ -89,9 +89,9 @@ def _decode(backend: str, model, batches: list[np.ndarray]) -> dict:
     from translator.search import SearchConfig
 
     if backend == "tensorflow":
-        from translator.search.tf_decoder import Decoder
+        from translator.backends.tf_decoder import Decoder
     else:
-        from translator.search.jax_decoder import JaxDecoder as Decoder
+        from translator.backends.jax_decoder import JaxDecoder as Decoder
     decoder = Decoder(model, SearchConfig(beam_size=4))
 
     def translate() -> list[list[int]]:

@@ -17,6 +17,7 @@ import yaml
 from bench import harness
 from training.record import RunRecord
 from translator.artifacts import METADATA_FILE
+from translator.constants import DEFAULT_LABEL_SMOOTHING
 from translator.io import iter_lines
 from translator.pipelines import PipelineConfig
 
@@ -55,7 +56,7 @@ PEER_PARAMS = {
     "learning_rate": 2.0,
     "decay_type": "NoamDecay",
     "decay_params": {"model_dim": 256, "warmup_steps": 600},
-    "label_smoothing": 0.1,
+    "label_smoothing": DEFAULT_LABEL_SMOOTHING,
 }
 PEER_TRAIN = {
     "batch_size": BATCH_TOKENS,

@@ -10,7 +10,9 @@ from pathlib import Path
 
 from bench import harness
 from training.plan import Plan
+from training.planning import PLAN_FILE
 from training.record import RunRecord
+from translator.constants import DEFAULT_LABEL_SMOOTHING
 
 render = harness.Template("quality")
 # Test BLEU (cased sacreBLEU, beam 4) each budget's recipe must reach.
@@ -20,7 +22,9 @@ DE_EN_MINUTES = (5.0, 15.0)
 # The minutes table the planner replaced (training/budgets.py until issue 24), as the
 # recipe's `--set` overrides: trained beside the plan in the same run as its baseline.
 _SHAPE = dict(num_encoder_layers=4, num_decoder_layers=4, d_model=128, ffn_dim=256, num_heads=4)
-_OPTIMIZER = dict(peak_learning_rate=0.005, warmup_fraction=0.05, label_smoothing=0.1)
+_OPTIMIZER = dict(
+    peak_learning_rate=0.005, warmup_fraction=0.05, label_smoothing=DEFAULT_LABEL_SMOOTHING
+)
 _NARROW = ("model.preset=small", *(f"model.overrides.{k}={v}" for k, v in _SHAPE.items()))
 _NARROW += (*(f"optimizer.{k}={v}" for k, v in _OPTIMIZER.items()), "--vocab-size=8000")
 _NARROW += ("data.pipeline.subword_nbest=0",)  # the table had no subword sampling
@@ -114,7 +118,7 @@ def run_budget(args, base: Path, data: Path, variant: Variant) -> BudgetRun:
     scores = " ".join(f"{name} {score['score']:.2f}" for name, score in report["scores"].items())
     bleu = report["scores"]["bleu"]["score"]
     print(f"BLEU {bleu:.2f} ({scores}) on {report['sentences']} sentences", flush=True)
-    plan_path = workdir / "run" / "plan.json"
+    plan_path = workdir / "run" / PLAN_FILE
     plan = json.loads(plan_path.read_text("utf-8")) if plan_path.is_file() else None
     command = ["python", "-m", "translator", *command]
     return BudgetRun(variant.minutes, command, report, greedy, history, wall_minutes, plan, variant)

@@ -24,6 +24,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from translator.constants import NBEST_SEPARATOR
 from translator.signatures import signature_of
 
 # The servers' batching parameters, whose max_batch_size is the largest request they take.
@@ -148,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         for prediction in predictions:
             if args.n_best:
                 pairs = zip(prediction["scores"], prediction["translations"], strict=True)
-                print(" ||| ".join(f"{score:.3f} {text}" for score, text in pairs))
+                print(NBEST_SEPARATOR.join(f"{score:.3f} {text}" for score, text in pairs))
             else:
                 print(f"{prediction['scores']:.3f}\t{prediction['translations']}")
     except (RuntimeError, OSError) as error:

@@ -136,7 +136,7 @@ class ServedModel:
         """
         import tensorflow as tf
 
-        from translator.search.graph_options import lean_graph_options
+        from translator.backends.graph_options import lean_graph_options
 
         keys = self.signatures[signature].input_keys
         columns = [inputs] if len(keys) == 1 else list(zip(*inputs, strict=True))

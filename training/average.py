@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from training.checkpoints import average_checkpoints, kept_checkpoints
-from training.config import load_config
+from training.config import RUN_CONFIG_FILE, load_config
 from translator.artifacts import save_model_dir
 from translator.errors import ConfigError
 from translator.model import Transformer
@@ -27,13 +27,13 @@ def average_run(
     run_dir = Path(run_dir)
     if last < 1:
         raise ConfigError(f"--last must be >= 1, got {last}")
-    for needed in ("config.yaml", "vocab"):
+    for needed in (RUN_CONFIG_FILE, "vocab"):
         if not (run_dir / needed).exists():
             raise FileNotFoundError(f"{run_dir}: no {needed}; is this a training run directory?")
     paths = kept_checkpoints(run_dir / "checkpoints")[-last:]
     if not paths:
         raise FileNotFoundError(f"{run_dir / 'checkpoints'}: no checkpoints")
-    config = load_config(run_dir / "config.yaml")
+    config = load_config(run_dir / RUN_CONFIG_FILE)
     vocabulary = load_vocabulary(run_dir / "vocab")
     model = Transformer(
         config.model.transformer_config(vocabulary.source_vocab_size, vocabulary.target_vocab_size)

@@ -8,7 +8,13 @@ import logging
 from pathlib import Path
 
 from training.backend import check_tensorflow, choose_backend
-from training.config import DEFAULT_CONFIG, RunConfig, explicit_keys, load_config
+from training.config import (
+    DEFAULT_CONFIG,
+    RUN_CONFIG_FILE,
+    RunConfig,
+    explicit_keys,
+    load_config,
+)
 from translator.errors import ConfigError
 
 
@@ -171,7 +177,7 @@ def run_config_path(given: Path | None, run_dir: Path) -> Path:
     Resuming `translator train --run-dir R` without --config continues R as it was
     configured (R/config.yaml, the resolved config it wrote), plus any --set.
     """
-    own = run_dir / "config.yaml"
+    own = run_dir / RUN_CONFIG_FILE
     path = given or (own if own.is_file() else DEFAULT_CONFIG)
     why = "--config" if given else ("the run's own" if path == own else "the default")
     logging.getLogger("training.run").info("config: %s (%s)", path, why)

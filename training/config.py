@@ -18,12 +18,15 @@ from typing import Any, Literal
 import yaml
 
 from translator.config import DROPOUT_FIELDS, TransformerConfig, dropout_problem
+from translator.constants import DEFAULT_LABEL_SMOOTHING
 from translator.errors import ConfigError, FieldError, check_ranges
 from translator.pipelines.config import PipelineConfig
 
 # A number in exponent notation, which YAML 1.1 (PyYAML) reads as a string without a dot.
 # The run config `translator train` starts from: Multi30k EN->DE, everything else planned.
 DEFAULT_CONFIG = Path(__file__).parent / "configs" / "multi30k_en_de.yaml"
+# The resolved config a run writes into its directory (and a resume reads back).
+RUN_CONFIG_FILE = "config.yaml"
 FLOAT_TEXT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 Strategy = Literal["auto", "one_device", "mirrored", "multi_worker", "tpu"]
 Precision = Literal["auto", "float32", "mixed_bfloat16", "mixed_float16"]
@@ -149,7 +152,7 @@ class OptimizerSection:
     # Micro-batches whose gradients are averaged into one update (1 = none).
     accumulation_steps: int = 1
     # Label smoothing of the cross-entropy (the paper: 0.1).
-    label_smoothing: float = 0.1
+    label_smoothing: float = DEFAULT_LABEL_SMOOTHING
 
     def __post_init__(self) -> None:
         if not self.peak_learning_rate > 0:

@@ -14,9 +14,9 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from training.config import ModelSection, RunConfig
+from training.config import MODEL_OVERRIDES, ModelSection, RunConfig
 from translator.artifacts import MODEL_FILE, VOCAB_DIR, read_model_config, resolve_model_dir
-from translator.config import TransformerConfig
+from translator.config import ARCHITECTURE_FIELDS, DROPOUT_FIELDS, TransformerConfig
 from translator.errors import ConfigError
 from translator.marian.files import is_marian_model
 
@@ -24,18 +24,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from translator.model import Transformer
     from translator.pipelines.vocabulary import Vocabulary
 
-# Fields a fine-tuning run may set apart from the model's (not architecture).
-DROPOUT_FIELDS = ("dropout", "attention_dropout", "activation_dropout")
-# Fields the vocabulary sets, not the config.
-VOCABULARY_FIELDS = ("source_vocab_size", "target_vocab_size")
-# The architecture: every other field of `TransformerConfig`.
-ARCHITECTURE_FIELDS = tuple(
-    field.name
-    for field in dataclasses.fields(TransformerConfig)
-    if field.name not in DROPOUT_FIELDS + VOCABULARY_FIELDS
-)
-# The `--set` keys that fix the architecture (the planner then keeps it).
-ARCHITECTURE_KEYS = frozenset(f"model.overrides.{field}" for field in ARCHITECTURE_FIELDS)
+# The `--set` keys that fix the architecture (the planner then keeps it); a fine-tuning
+# run may set the dropout rates apart from its model's.
+ARCHITECTURE_KEYS = frozenset(str(MODEL_OVERRIDES.child(field)) for field in ARCHITECTURE_FIELDS)
 
 
 @dataclasses.dataclass(frozen=True)

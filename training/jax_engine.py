@@ -142,7 +142,7 @@ def select_precision(name: str, strategy: JaxStrategy) -> str:
     """`train.precision` on JAX: auto is mixed_bfloat16 on accelerators, float32 on CPUs.
 
     Not mixed_float16: bfloat16 needs no loss scaling, and the GPUs and TPUs JAX runs on
-    compute it natively (bench/RESULTS.md, the accelerator section).
+    compute it natively (decision D17).
     """
     if name == "auto":
         name = "float32" if strategy.devices[0].platform == "cpu" else "mixed_bfloat16"

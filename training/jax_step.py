@@ -19,6 +19,7 @@ import keras
 from keras import ops
 
 from training.schedule import BudgetedSchedule
+from translator.constants import DEFAULT_LABEL_SMOOTHING
 from translator.losses import masked_cross_entropy
 from translator.model import Transformer
 
@@ -65,7 +66,7 @@ class JaxTrainer:
         model: Transformer,
         optimizer: keras.optimizers.Optimizer,
         schedule: BudgetedSchedule | None = None,
-        label_smoothing: float = 0.1,
+        label_smoothing: float = DEFAULT_LABEL_SMOOTHING,
         clip_norm: float = 0.0,
     ):
         if not model.built:

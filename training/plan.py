@@ -18,10 +18,9 @@ depends on them, by a few small rules, each a documented function below:
   two, bounded by the memory the machine has.
 - **Dropout** (`choose_dropout`): a function of the epochs the budget buys. Near one
   epoch there is nothing to overfit; after tens of epochs, regularize hard.
-- **Subword sampling** (`choose_subword_sampling`): also a regularizer of many epochs, so
-  also chosen by epochs; beside the epochs' dropout the trials found no size or budget
-  where it gained 0.5 BLEU (in the one cell where a single run had, not over two seeds),
-  so the rule keeps it off (`SAMPLING_FROM_EPOCHS` is None).
+- **Subword sampling** (`_sampling_choices`): off. It is a regularizer of many epochs,
+  as dropout is, and beside the epochs' dropout it gained nothing at any corpus size or
+  budget tried; a user who sets it gets `SAMPLING_ALPHA` unless they set that too.
 - **Peak learning rate** (`choose_learning_rate`): lower for wider models
   (`(REFERENCE_WIDTH / d_model) ** 0.75`), as the paper's `d_model ** -0.5` schedule.
 - **Warmup** (`choose_warmup_fraction`): a number of updates that grows with width, as a
@@ -31,11 +30,9 @@ depends on them, by a few small rules, each a documented function below:
 - **Vocabulary size** (`choose_vocab_size`): grows with the corpus' characters (small
   corpora want small vocabularies; Sennrich and Zhang 2019).
 
-The constants were fit on validation BLEU, never a test set: the trial grid of
-`bench/planner.py` (Multi30k subsets of several sizes, both directions; the figures and
-which cells were held out are in bench/RESULTS.md) and the earlier trials of the minutes
-table this planner replaced (Multi30k EN->DE, 5 to 60 minutes). Nothing is looked up by
-minutes: a 10x faster machine buys 10x the tokens and gets the plan of those tokens.
+The constants were fit on validation BLEU, never a test set (decision D18). Nothing is
+looked up by minutes: a 10x faster machine buys 10x the tokens and gets the plan of those
+tokens.
 
 This module is pure Python (no TensorFlow): `training.planning` measures the machine and
 counts the corpus, then calls `make_plan`.
@@ -63,6 +60,7 @@ from training.config import (
     Change,
     ConfigKey,
 )
+from translator.constants import DEFAULT_LABEL_SMOOTHING
 from translator.pipelines.config import PipelineConfig
 
 # A planned value: a number, or the chosen shape's name (the key `model`).
@@ -79,19 +77,15 @@ REFERENCE_CORPUS_CHARACTERS = 3_820_000
 REFERENCE_VOCAB_SIZE = 8000
 VOCAB_EXPONENT = 0.4
 # Non-embedding parameters the data limit allows on the reference corpus: between the
-# narrow shape, which won on it at every budget tried, and the next one up.
+# narrow shape and the next one up (D18).
 DATA_PARAMETERS = 3.5e6
 # How the data limit grows with the corpus (below 1: data scaling exponents of NMT).
 DATA_EXPONENT = 0.75
-# Target tokens a budget must buy per non-embedding parameter for a shape to be chosen:
-# set where the minutes table's 5-minute trials put the narrow model ahead of a three
-# times larger one.
+# Target tokens a budget must buy per non-embedding parameter for a shape to be chosen
+# (decision D18).
 TOKENS_PER_PARAMETER = 1.0
 # Batch tokens at the reference purchase, that purchase (about what 5 minutes of a 2-core
-# CPU buy), and how the batch grows with the tokens bought (as the cube root): fit on the
-# minutes table's 5- to 60-minute trials and the 2-minute cells of bench/planner.py. Held
-# out, the time-fair 5-minute cells agree but for 10k EN->DE pairs, where half the batch
-# scored higher (bench/RESULTS.md).
+# CPU buy), and how the batch grows with the tokens bought (as the cube root; D18).
 REFERENCE_BATCH_TOKENS = 2048
 REFERENCE_TOKENS_BOUGHT = 2.8e6
 BATCH_EXPONENT = 1 / 3
@@ -101,7 +95,7 @@ MEMORY_SHARE = 0.5
 # Real target tokens per update over `batch_tokens` (padding and the source side take
 # the rest), when no measurement says otherwise (about Multi30k's).
 TARGET_FILL = 0.8
-# The narrow model's peak learning rate, which won the trials at width 128.
+# The narrow model's peak learning rate, at width 128 (D18).
 REFERENCE_LEARNING_RATE = 0.005
 # Warmup updates at the reference width (they grow with the width).
 REFERENCE_WARMUP_UPDATES = 80
@@ -121,11 +115,8 @@ FINE_TUNING_MIN_DROPOUT = 0.1
 FINE_TUNING_VALIDATIONS = 4
 # Characters per piece of an 8,000-piece vocabulary (for a piece count before one exists).
 CHARACTERS_PER_PIECE = 4.0
-# Subword sampling (Kudo 2018; `choose_subword_sampling`) from this many epochs on; None:
-# never. Its strength when on: a draw among SAMPLING_NBEST segmentations, ~ P ** alpha
-# (the pipeline's default alpha).
-SAMPLING_FROM_EPOCHS: float | None = None
-SAMPLING_NBEST = 8
+# Subword sampling's strength (Kudo 2018) where the user turns it on: segmentations drawn
+# ~ P ** alpha (the pipeline's default alpha).
 SAMPLING_ALPHA = PipelineConfig.subword_alpha
 
 
@@ -503,7 +494,7 @@ def batch_tokens_in_memory(shape: Shape, vocab_size: int, memory_bytes: int) -> 
 def choose_dropout(epochs: float) -> float:
     """Dropout for `epochs` passes over the data, in steps of 0.05.
 
-    0.1 from 2 to 20 epochs (the short-budget trials); rising with log(epochs) to 0.3 at
+    0.1 from 2 to 20 epochs (D18); rising with log(epochs) to 0.3 at
     80 epochs (an hour of Multi30k on a 2-core CPU); falling to 0 as epochs fall below 2
     (data seen about once cannot be memorized).
     """
@@ -514,42 +505,14 @@ def choose_dropout(epochs: float) -> float:
     return round(round(value / 0.05) * 0.05, 2)
 
 
-def choose_subword_sampling(epochs: float) -> int:
-    """`data.pipeline.subword_nbest` for `epochs` passes: 0 (off) or `SAMPLING_NBEST`.
-
-    Subword sampling is a regularizer of many epochs, as dropout is; it is chosen from
-    `SAMPLING_FROM_EPOCHS` on (never while that is None), at `SAMPLING_ALPHA`.
-    """
-    if SAMPLING_FROM_EPOCHS is None or epochs < SAMPLING_FROM_EPOCHS:
-        return 0
-    return SAMPLING_NBEST
-
-
 def speed_decides_something(given: Given) -> bool:
     """Whether a measured speed could change the plan.
 
-    It can when a value that depends on what the budget buys is unset. Sampling's
-    strength is a constant, and while the sampling rule is off it depends on nothing.
+    It can when a value that depends on what the budget buys is unset. Subword sampling
+    depends on nothing: off, or at a constant strength.
     """
     unset = {f.name for f in dataclasses.fields(given) if getattr(given, f.name) is None}
-    unset.discard("subword_alpha")
-    if SAMPLING_FROM_EPOCHS is None:
-        unset.discard("subword_nbest")
-    return bool(unset)
-
-
-def subword_sampling_reason(epochs: float) -> str:
-    """`choose_subword_sampling`'s reason, in the plan's words."""
-    if SAMPLING_FROM_EPOCHS is None:
-        return (
-            f"{epochs:,.1f} epochs: off at every budget; beside the epochs' dropout it lost "
-            "validation BLEU in 10 of 12 trial cells on 3,000 to 29,000 pairs and won the "
-            "other two by under 0.5, over two seeds where one run had not (bench/RESULTS.md)"
-        )
-    return (
-        f"{epochs:,.1f} epochs: {SAMPLING_NBEST} segmentations at alpha {SAMPLING_ALPHA} "
-        f"from {SAMPLING_FROM_EPOCHS:g} epochs on, else off"
-    )
+    return bool(unset - {"subword_nbest", "subword_alpha"})
 
 
 def choose_learning_rate(d_model: int) -> float:
@@ -657,7 +620,7 @@ def _training_choices(
             choose_dropout(epochs),
             f"{epochs:,.1f} epochs: 0.1 from 2 to 20 epochs, up to 0.3 at 80, down to 0 below 2",
         ),
-        *_sampling_choices(given, epochs),
+        *_sampling_choices(given),
         _choice(
             PEAK_LEARNING_RATE,
             given.peak_learning_rate,
@@ -680,13 +643,14 @@ def _training_choices(
     )
 
 
-def _sampling_choices(given: Given, epochs: float) -> tuple[Choice, ...]:
-    """Subword sampling and, when it is on, its strength."""
+def _sampling_choices(given: Given) -> tuple[Choice, ...]:
+    """Subword sampling (off unless set) and, when it is on, its strength."""
     nbest = _choice(
         SUBWORD_NBEST,
         given.subword_nbest,
-        choose_subword_sampling(epochs),
-        subword_sampling_reason(epochs),
+        0,
+        "off at every budget: beside the epochs' dropout it gained nothing at any corpus "
+        "size or budget tried",
     )
     if int(nbest.value) <= 1:
         return (nbest,)
@@ -696,7 +660,7 @@ def _sampling_choices(given: Given, epochs: float) -> tuple[Choice, ...]:
 
 def _label_smoothing_choice(given: Given) -> Choice:
     return _choice(
-        LABEL_SMOOTHING, given.label_smoothing, 0.1, "the paper's value (the trials do not vary it)"
+        LABEL_SMOOTHING, given.label_smoothing, DEFAULT_LABEL_SMOOTHING, "the paper's value"
     )
 
 
@@ -715,7 +679,7 @@ def _fine_tuning_choices(
             f"fine-tuning, {epochs:,.1f} epochs: the epochs rule, at least "
             f"{FINE_TUNING_MIN_DROPOUT} (pretraining's usual rate)",
         ),
-        *_sampling_choices(given, epochs),
+        *_sampling_choices(given),
         _choice(
             PEAK_LEARNING_RATE,
             given.peak_learning_rate,

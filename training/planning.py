@@ -76,6 +76,7 @@ from training.plan import (
     speed_decides_something,
     tokens_bought,
 )
+from translator.config import SHAPE_FIELDS
 from translator.flops import training_flops
 from translator.host_text import tensorflow_installed
 from translator.io import count_characters, machine_cache_dir, write_atomic
@@ -114,10 +115,7 @@ BATCH_ROUNDS = 3
 # as a whole replaces every override, the planned ones too).
 SHAPE_KEYS = frozenset(
     {str(MODEL_PRESET), str(MODEL_OVERRIDES)}
-    | {
-        str(MODEL_OVERRIDES.child(name))
-        for name in ("num_encoder_layers", "num_decoder_layers", "d_model", "num_heads", "ffn_dim")
-    }
+    | {str(MODEL_OVERRIDES.child(name)) for name in SHAPE_FIELDS}
 )
 
 

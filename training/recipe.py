@@ -30,6 +30,7 @@ from training.recipe_settings import EXPORT_VERSION, RecipePaths, RecipeSettings
 from training.reports import RecipeSummary, evaluate_sets, summarize
 from training.run import preview_plan, summary_line, train
 from training.vocab_stage import build_vocab
+from translator.artifacts import MODEL_FILE, RUN_MODEL_DIR
 from translator.host_text import tensorflow_installed
 from translator.search.config import SearchConfig
 
@@ -62,7 +63,7 @@ def plan_recipe(paths: RecipePaths, settings: RecipeSettings) -> Plan:
 def train_model(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus) -> None:
     """Stage 3: planned training within the time budget (resumed if interrupted)."""
     print(f"[3/5] training ({settings.minutes:g} minutes) -> {paths.run}", flush=True)
-    if (paths.run / "model" / "model.keras").is_file():
+    if (paths.run / RUN_MODEL_DIR / MODEL_FILE).is_file():
         print(f"  already trained: {paths.run / 'model'}")
         return
     prepared = prepared_corpus(paths, settings, corpus, keras.backend.backend())

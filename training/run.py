@@ -38,7 +38,14 @@ from training.callbacks import (
     Summaries,
 )
 from training.checkpoints import Checkpoints, average_checkpoints, checkpoint_number
-from training.config import MAX_MINUTES, ConfigError, RunConfig, dump_config, load_config
+from training.config import (
+    MAX_MINUTES,
+    RUN_CONFIG_FILE,
+    ConfigError,
+    RunConfig,
+    dump_config,
+    load_config,
+)
 from training.finetune import (
     ARCHITECTURE_KEYS,
     InitModel,
@@ -211,7 +218,7 @@ def _prepare_run_dir(run_dir: Path, config: RunConfig, vocabulary: Vocabulary) -
                 f"data.vocabulary: {config.data.vocabulary} differs from the vocabulary of "
                 f"the run being resumed ({vocab_copy}); use a new run directory"
             )
-        previous_config = load_config(run_dir / "config.yaml")
+        previous_config = load_config(run_dir / RUN_CONFIG_FILE)
         began_on = previous_config.train.backend
         if began_on not in ("auto", config.train.backend):  # its checkpoints are that backend's
             raise ConfigError(
@@ -221,13 +228,13 @@ def _prepare_run_dir(run_dir: Path, config: RunConfig, vocabulary: Vocabulary) -
             )
         if previous_config.model != config.model:
             raise ConfigError(
-                f"model: differs from the run being resumed ({run_dir / 'config.yaml'}): "
+                f"model: differs from the run being resumed ({run_dir / RUN_CONFIG_FILE}): "
                 f"{previous_config.model} vs {config.model}; use a new run directory"
             )
     else:
         run_dir.mkdir(parents=True, exist_ok=True)
         shutil.copytree(config.data.vocabulary, vocab_copy)
-    dump_config(config, run_dir / "config.yaml")
+    dump_config(config, run_dir / RUN_CONFIG_FILE)
 
 
 def train(
@@ -362,7 +369,7 @@ def resolve_plan(
     """The run's saved plan, or a new one (measured, chosen, saved and logged)."""
     plan = load_plan(run_dir)
     if plan is not None:
-        log.info("plan: resuming with the plan in %s", run_dir / "plan.json")
+        log.info("plan: resuming with the plan in %s", run_dir / PLAN_FILE)
         if str(MAX_MINUTES) in request.set_keys:
             plan = _new_time_budget(plan, config.train.max_minutes, run_dir, strategy)
     else:
@@ -371,7 +378,7 @@ def resolve_plan(
         )
         if strategy.is_chief():
             save_plan(plan, run_dir)
-        log.info("plan: saved in %s", run_dir / "plan.json")
+        log.info("plan: saved in %s", run_dir / PLAN_FILE)
     for line in plan.describe():
         log.info("plan: %s", line)
     return plan

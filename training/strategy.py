@@ -87,7 +87,7 @@ def tf_strategy(name: str) -> tf.distribute.Strategy:
     if name == "one_device":
         # Not OneDeviceStrategy: under it, `fit` with a distributed dataset measured a much
         # slower step than the same training without a wrapper, side by side, for nothing
-        # one device needs (figures: bench/RESULTS.md, design measurements).
+        # one device needs (decision D15).
         return tf.distribute.get_strategy()
     if name == "mirrored":
         gpus = tf.config.list_logical_devices("GPU")
@@ -175,8 +175,7 @@ def select_precision(name: str, strategy: tf.distribute.Strategy) -> str:
     auto: mixed_float16 on GPUs (with loss scaling, added by `compile`), mixed_bfloat16 on
     TPUs, and on CPUs only where they compute bfloat16 natively (AVX512-BF16 or AMX):
     elsewhere bfloat16 runs through slow conversion paths (measured much slower than
-    float32 in training on an AVX2 CPU; figures: bench/RESULTS.md, design measurements),
-    so float32.
+    float32 in training on an AVX2 CPU; decision D16), so float32.
     """
     if name == "auto":
         device = _first_device(strategy)

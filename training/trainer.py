@@ -17,6 +17,7 @@ from keras import ops
 from training.config import RunConfig
 from training.optimizer import make_optimizer, make_schedule
 from translator.config import TransformerConfig
+from translator.constants import DEFAULT_LABEL_SMOOTHING
 from translator.losses import masked_cross_entropy
 from translator.model import Transformer
 
@@ -104,7 +105,7 @@ class TranslationTrainer(keras.Model):
     def __init__(
         self,
         transformer: Transformer,
-        label_smoothing: float = 0.1,
+        label_smoothing: float = DEFAULT_LABEL_SMOOTHING,
         clip_norm: float = 0.0,
         **kwargs,
     ):

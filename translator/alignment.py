@@ -3,8 +3,7 @@
 Read from one decoder layer's cross-attention, heads averaged (fairseq's and OpenNMT's
 method), over a teacher-forced pass on the chosen translation: each target piece links
 to the source piece it attends to most, and words link where their pieces do. The layer
-and the step read were chosen by alignment error rate (bench/RESULTS.md, "Word
-alignments").
+and the step read were chosen by alignment error rate (decision D12).
 
 A word is what the user sees: a whitespace-separated token of the detokenized text, and
 in Chinese and Japanese a character (`translator.languages.word_count`). Pieces map to
@@ -35,8 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # The decoder layer read: the one three quarters of the way up (3 of 4, 2 of 2, 5 of 6),
 # and the step: the one that predicts a target piece (fairseq's), not the one it is the
-# input of ("shifted", Chen et al. 2020). Both chosen by alignment error rate
-# (bench/RESULTS.md, "Word alignments").
+# input of ("shifted", Chen et al. 2020). Both chosen by alignment error rate (D12).
 ALIGNMENT_DEPTH = 0.75
 SHIFTED = False
 

@@ -222,3 +222,16 @@ PRESETS: dict[str, dict[str, Any]] = {
         max_length=256,
     ),
 }
+
+# The fields of a `TransformerConfig` by what sets them: the vocabulary its sizes, the
+# dropout rates a run (or a fine-tuning run) chooses, and the architecture, every other
+# field, which a trained model fixes. The shape is the architecture's size, what the
+# planner chooses among its candidates.
+VOCABULARY_FIELDS = ("source_vocab_size", "target_vocab_size")
+ARCHITECTURE_FIELDS = tuple(
+    field.name
+    for field in dataclasses.fields(TransformerConfig)
+    if field.name not in DROPOUT_FIELDS + VOCABULARY_FIELDS
+)
+SHAPE_FIELDS = ("num_encoder_layers", "num_decoder_layers", "d_model", "num_heads", "ffn_dim")
+assert set(SHAPE_FIELDS) <= set(ARCHITECTURE_FIELDS)

@@ -24,8 +24,14 @@ SPECIAL_IDS = (PAD_ID, UNK_ID, BOS_ID, EOS_ID)
 # Tokens per batch, padding included, for training and decoding alike.
 DEFAULT_BATCH_TOKENS = 4096
 
+# The field separator of n-best lists (Moses' convention): "INDEX ||| TEXT ||| SCORE".
+NBEST_SEPARATOR = " ||| "
+
+# The share of the target's probability mass spread over the vocabulary (the paper's).
+DEFAULT_LABEL_SMOOTHING = 0.1
+
 # Batches a `Translator` decodes at once with our search (`--parallel-batches`): a second
-# batch fills the cores a batch's last few rows leave idle (bench/RESULTS.md, engines).
+# batch fills the cores a batch's last few rows leave idle (decision D6).
 DEFAULT_PARALLEL_BATCHES = 2
 
 

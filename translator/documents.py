@@ -9,7 +9,7 @@ its segments. A blank line stays blank.
 Sentences are found by sentencex (Wikimedia's segmenter, in Rust): about 300 languages
 through its fallback chains, the whitespace between sentences kept in its segments (they
 concatenate back to the input), and a few hundred times faster than pysbd, which knows 23
-languages and raises for others (bench/RESULTS.md, "Documents"): a server splits every
+languages and raises for others (decision D3): a server splits every
 request. Without a known source language the generic rules (sentencex's English ones)
 split, after one warning.
 """

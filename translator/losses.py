@@ -17,7 +17,7 @@ def masked_cross_entropy(labels, logits, label_smoothing: float = 0.0, compiled:
         label_smoothing: Mass spread uniformly over the vocabulary (the paper uses 0.1).
         compiled: On TensorFlow, run it as its own XLA program. False inside a step that
             XLA compiles whole, which a nested XLA function would make recompile on every
-            update (bench/RESULTS.md, "XLA training step").
+            update (decision D13).
 
     Returns:
         `(loss_sum, token_count)`: float32 scalars; the mean is their ratio (apart, so

@@ -24,9 +24,8 @@ from translator.layers.dropout import FastDropout
 from translator.layers.masks import cache_mask, causal_mask, padding_mask
 
 if TYPE_CHECKING:  # pragma: no cover
-    import tensorflow as tf
-
     from translator.backends.packing import PackedLayout
+    from translator.tensors import Tensor
 
 
 class DecodingCache(NamedTuple):
@@ -37,12 +36,12 @@ class DecodingCache(NamedTuple):
 
     # Per decoder layer, (keys, values) of the target prefix, each [batch, heads,
     # max_length, head_dim] (zeros after the prefix), or a `GrowingCache`.
-    self_attention: tuple[tuple[tf.Tensor, tf.Tensor] | GrowingCache, ...]
+    self_attention: tuple[tuple[Tensor, Tensor] | GrowingCache, ...]
     # Per decoder layer, (keys, values) of the encoder output, computed once, each
     # [sources, heads, source_length, head_dim]; `batch` may be `sources * group`.
-    cross_attention: tuple[tuple[tf.Tensor, tf.Tensor], ...]
+    cross_attention: tuple[tuple[Tensor, Tensor], ...]
     # True on real source tokens: [sources, source_length] bool.
-    source_mask: tf.Tensor
+    source_mask: Tensor
 
     def for_beams(self, beam: int) -> DecodingCache:
         """The cache with `beam` self-attention rows per sentence (row `s * beam + k`)."""
@@ -307,8 +306,8 @@ class Transformer(keras.Model):
     def packed_layout(self, ids) -> PackedLayout | None:
         """Where the real tokens of `ids` sit, for a full pass on them alone.
 
-        Position-wise ops then skip the padding (bench/RESULTS.md, "Training: where a
-        step's time goes"); None under RoPE or without dynamic shapes.
+        Position-wise ops then skip the padding (decision D1); None under RoPE or without
+        dynamic shapes.
 
         Args:
             ids: int `[batch, length]`, 0 = padding.
@@ -440,8 +439,8 @@ class Transformer(keras.Model):
                 mixed_bfloat16 model); "float32": float32 throughout.
 
         Mixed precision casts every float32 variable at each use, which a decoding step
-        pays every step; a copy with compute-dtype variables avoids that (bench/RESULTS.md,
-        design measurements). Only the layer norms' scales and offsets round differently.
+        pays every step; a copy with compute-dtype variables avoids that (decision D2).
+        Only the layer norms' scales and offsets round differently.
 
         Raises:
             ConfigError: an unknown `precision`.

@@ -97,6 +97,7 @@ def run(
 ) -> dict:
     """The recipe on a copy of the bundle's work directory; returns accelerator.json's data."""
     from training.plan import Plan
+    from training.planning import PLAN_FILE
     from training.record import RunRecord
     from training.summaries import read_scalars
 
@@ -106,7 +107,7 @@ def run(
     command = recipe_command(work, minutes, test_sentences, settings)
     wall = run_logged(command, out / "recipe.log")
     log = (out / "recipe.log").read_text("utf-8")
-    plan = Plan.from_json((work / "run" / "plan.json").read_text("utf-8"))
+    plan = Plan.from_json((work / "run" / PLAN_FILE).read_text("utf-8"))
     record = RunRecord.read(work / "run" / "model")
     report = json.loads((work / "eval" / MULTI30K_TEST / "report.json").read_text("utf-8"))
     logged = read_scalars(work / "run" / "logs")["train"].get("tokens_per_second", [])
@@ -114,7 +115,7 @@ def run(
     compiled = COMPILED.search(log)
     mean_rate = record.target_tokens / max(record.training_seconds, 1e-9)
     report_dir = work / "eval" / MULTI30K_TEST
-    kept = [work / "run" / "plan.json", work / "run" / "curves.png", report_dir / "report.md"]
+    kept = [work / "run" / PLAN_FILE, work / "run" / "curves.png", report_dir / "report.md"]
     for path in [*kept, *report_dir.glob("translations.*")]:
         shutil.copy(path, out / path.name)
     import jax

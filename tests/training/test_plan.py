@@ -157,27 +157,16 @@ def test_what_the_user_set_is_kept_and_planned_around():
 
 @pytest.mark.parametrize("pairs", [3_000, 10_000, 29_000])
 @pytest.mark.parametrize("minutes", [5, 15, 60])
-def test_subword_sampling_is_planned_by_the_rule_the_trials_chose(pairs, minutes):
-    """The trials (bench/RESULTS.md) found no size or budget where sampling gained 0.5 BLEU."""
+def test_subword_sampling_is_off_unless_the_user_sets_it(pairs, minutes):
     p = plan(corpus(pairs), minutes=minutes)
     assert p.value("data.pipeline.subword_nbest") == 0
     reason = next(c.reason for c in p.choices if c.key == "data.pipeline.subword_nbest")
-    assert f"{p.epochs:,.1f} epochs" in reason and "bench/RESULTS.md" in reason
+    assert reason.startswith("off at every budget")
     assert not any(c.key == "data.pipeline.subword_alpha" for c in p.choices)
 
 
-def test_subword_sampling_when_the_rule_turns_it_on_and_when_the_user_sets_it(monkeypatch):
-    import training.plan
-
-    monkeypatch.setattr(training.plan, "SAMPLING_FROM_EPOCHS", 100.0)
-    few, many = plan(corpus(29_000), minutes=5), plan(corpus(3_000), minutes=60)
-    assert few.epochs < 100 < many.epochs
-    assert few.value("data.pipeline.subword_nbest") == 0
-    assert many.value("data.pipeline.subword_nbest") == 8
-    assert many.value("data.pipeline.subword_alpha") == 0.5
-    config = apply_changes(RunConfig(), many.changes())
-    assert (config.data.pipeline.subword_nbest, config.data.pipeline.subword_alpha) == (8, 0.5)
-    # Only now does the speed decide sampling: a config that sets all else is timed.
+def test_subword_sampling_set_by_the_user_and_what_the_speed_decides():
+    # Sampling depends on nothing the speed buys: a config that sets all else is not timed.
     everything = dict(
         dropout=0.1,
         batch_tokens=2048,
@@ -187,10 +176,14 @@ def test_subword_sampling_when_the_rule_turns_it_on_and_when_the_user_sets_it(mo
         eval_every_steps=0,
     )
     shape = dataclasses.replace(SHAPES[0], name="yours")
-    assert speed_decides_something(Given(shape=shape, **everything))
-    monkeypatch.setattr(training.plan, "SAMPLING_FROM_EPOCHS", None)
     assert not speed_decides_something(Given(shape=shape, **everything))
     assert speed_decides_something(Given(**everything))  # the shape is planned
+    assert speed_decides_something(Given(shape=shape, **{**everything, "dropout": None}))
+    # Turned on alone: the pipeline's alpha comes with it.
+    on = plan(corpus(3_000), minutes=60, subword_nbest=8)
+    assert on.value("data.pipeline.subword_alpha") == 0.5
+    config = apply_changes(RunConfig(), on.changes())
+    assert config.data.pipeline.subword_alpha == 0.5
     # What the user sets is kept, and writes no change.
     mine = plan(corpus(3_000), minutes=60, subword_nbest=4, subword_alpha=0.2)
     assert mine.value("data.pipeline.subword_nbest") == 4

@@ -1,7 +1,6 @@
 """TensorFlow's kernels: the same functions as `translator.backends.portable`, faster here.
 
-Each is a measured fast path (bench/RESULTS.md, design measurements). Imported only under
-TensorFlow.
+Each is a measured fast path (decisions D1, D8, D10, D11). Imported only under TensorFlow.
 """
 
 from __future__ import annotations

@@ -322,7 +322,7 @@ def add_batching_options(parser: argparse.ArgumentParser) -> None:
         default=_RUN.precision,
         help="what our search computes in: model, the model's training precision "
         "(bfloat16 for a mixed_bfloat16 model; weights stored in it), or float32. Which is "
-        "faster depends on the machine and the model's size (bench/RESULTS.md, decoding) "
+        "faster depends on the machine and the model's size (docs/decisions.md, D14) "
         "(default: %(default)s)",
     )
     batching.add_argument(

@@ -12,10 +12,7 @@ import textwrap
 import time
 
 from translator.commands.options import add_model_option, add_tag_options, tag_of
-from translator.constants import DEFAULT_BATCH_TOKENS
-
-# The n-best field separator (Moses convention, as `translate --n-best` writes it).
-SEPARATOR = " ||| "
+from translator.constants import DEFAULT_BATCH_TOKENS, NBEST_SEPARATOR
 
 OUTPUT_HELP = (
     "Output: one line per pair, in input order: 'TOTAL<tab>MEAN', the sum of log P over "
@@ -108,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     scored = scorer.score([s for s, _ in pairs], [t for _, t in pairs])
     if args.n_best:
         lines = [
-            f"{line}{SEPARATOR}{'' if score is None else f'{score.total:.4f}'}"
+            f"{line}{NBEST_SEPARATOR}{'' if score is None else f'{score.total:.4f}'}"
             for (_, _, line), score in zip(entries, scored.scores, strict=True)
         ]
     else:
@@ -146,7 +143,7 @@ def _read_n_best(path: str, sources: int, source_path: str) -> list[tuple[int, s
 
     entries = []
     for number, line in enumerate(read_lines(path), start=1):
-        fields = line.split(SEPARATOR)
+        fields = line.split(NBEST_SEPARATOR)
         if len(fields) < 2 or not fields[0].strip().isdigit():
             raise CommandError(f"{path}, line {number}: expected 'INDEX ||| TEXT ||| ...'")
         index = int(fields[0])

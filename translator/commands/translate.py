@@ -26,6 +26,7 @@ from translator.commands.options import (
     search_config,
 )
 from translator.console import progress_bar
+from translator.constants import NBEST_SEPARATOR
 from translator.io import one_line
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,8 +34,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # Lines translated at a time: bounds memory, yet fills length-sorted batches well.
 CHUNK_LINES = 20_000
-# The n-best field separator (Moses convention).
-SEPARATOR = " ||| "
 
 NBEST_HELP = (
     "n-best output (--n-best K): exactly K lines per input line, best first, each "
@@ -286,7 +285,7 @@ def _translate_chunk(
             columns = [text] if n_best == 1 else [str(first + offset), text, score]
             if alignments:
                 columns.append(pairs)
-            rows.append(SEPARATOR.join(columns) + "\n")
+            rows.append(NBEST_SEPARATOR.join(columns) + "\n")
     sink.write("".join(rows).encode("utf-8"))
     sink.flush()  # a reader of stdout sees each chunk when it is done
     _count(totals, translations.stats)

@@ -32,7 +32,7 @@ ENGINES = ("auto", "tensorflow", "ctranslate2")
 # CTranslate2 code.
 CTRANSLATE2_QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16")
 # Batches a CTranslate2 engine translates at once by default (its replicas, which share
-# the cores; bench/RESULTS.md, engines).
+# the cores; decision D6).
 CTRANSLATE2_REPLICAS = 1
 # Cached searches a model directory keeps (each copies the weights); here for `--help`.
 SEARCH_CACHE_ENTRIES = 2

@@ -1,7 +1,7 @@
 """Our traced search, kept beside the model so a later process neither builds nor traces it.
 
-Building and tracing dominate the time to a first translation (bench/RESULTS.md, "Time to
-the first translation"), so the first load writes the search as one frozen, optimized
+Building and tracing dominate the time to a first translation (decision D7), so the
+first load writes the search as one frozen, optimized
 graph, `<model dir>/search-cache/<key>/search.pb`, that later loads call by name. The key
 covers everything the graph depends on. Prefixed and XLA searches are not cached.
 """
@@ -27,15 +27,15 @@ from tensorflow.core.protobuf import meta_graph_pb2
 from tensorflow.python.eager import context
 
 from translator import __version__
-from translator.engines.base import SEARCH_CACHE_ENTRIES
-from translator.io import atomic_directory
-from translator.layers.layer_norm import fuses_here
-from translator.search.common import SearchResult
-from translator.search.graph_options import (
+from translator.backends.graph_options import (
     lean_config,
     lean_graph_options,
     optimized_graph_options,
 )
+from translator.engines.base import SEARCH_CACHE_ENTRIES
+from translator.io import atomic_directory
+from translator.layers.layer_norm import fuses_here
+from translator.search.common import SearchResult
 
 if TYPE_CHECKING:  # pragma: no cover
     from translator.artifacts import ModelFiles

@@ -14,7 +14,7 @@ from translator.layers.initializers import clone_initializer
 from translator.layers.rotary_embedding import RotaryEmbedding
 
 if TYPE_CHECKING:  # pragma: no cover
-    import tensorflow as tf
+    from translator.tensors import Tensor
 
 # Added to masked scores (softmax runs in float32); finite, so an all-masked row gives
 # uniform weights, not NaN.
@@ -24,12 +24,12 @@ _MASKED_SCORE = -1e9
 class GrowingCache(NamedTuple):
     """A self-attention cache of the written positions only: no write copies a whole cache.
 
-    Faster (bench/RESULTS.md, design measurements), but XLA needs the static cache.
+    Faster (decision D9), but XLA needs the static cache.
     """
 
     # [batch, heads, written, head_dim] each.
-    keys: tf.Tensor
-    values: tf.Tensor
+    keys: Tensor
+    values: Tensor
 
     # The axis that grows (for a loop's shape invariants).
     growing_axis = 2
@@ -218,9 +218,9 @@ class MultiHeadAttention(keras.layers.Layer):
     def _full_pass_projections(self, query, key_value, layout, key_value_layout):
         """Queries (scaled), keys and values of a full pass, heads-first.
 
-        One input's projections run as one wider matmul (bench/RESULTS.md, "Training:
-        where a step's time goes"), with `1 / sqrt(head_dim)` folded into the query's
-        kernel and bias; the weights stay three layers.
+        One input's projections run as one wider matmul (decision D1), with
+        `1 / sqrt(head_dim)` folded into the query's kernel and bias; the weights stay
+        three layers.
 
         Returns:
             `(query, keys, values)`, each `[batch, heads, length, head_dim]`.

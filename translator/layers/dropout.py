@@ -11,7 +11,7 @@ from translator.backends import kernels
 class FastDropout(keras.layers.Dropout):
     """Inverted dropout drawing two keep/drop decisions from each random 32-bit word.
 
-    Cheaper than Keras' one float per element (bench/RESULTS.md, design measurements).
+    Cheaper than Keras' one float per element (decision D10).
 
     Args:
         rate: Fraction of the inputs to drop, in [0, 1).

@@ -18,9 +18,9 @@ _PORTABLE = contextvars.ContextVar("portable_layer_norms", default=False)
 class LayerNorm(keras.layers.LayerNormalization):
     """Keras' `LayerNormalization` of the last axis, in the form oneDNN fuses at inference.
 
-    Keras' dozen small ops add up in a decoding step (bench/RESULTS.md, "Decoding: where
-    our beam search's time goes"). Outside training, where `fuses_here`, this writes the
-    spelling oneDNN fuses (`kernels.fused_layer_norm`); weights and config are Keras'.
+    Keras' dozen small ops add up in a decoding step (decision D11). Outside training,
+    where `fuses_here`, this writes the spelling oneDNN fuses (`kernels.fused_layer_norm`);
+    weights and config are Keras'.
 
     Call arguments:
         inputs: `[..., d]`.

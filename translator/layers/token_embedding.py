@@ -73,7 +73,7 @@ class TokenEmbedding(keras.layers.Layer):
         """
         table = ops.cast(self.embeddings, hidden.dtype)  # [vocab, d_model]
         # One 2-D matmul over all rows: a batch matmul's gradient would materialize a
-        # [batch, d_model, vocab] product (bench/RESULTS.md, design measurements).
+        # [batch, d_model, vocab] product (decision D8).
         leading = ops.shape(hidden)[:-1]
         flat = ops.reshape(hidden, (-1, self.d_model))  # [rows, d_model]
         logits = ops.matmul(flat, ops.transpose(table))  # [rows, vocab]

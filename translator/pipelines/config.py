@@ -41,8 +41,8 @@ class PipelineConfig(DictConfig):
     # Longest target sequence kept, BOS (decoder input) or EOS (labels) included.
     max_target_length: int = 256
     # Bucket lengths are multiples of this: 4 -> buckets 4, 8, 12, ... Narrower buckets
-    # mean less padding but more distinct shapes and partial batches (Multi30k's padding
-    # shares: bench/RESULTS.md, design measurements). With static_shapes every bucket is
+    # mean less padding but more distinct shapes and partial batches (decision D4). With
+    # static_shapes every bucket is
     # one compiled shape: prefer 16 or explicit bucket_boundaries there.
     bucket_width: int = 4
     # Explicit bucket lengths (ascending), replacing bucket_width; the longest length
@@ -75,8 +75,7 @@ class PipelineConfig(DictConfig):
     # counts (and the planner's epochs) are of the one best, which is no longer.
     subword_nbest: int = 0
     # The draw's smoothing: a segmentation x is drawn with probability ~ P(x) ** alpha
-    # (0: uniformly among the n best; larger: closer to the best). 0.5 lost least in the
-    # trials of bench/RESULTS.md ("Subword sampling"); 0.1 lost most.
+    # (0: uniformly among the n best; larger: closer to the best; decision D5).
     subword_alpha: float = 0.5
 
     def __post_init__(self) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
+    from translator.backends.jax_decoder import JaxDecoder
+    from translator.backends.tf_decoder import Decoder
     from translator.search.beam import BeamState, beam_search
     from translator.search.common import (
         SearchResult,
@@ -21,9 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from translator.search.decoder import prepare, search
     from translator.search.driver import SearchInputs
     from translator.search.greedy import GreedyState, greedy_search
-    from translator.search.jax_decoder import JaxDecoder
     from translator.search.sampling import sample
-    from translator.search.tf_decoder import Decoder
 
 # Imported on first use, so reading `SearchConfig` for `--help` does not start TensorFlow.
 _LAZY = {
@@ -33,8 +33,8 @@ _LAZY = {
     "length_penalty": "common",
     "output_length_limits": "common",
     "SearchConfig": "config",
-    "Decoder": "tf_decoder",
-    "JaxDecoder": "jax_decoder",
+    "Decoder": "translator.backends.tf_decoder",
+    "JaxDecoder": "translator.backends.jax_decoder",
     "prepare": "decoder",
     "search": "decoder",
     "SearchInputs": "driver",
@@ -67,5 +67,7 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 
-        return getattr(importlib.import_module(f"translator.search.{_LAZY[name]}"), name)
+        module = _LAZY[name]  # a module of the search, or of a backend (its decoder)
+        module = module if "." in module else f"translator.search.{module}"
+        return getattr(importlib.import_module(module), name)
     raise AttributeError(f"module 'translator.search' has no attribute {name!r}")

@@ -37,30 +37,30 @@ from translator.search.config import SearchConfig
 from translator.search.driver import Cache, SearchInputs, StrategyBase, decode, gather_rows
 
 if TYPE_CHECKING:  # pragma: no cover
-    import tensorflow as tf
+    from translator.tensors import Tensor
 
 
 class BeamState(NamedTuple):
     """The loop variables of beam search (`active`: the sentences still searching)."""
 
     # Position being generated next (0 = first token after BOS): int32 scalar.
-    step: tf.Tensor
+    step: Tensor
     # The batch index of each active sentence: int32 [active].
-    sentence: tf.Tensor
+    sentence: Tensor
     # Alive hypotheses' tokens (positions < step), then PAD: int32 [active, beam, cache_length].
-    alive_ids: tf.Tensor
+    alive_ids: Tensor
     # log P of the alive hypotheses; -inf = empty slot: float32 [active, beam].
-    alive_log_probs: tf.Tensor
+    alive_log_probs: Tensor
     # The beam each alive hypothesis extends: int32 [active, beam].
-    origins: tf.Tensor
+    origins: Tensor
     # Finished hypotheses, EOS included, then PAD: int32 [batch, n_best, cache_length].
-    finished_ids: tf.Tensor
+    finished_ids: Tensor
     # Their scores log P / lp, descending; -inf = empty slot: float32 [batch, n_best].
-    finished_scores: tf.Tensor
+    finished_scores: Tensor
     # Their lengths |Y|, EOS included: int32 [batch, n_best].
-    finished_lengths: tf.Tensor
+    finished_lengths: Tensor
     # Sentence can no longer change (early stop): bool [active].
-    done: tf.Tensor
+    done: Tensor
     # Decoder keys/values for the alive hypotheses: `DecodingCache` with active * beam rows.
     cache: Cache
 
@@ -69,13 +69,13 @@ class Candidates(NamedTuple):
     """The `beam` best extensions of each active sentence at one step."""
 
     # log P of each extension: float32 [active, beam].
-    log_probs: tf.Tensor
+    log_probs: Tensor
     # Its beam of origin: int32 [active, beam].
-    origins: tf.Tensor
+    origins: Tensor
     # Its tokens so far, the new one at `step` included: int32 [active, beam, cache_length].
-    sequences: tf.Tensor
+    sequences: Tensor
     # Whether it ends with EOS (and is a real candidate, not -inf): bool [active, beam].
-    ends: tf.Tensor
+    ends: Tensor
 
 
 class Beam(StrategyBase):

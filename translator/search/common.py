@@ -23,7 +23,7 @@ from translator.constants import BOS_ID, EOS_ID, PAD_ID
 from translator.search.config import SearchConfig
 
 if TYPE_CHECKING:  # pragma: no cover
-    import tensorflow as tf
+    from translator.tensors import Tensor
 
 NEG_INF = float("-inf")
 
@@ -43,11 +43,11 @@ class SearchResult(NamedTuple):
     """Best hypotheses per sentence, best first."""
 
     # Generated tokens, EOS included, then PAD (0): int32 [batch, n_best, length].
-    ids: tf.Tensor | np.ndarray
+    ids: Tensor
     # log P(Y) / lp(Y), descending; -inf marks an empty slot: float32 [batch, n_best].
-    scores: tf.Tensor | np.ndarray
+    scores: Tensor
     # |Y|: tokens of each hypothesis, EOS included; 0 for empty slots: int32 [batch, n_best].
-    lengths: tf.Tensor | np.ndarray
+    lengths: Tensor
 
 
 # The ids of every model trained here (`translator.constants`).

@@ -13,10 +13,10 @@ def compiled_search(model, config: SearchConfig, jit_compile: bool = False):
     (`jax.jit`, XLA always). Both take the same batches and return a `SearchResult`.
     """
     if BACKEND == "jax":
-        from translator.search.jax_decoder import JaxDecoder
+        from translator.backends.jax_decoder import JaxDecoder
 
         return JaxDecoder(model, config)
-    from translator.search.tf_decoder import Decoder
+    from translator.backends.tf_decoder import Decoder
 
     return Decoder(model, config, jit_compile=jit_compile)
 

@@ -1,7 +1,7 @@
 """The entry points of any backend: `prepare` a batch, then `search` it.
 
-`translator.search.tf_decoder.Decoder` compiles `search` into a saveable TensorFlow
-function, `translator.search.jax_decoder.JaxDecoder` into an XLA program on JAX.
+`translator.backends.tf_decoder.Decoder` compiles `search` into a saveable TensorFlow
+function, `translator.backends.jax_decoder.JaxDecoder` into an XLA program on JAX.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from translator.search.common import SearchResult, SpecialIds
 from translator.search.config import SearchConfig
 
 if TYPE_CHECKING:  # pragma: no cover
-    import tensorflow as tf
+    from translator.tensors import Tensor
 
 # The decoder's cache: a nest of tensors whose axis 0 is the row (`Transformer.init_cache`).
 Cache = Any
@@ -28,9 +28,7 @@ Cache = Any
 class StepFn(Protocol):
     """One decoder step (`Transformer.decode_step`), the search's only view of a model."""
 
-    def __call__(
-        self, token_ids: tf.Tensor, cache: Cache, index: tf.Tensor
-    ) -> tuple[tf.Tensor, Cache]:
+    def __call__(self, token_ids: Tensor, cache: Cache, index: Tensor) -> tuple[Tensor, Cache]:
         """int32 [rows] tokens at int32 scalar `index` -> (float32 [rows, vocab] logits, cache)."""
 
 
@@ -42,11 +40,11 @@ class SearchInputs(NamedTuple):
     # The decoding cache of the batch (`Transformer.init_cache`), one row per sentence.
     cache: Cache
     # The most tokens sentence i may produce, EOS included: int32 [batch].
-    max_lengths: tf.Tensor
+    max_lengths: Tensor
     # Static length of the cache (>= every limit): int32 scalar.
-    cache_length: tf.Tensor
+    cache_length: Tensor
     # Target prefixes to begin with: int32 [batch, width >= 1], pieces then PAD; or None.
-    prefix_ids: tf.Tensor | None = None
+    prefix_ids: Tensor | None = None
 
 
 class Strategy(Protocol):
@@ -61,13 +59,13 @@ class Strategy(Protocol):
     def initial_state(self, inputs: SearchInputs) -> NamedTuple:
         """The state before the first step."""
 
-    def step_inputs(self, state: NamedTuple) -> tf.Tensor:
+    def step_inputs(self, state: NamedTuple) -> Tensor:
         """The tokens fed at `state.step`: int32 [rows]."""
 
-    def update(self, state: NamedTuple, logits: tf.Tensor, cache: Cache) -> NamedTuple:
+    def update(self, state: NamedTuple, logits: Tensor, cache: Cache) -> NamedTuple:
         """The state after a step's logits (`done` set; nothing dropped yet)."""
 
-    def select(self, state: NamedTuple, stay: tf.Tensor, compact: bool) -> NamedTuple:
+    def select(self, state: NamedTuple, stay: Tensor, compact: bool) -> NamedTuple:
         """Keeps the active sentences at positions `stay` (all of them without compaction)."""
 
     def finalize(self, state: NamedTuple) -> SearchResult:

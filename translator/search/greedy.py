@@ -20,24 +20,24 @@ from translator.search.config import SearchConfig
 from translator.search.driver import Cache, SearchInputs, StrategyBase, decode, gather_rows
 
 if TYPE_CHECKING:  # pragma: no cover
-    import tensorflow as tf
+    from translator.tensors import Tensor
 
 
 class GreedyState(NamedTuple):
     """The loop variables of greedy search (`active`: the sentences still decoding)."""
 
     # Position being generated next (0 = first token after BOS): int32 scalar.
-    step: tf.Tensor
+    step: Tensor
     # The batch index of each active sentence: int32 [active].
-    sentence: tf.Tensor
+    sentence: Tensor
     # Token fed to the decoder at `step` (BOS at 0, PAD once done): int32 [active].
-    last_ids: tf.Tensor
+    last_ids: Tensor
     # EOS produced: bool [active] (all False between steps with compaction).
-    done: tf.Tensor
+    done: Tensor
     # Tokens generated so far, EOS included, then PAD: int32 [batch, cache_length].
-    ids: tf.Tensor
+    ids: Tensor
     # log P of `ids`: float32 [batch].
-    log_probs: tf.Tensor
+    log_probs: Tensor
     # Decoder keys/values: `DecodingCache` with active rows.
     cache: Cache
 
@@ -62,7 +62,7 @@ class Greedy(StrategyBase):
     def step_inputs(self, state: GreedyState):
         return state.last_ids  # [active]
 
-    def choose(self, state: GreedyState, logits) -> tuple[tf.Tensor, tf.Tensor]:
+    def choose(self, state: GreedyState, logits) -> tuple[Tensor, Tensor]:
         """The next token of each active row and its log P: int32, float32 `[active]`."""
         log_probs, tokens = next_token_candidates(
             logits,

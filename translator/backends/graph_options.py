@@ -1,9 +1,9 @@
 """How Grappler optimizes a search's graph: the same rewrites, in one pass, not two.
 
-Grappler dominates a restored search's first call (bench/RESULTS.md, "Time to the first
-translation"); its second, layout and memory passes change nothing in a search, so
-`lean_graph_options` turns them off. The setting rides on per-thread call options (a
-private API) that key a function's instantiation: every call of a search must use them.
+Grappler dominates a restored search's first call (decision D7); its second, layout and
+memory passes change nothing in a search, so `lean_graph_options` turns them off. The
+setting rides on per-thread call options (a private API) that key a function's
+instantiation: every call of a search must use them.
 """
 
 from __future__ import annotations

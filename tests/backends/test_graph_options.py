@@ -8,8 +8,8 @@ import tensorflow as tf
 from tensorflow.python.eager import context
 
 from tests.support.models import random_sources, tiny_model
+from translator.backends.graph_options import lean_graph_options
 from translator.search import Decoder, SearchConfig, SearchResult
-from translator.search.graph_options import lean_graph_options
 
 VOCAB = 16
 

@@ -6,10 +6,10 @@ import numpy as np
 import tensorflow as tf
 
 from translator.alignment import forced_attention
+from translator.backends.graph_options import lean_graph_options
 from translator.search.common import SearchResult
 from translator.search.config import SearchConfig
 from translator.search.decoder import search
-from translator.search.graph_options import lean_graph_options
 
 
 class Decoder(tf.Module):
