@@ -10,7 +10,13 @@ from itertools import product
 from pathlib import Path
 
 from bench import harness
-from training.config import load_config
+from training.config import (
+    BATCH_TOKENS,
+    DROPOUT,
+    PEAK_LEARNING_RATE,
+    WARMUP_FRACTION,
+    load_config,
+)
 from training.plan import SHAPES, Budget, CorpusCounts, Speed, choose_vocab_size, make_plan
 from training.planning import TIMED_BATCH_TOKENS, measure_speed
 from training.record import RunRecord
@@ -28,12 +34,12 @@ SUBSET_SEED = 1
 # A trial's speed is timed longer than a plan's 8 updates (~20% slow: bench/RESULTS.md):
 # (seconds at most, warm-up updates, timed updates), full and short.
 SPEED_TIMING = {False: (40.0, 10, 150), True: (5, 2, 8)}
-# What a trial trains, as `translator train --set` keys.
+# What a trial trains: the plan's keys, given to `translator train --set`.
 SETTINGS = dict(
-    batch_tokens="data.pipeline.batch_tokens",
-    dropout="model.overrides.dropout",
-    peak_learning_rate="optimizer.peak_learning_rate",
-    warmup_fraction="optimizer.warmup_fraction",
+    batch_tokens=BATCH_TOKENS,
+    dropout=DROPOUT,
+    peak_learning_rate=PEAK_LEARNING_RATE,
+    warmup_fraction=WARMUP_FRACTION,
 )
 
 
@@ -148,7 +154,7 @@ def run_trial(cell: Cell, settings: dict, speeds: dict, corpus: Path, data: Path
         "data.vocabulary": corpus / "vocab",
         "model.preset": shape.preset,
         **{f"model.overrides.{k}": v for k, v in shape.model_overrides().items()},
-        **{SETTINGS[key]: settings[key] for key in SETTINGS},
+        **{str(SETTINGS[key]): settings[key] for key in SETTINGS},
         "train.max_steps": trial_updates(cell, settings, speeds),
         "train.max_minutes": 0,
         "eval.every_steps": 0,

@@ -9,11 +9,17 @@ from pathlib import Path
 
 from training.backend import check_tensorflow, choose_backend
 from training.config import (
+    DATA_PREPARED,
+    DATA_TEXT,
+    DATA_VOCABULARY,
     DEFAULT_CONFIG,
+    INIT_FROM,
+    MAX_MINUTES,
     RUN_CONFIG_FILE,
+    Change,
+    ConfigKey,
     RunConfig,
-    explicit_keys,
-    load_config,
+    read_config,
 )
 from translator.errors import ConfigError
 
@@ -110,20 +116,20 @@ def run_train(args: argparse.Namespace) -> int:
     if args.run_dir is None:
         raise ConfigError("train: --run-dir is required")
     args.config = run_config_path(args.config, args.run_dir)
-    overrides = list(args.overrides)
+    given = read_config(args.config, args.overrides)  # the one read of --set
     if args.max_minutes is not None:
-        overrides.append(f"train.max_minutes={args.max_minutes}")
+        given = given.with_values(Change(MAX_MINUTES, float(args.max_minutes)))
     if args.init_from is not None:
-        overrides.append(f"train.init_from={args.init_from}")
-    config = with_init_vocabulary(load_config(args.config, overrides), overrides)
-    config = with_prepared_corpus(config, overrides)
+        given = given.with_values(Change(INIT_FROM, str(args.init_from)))
+    config = with_init_vocabulary(given.config, given.set_keys)
+    config = with_prepared_corpus(config, given.set_keys)
     choose_backend(config)  # before Keras is imported
     check_tensorflow(config)
     from training.run import PlanRequest, preview_plan, summary_line, train
 
     request = None
     if not args.no_plan:
-        request = PlanRequest(explicit_keys(args.config, overrides), explicit_keys(None, overrides))
+        request = PlanRequest(given.keys, given.set_keys)
     if args.plan:
         if request is None:
             raise ConfigError("--plan and --no-plan: choose one")
@@ -137,23 +143,19 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def with_prepared_corpus(config: RunConfig, overrides: list[str]) -> RunConfig:
+def with_prepared_corpus(config: RunConfig, set_keys: frozenset[ConfigKey]) -> RunConfig:
     """The config training on a prepared corpus given with `--set data.prepared=DIR`.
 
     It replaces the config file's training text files (the default Multi30k ones
     included); text files set on the command line beside it are an error at the start.
     """
-    keys = explicit_keys(None, overrides)
-    if "data.prepared" not in keys:
-        return config
-    text = ("data.train", "data.train_source", "data.train_target")
-    if any(key in keys for key in text):
+    if DATA_PREPARED not in set_keys or any(key in set_keys for key in DATA_TEXT):
         return config
     data = dataclasses.replace(config.data, train=(), train_source="", train_target="")
     return dataclasses.replace(config, data=data)
 
 
-def with_init_vocabulary(config: RunConfig, overrides: list[str]) -> RunConfig:
+def with_init_vocabulary(config: RunConfig, set_keys: frozenset[ConfigKey]) -> RunConfig:
     """The config with fine-tuning's vocabulary: the model's own (`train.init_from`).
 
     Fine-tuning needs the model's vocabulary, so the user need not point at it: a config
@@ -162,7 +164,7 @@ def with_init_vocabulary(config: RunConfig, overrides: list[str]) -> RunConfig:
     """
     from training.finetune import find_init_model
 
-    if not config.train.init_from or "data.vocabulary" in explicit_keys(None, overrides):
+    if not config.train.init_from or DATA_VOCABULARY in set_keys:
         return config
     vocabulary = find_init_model(config.train.init_from).vocabulary_dir
     if vocabulary is None:  # a bare .keras file: the config's vocabulary, size-checked

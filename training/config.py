@@ -31,6 +31,8 @@ FLOAT_TEXT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 Strategy = Literal["auto", "one_device", "mirrored", "multi_worker", "tpu"]
 Precision = Literal["auto", "float32", "mixed_bfloat16", "mixed_float16"]
 Backend = Literal["auto", "tensorflow", "jax"]
+# A value a key of the run config may hold (a section's leaf, or a `model.overrides` entry).
+ConfigValue = bool | int | float | str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,7 +43,7 @@ class ModelSection:
     preset: str = "small"
     # Any `TransformerConfig` field, e.g. {num_encoder_layers: 4, position_encoding: rotary}.
     # Vocabulary sizes come from the vocabulary, not from here.
-    overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
+    overrides: dict[str, ConfigValue] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in DROPOUT_FIELDS:
@@ -267,10 +269,6 @@ class RunConfig:
         return dataclasses.asdict(self)
 
 
-# A value a key of the run config may hold (a section's leaf, or a `model.overrides` entry).
-ConfigValue = bool | int | float | str
-
-
 @dataclasses.dataclass(frozen=True)
 class ConfigKey:
     """One key of the run config by its path of fields, checked when made.
@@ -301,9 +299,9 @@ class ConfigKey:
         """The key `name` inside this one (`model.overrides` -> `model.overrides.dropout`)."""
         return ConfigKey((*self.path, name))
 
-    def within(self, keys: typing.Collection[str]) -> bool:
-        """True when `keys` names this key or a section that holds it."""
-        return any(".".join(self.path[:end]) in keys for end in range(1, len(self.path) + 1))
+    def within(self, keys: typing.Collection[ConfigKey]) -> bool:
+        """True when `keys` holds this key or a section that holds it."""
+        return any(ConfigKey(self.path[:end]) in keys for end in range(1, len(self.path) + 1))
 
     def __str__(self) -> str:
         return ".".join(self.path)
@@ -338,7 +336,7 @@ def replace_value(config: RunConfig, key: ConfigKey, value: ConfigValue) -> RunC
 
 
 def apply_changes(
-    config: RunConfig, changes: typing.Iterable[Change], keep: typing.Collection[str] = ()
+    config: RunConfig, changes: typing.Iterable[Change], keep: typing.Collection[ConfigKey] = ()
 ) -> RunConfig:
     """`config` with each change made, but for the keys in `keep` (and their sections)."""
     for change in changes:
@@ -349,6 +347,10 @@ def apply_changes(
 
 # The keys the planner and the recipe set, spelled once.
 DATA = ConfigKey.of("data")
+DATA_PREPARED = DATA.child("prepared")
+DATA_VOCABULARY = DATA.child("vocabulary")
+# The training corpus as text files: one pair, or a weighted list.
+DATA_TEXT = (DATA.child("train"), DATA.child("train_source"), DATA.child("train_target"))
 TRAIN = ConfigKey.of("train")
 MODEL = ConfigKey.of("model")
 MODEL_PRESET = ConfigKey.of("model.preset")
@@ -362,6 +364,7 @@ WARMUP_FRACTION = ConfigKey.of("optimizer.warmup_fraction")
 LABEL_SMOOTHING = ConfigKey.of("optimizer.label_smoothing")
 EVAL_EVERY_STEPS = ConfigKey.of("eval.every_steps")
 MAX_MINUTES = TRAIN.child("max_minutes")
+INIT_FROM = TRAIN.child("init_from")
 
 
 # ---- Loading and validation ------------------------------------------------------------
@@ -406,8 +409,43 @@ def raw_config(path: str | Path | None, overrides: typing.Sequence[str] = ()) ->
     return raw
 
 
-def explicit_keys(path: str | Path | None, overrides: typing.Sequence[str] = ()) -> frozenset[str]:
-    """The dotted keys the YAML file or the overrides give a value (what the user set).
+@dataclasses.dataclass(frozen=True)
+class GivenConfig:
+    """A run config as the command line reads it, once: the values and who set which key.
+
+    The only place `--set` text is read (`read_config`); past the command line, code
+    gets this and compares `ConfigKey`s.
+    """
+
+    # The config file's values with the command line's applied, checked.
+    config: RunConfig
+    # The keys the config file or the command line gave a value: a plan keeps them.
+    keys: frozenset[ConfigKey] = frozenset()
+    # Those the command line gave: they win over a saved plan when a run resumes.
+    set_keys: frozenset[ConfigKey] = frozenset()
+
+    def with_values(self, *changes: Change) -> GivenConfig:
+        """With values a command's own options give (`--max-minutes`), as `--set` would."""
+        keys = frozenset(change.key for change in changes)
+        config = apply_changes(self.config, changes)
+        return GivenConfig(config, self.keys | keys, self.set_keys | keys)
+
+
+def read_config(path: str | Path | None, overrides: typing.Sequence[str] = ()) -> GivenConfig:
+    """Reads a YAML run config with `key.path=value` overrides, and who set which key.
+
+    Raises:
+        ConfigError: naming the file and the key for any unknown key or bad value.
+    """
+    return GivenConfig(
+        load_config(path, overrides), explicit_keys(path, overrides), explicit_keys(None, overrides)
+    )
+
+
+def explicit_keys(
+    path: str | Path | None, overrides: typing.Sequence[str] = ()
+) -> frozenset[ConfigKey]:
+    """The keys the YAML file or the overrides give a value (what the user set).
 
     `model.overrides` entries count one by one (`model.overrides.dropout`).
     """
@@ -420,7 +458,7 @@ def explicit_keys(path: str | Path | None, overrides: typing.Sequence[str] = ())
             else:
                 yield name
 
-    return frozenset(walk(raw_config(path, overrides), ""))
+    return frozenset(ConfigKey.of(name) for name in walk(raw_config(path, overrides), ""))
 
 
 def _apply_override(raw: dict[str, Any], override: str) -> None:
@@ -468,6 +506,10 @@ def build_section(cls: type, raw: Any, where: str) -> Any:
         raise ConfigError(f"{where or 'config'}: {error}") from None
 
 
+# How an error names what a value should have been.
+_KINDS = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+
+
 def _check_value(hint: Any, value: Any, name: str) -> Any:
     if dataclasses.is_dataclass(hint):
         return build_section(hint, value, name)
@@ -491,11 +533,15 @@ def _check_value(hint: Any, value: Any, name: str) -> Any:
                 return _check_value(option, value, name)
             except ConfigError as error:
                 errors.append(str(error))
+        if len(errors) > 1:  # say every kind it may be
+            kinds = " or ".join(_KINDS.get(option, str(option)) for option in options)
+            raise ConfigError(f"{name}: expected {kinds}, got {value!r}")
         raise ConfigError(errors[0] if errors else f"{name}: bad value {value!r}")
     if origin is dict or hint is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{name}: expected a mapping, got {value!r}")
-        return dict(value)
+        _, item = typing.get_args(hint) or (str, Any)
+        return {str(k): _check_value(item, v, f"{name}.{k}") for k, v in value.items()}
     if origin is tuple:
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{name}: expected a list, got {value!r}")
@@ -509,8 +555,7 @@ def _check_value(hint: Any, value: Any, name: str) -> Any:
         return float(value)
     if hint in (int, str, bool):
         if type(value) is not hint:
-            kind = {int: "an integer", str: "a string", bool: "true or false"}[hint]
-            raise ConfigError(f"{name}: expected {kind}, got {value!r}")
+            raise ConfigError(f"{name}: expected {_KINDS[hint]}, got {value!r}")
         return value
     if hint is Any:
         return value

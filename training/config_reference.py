@@ -80,12 +80,14 @@ def _default(field: dataclasses.Field) -> str:
 
 
 def _type_name(annotation: object) -> str:
-    """`int`, `int or None`, `one of a, b`, `tuple[int, ...]`."""
+    """`int`, `int or None`, `one of a, b`, `tuple[int, ...]`, `mapping of str to int`."""
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is typing.Literal:
         return "one of " + ", ".join(map(str, args))
     if origin in (typing.Union, types.UnionType):
         return " or ".join("None" if a is type(None) else _type_name(a) for a in args)
+    if origin is dict:  # a mapping of names to values
+        return f"mapping of str to {_type_name(args[1])}"
     if not args:
         return getattr(annotation, "__name__", str(annotation))
     return re.sub(r"\b[\w.]+\.(\w+)", r"\1", str(annotation).replace("typing.", ""))

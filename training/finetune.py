@@ -14,7 +14,7 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from training.config import MODEL_OVERRIDES, ModelSection, RunConfig
+from training.config import MODEL_OVERRIDES, MODEL_PRESET, ModelSection, RunConfig
 from translator.artifacts import MODEL_FILE, VOCAB_DIR, read_model_config, resolve_model_dir
 from translator.config import ARCHITECTURE_FIELDS, DROPOUT_FIELDS, TransformerConfig
 from translator.errors import ConfigError
@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # The `--set` keys that fix the architecture (the planner then keeps it); a fine-tuning
 # run may set the dropout rates apart from its model's.
-ARCHITECTURE_KEYS = frozenset(str(MODEL_OVERRIDES.child(field)) for field in ARCHITECTURE_FIELDS)
+ARCHITECTURE_KEYS = frozenset(MODEL_OVERRIDES.child(field) for field in ARCHITECTURE_FIELDS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,7 +89,7 @@ def with_init_architecture(config: RunConfig, init: InitModel) -> RunConfig:
     for field in set_by_user:
         ours, theirs = getattr(wanted, field), getattr(init.config, field)
         if ours != theirs:
-            key = f"model.overrides.{field}" if field in model.overrides else "model.preset"
+            key = MODEL_OVERRIDES.child(field) if field in model.overrides else MODEL_PRESET
             raise ConfigError(
                 f"{key}: sets {field} {ours!r}, but the --init-from model "
                 f"{init.source} has {field} {theirs!r}; leave model.* unset to fine-tune it"

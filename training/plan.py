@@ -260,8 +260,8 @@ class Given:
 class Choice:
     """One planned value and why."""
 
-    # The run-config key it sets (dotted, as plan.json has it; `model`: the shape).
-    key: str
+    # The run-config key it sets (`model`: the shape).
+    key: ConfigKey
     value: PlanValue
     # The rule's reason, or "set by you".
     reason: str
@@ -294,14 +294,14 @@ class Plan:
         for choice in self.choices:
             if not choice.planned:
                 continue
-            if choice.key == str(MODEL):
+            if choice.key == MODEL:
                 result.append(Change(MODEL_PRESET, self.shape.preset))
                 result += [
                     Change(MODEL_OVERRIDES.child(name), value)
                     for name, value in self.shape.model_overrides().items()
                 ]
             else:
-                result.append(Change(ConfigKey.of(choice.key), choice.value))
+                result.append(Change(choice.key, choice.value))
         return tuple(result)
 
     def with_budget(self, budget: Budget) -> Plan:
@@ -318,9 +318,10 @@ class Plan:
         )
 
     def value(self, key: ConfigKey | str) -> PlanValue:
-        """The chosen (or given) value of one key."""
+        """The chosen (or given) value of one key (a `ConfigKey`, or its dotted name)."""
+        key = ConfigKey.of(key) if isinstance(key, str) else key
         for choice in self.choices:
-            if choice.key == str(key):
+            if choice.key == key:
                 return choice.value
         raise KeyError(str(key))
 
@@ -371,13 +372,15 @@ class Plan:
         else:
             lines.append("buys: not measured (every planned value is set; nothing timed)")
         for choice in self.choices:
-            value = self.shape.describe() if choice.key == str(MODEL) else choice.value
+            value = self.shape.describe() if choice.key == MODEL else choice.value
             lines.append(f"{choice.key} = {value}: {choice.reason}")
         return lines
 
     def to_json(self) -> str:
         """The plan as JSON (`Plan.from_json` reads it back)."""
         data = dataclasses.asdict(self)
+        # A key as its dotted name.
+        data["choices"] = [{**vars(choice), "key": str(choice.key)} for choice in self.choices]
         return json.dumps(data, indent=2, sort_keys=False)
 
     @classmethod
@@ -392,7 +395,10 @@ class Plan:
             tokens=data["tokens"],
             updates=data["updates"],
             epochs=data["epochs"],
-            choices=tuple(Choice(**choice) for choice in data["choices"]),
+            choices=tuple(
+                Choice(**{**choice, "key": ConfigKey.of(choice["key"])})
+                for choice in data["choices"]
+            ),
             measuring_seconds=data.get("measuring_seconds", 0.0),
             compiling_seconds=data.get("compiling_seconds", 0.0),
         )
@@ -577,17 +583,17 @@ def vocab_size_reason(characters: int) -> str:
 def _choice(key: ConfigKey, fixed: PlanValue | None, value: PlanValue, reason: str) -> Choice:
     """The user's value ("set by you") when they fixed one, else the rule's."""
     if fixed is not None:
-        return Choice(str(key), fixed, "set by you", planned=False)
-    return Choice(str(key), value, reason)
+        return Choice(key, fixed, "set by you", planned=False)
+    return Choice(key, value, reason)
 
 
 def _shape_choice(
     corpus: CorpusCounts, budget: Budget, speeds: Mapping[str, Speed], given: Given
 ) -> tuple[Shape, Choice]:
     if given.shape is not None:
-        return given.shape, Choice(str(MODEL), given.shape.name, given.shape_reason, planned=False)
+        return given.shape, Choice(MODEL, given.shape.name, given.shape_reason, planned=False)
     shape, reason = choose_shape(corpus, budget, speeds)
-    return shape, Choice(str(MODEL), shape.name, reason)
+    return shape, Choice(MODEL, shape.name, reason)
 
 
 def _batch_choice(budget: Budget, speed: Speed, given: Given, memory: int) -> Choice:
@@ -599,7 +605,7 @@ def _batch_choice(budget: Budget, speed: Speed, given: Given, memory: int) -> Ch
         fill = speed.tokens_per_update / speed.batch_tokens
         batch = batch_tokens_for_updates(budget.updates, fill, memory)
     return Choice(
-        str(BATCH_TOKENS),
+        BATCH_TOKENS,
         batch,
         f"{REFERENCE_BATCH_TOKENS:,} x (tokens bought / {REFERENCE_TOKENS_BOUGHT / 1e6:g}M) "
         f"** {BATCH_EXPONENT:.2g}, the nearest power of two (memory allows {memory:,})",

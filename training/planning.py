@@ -114,20 +114,21 @@ BATCH_ROUNDS = 3
 # `model.*` keys that fix the architecture when the user sets them (`model.overrides`
 # as a whole replaces every override, the planned ones too).
 SHAPE_KEYS = frozenset(
-    {str(MODEL_PRESET), str(MODEL_OVERRIDES)}
-    | {str(MODEL_OVERRIDES.child(name)) for name in SHAPE_FIELDS}
+    {MODEL_PRESET, MODEL_OVERRIDES} | {MODEL_OVERRIDES.child(name) for name in SHAPE_FIELDS}
 )
 
 
-def given_settings(config: RunConfig, keys: frozenset[str], vocab_sizes: tuple[int, int]) -> Given:
+def given_settings(
+    config: RunConfig, keys: frozenset[ConfigKey], vocab_sizes: tuple[int, int]
+) -> Given:
     """What the user fixed, read from the resolved config for the keys they set."""
     shape = None
     if keys & SHAPE_KEYS:
         shape = shape_of(config.model.transformer_config(*vocab_sizes), config.model.preset)
 
     def value(key: ConfigKey, read: Callable[[], T]) -> T | None:
-        whole = key.path[:-1] == MODEL_OVERRIDES.path and str(MODEL_OVERRIDES) in keys
-        return read() if str(key) in keys or whole else None
+        whole = key.path[:-1] == MODEL_OVERRIDES.path and MODEL_OVERRIDES in keys
+        return read() if key in keys or whole else None
 
     init_from = config.train.init_from
     return Given(
@@ -603,9 +604,9 @@ def memory_batch_tokens(shape: Shape, vocab_size: int, strategy) -> int:
 
 def plan_run(
     config: RunConfig,
-    keys: frozenset[str],
+    keys: frozenset[ConfigKey],
     vocabulary: Vocabulary,
-    strategy,
+    strategy: Strategy,
     precision: str,
     cache_dir: Path,
 ) -> Plan:
@@ -721,7 +722,9 @@ def _net_budget(config: RunConfig, spent: float) -> Budget:
     return Budget(seconds=max(config.train.max_minutes * 60 - spent, 1.0))
 
 
-def planned_config(config: RunConfig, plan: Plan, keep: frozenset[str] = frozenset()) -> RunConfig:
+def planned_config(
+    config: RunConfig, plan: Plan, keep: frozenset[ConfigKey] = frozenset()
+) -> RunConfig:
     """The run config with the plan's values, but for the keys in `keep`, which win.
 
     `keep`: the keys the user gives this run (`--set`); over a saved plan too. Under a

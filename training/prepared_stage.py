@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from training.config import DEFAULT_CONFIG, load_config
 from training.corpus_prep import RecipeCorpus
 from training.recipe_settings import RecipePaths, RecipeSettings
 from translator.errors import ConfigError
@@ -39,7 +38,7 @@ def prepared_corpus(
     """
     if backend != "jax":
         return None
-    pipeline = load_config(DEFAULT_CONFIG, settings.overrides).data.pipeline
+    pipeline = settings.config.config.data.pipeline
     if len(corpus.train) > 1:
         print("  training reads the text (tf.data): a mix of corpora is not prepared")
         return None

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from training.backend import choose_backend
-from training.config import DEFAULT_CONFIG, DROPOUT, load_config
+from training.config import DEFAULT_CONFIG, DROPOUT, read_config
 from training.recipe_settings import (
     MULTI30K_PAIRS,
     RecipePaths,
@@ -223,7 +223,7 @@ def run(args: argparse.Namespace) -> int:
         minutes=args.minutes,
         mirror=args.mirror,
         vocab_size=args.vocab_size,
-        overrides=tuple(args.overrides),
+        config=read_config(DEFAULT_CONFIG, args.overrides),  # the one read of --set
         test_sentences=args.test_sentences,
         beam_size=args.beam_size,
         langs=args.langs,
@@ -232,7 +232,7 @@ def run(args: argparse.Namespace) -> int:
         init_from=args.init_from,
         clean=args.clean,
     )
-    choose_backend(load_config(DEFAULT_CONFIG, settings.overrides))  # before Keras' import
+    choose_backend(settings.config.config)  # before Keras' import
     from training import recipe  # TensorFlow: not for --help
 
     if args.plan:

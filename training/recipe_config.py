@@ -9,16 +9,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from training.config import (
-    DATA,
-    DEFAULT_CONFIG,
-    TRAIN,
-    ConfigKey,
-    RunConfig,
-    TrainCorpus,
-    explicit_keys,
-    load_config,
-)
+from training.config import DATA, TRAIN, ConfigKey, RunConfig, TrainCorpus
 from training.corpus_prep import RecipeCorpus
 from training.recipe_settings import RecipePaths, RecipeSettings, TrainFiles, one_plain_pair
 from training.run import PlanRequest
@@ -38,17 +29,16 @@ def run_request(
     Raises:
         ConfigError: a bad `--set`, naming its key.
     """
-    config = load_config(DEFAULT_CONFIG, settings.overrides)
-    user = explicit_keys(None, settings.overrides)
+    config, user = settings.config.config, settings.config.set_keys
     sections = {DATA: _data_fields(paths, corpus, prepared), TRAIN: _train_fields(settings)}
     for section, fields in sections.items():
         kept = {name: v for name, v in fields.items() if not section.child(name).within(user)}
         config = _replace_section(config, section, kept)
     recipe_keys = frozenset(
-        str(section.child(name)) for section, fields in sections.items() for name in fields
+        section.child(name) for section, fields in sections.items() for name in fields
     )
     request = PlanRequest(
-        keys=explicit_keys(DEFAULT_CONFIG, settings.overrides) | recipe_keys,
+        keys=settings.config.keys | recipe_keys,
         set_keys=user | recipe_keys,
         cache_dir=paths.workdir,
     )

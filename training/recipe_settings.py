@@ -8,6 +8,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from training.config import DEFAULT_CONFIG, GivenConfig, read_config
+
 # Multi30k's directions, when no files are given.
 MULTI30K_PAIRS = ("en-de", "de-en")
 # The SavedModel version the export stage writes.
@@ -66,8 +68,8 @@ class RecipeSettings:
     mirror: str | None
     # Joint SentencePiece vocabulary size (None: planned from the corpus' size).
     vocab_size: int | None
-    # `--set key=value` overrides of the training config.
-    overrides: tuple[str, ...] = ()
+    # The training config: the default one with the user's `--set`, and the keys they set.
+    config: GivenConfig = dataclasses.field(default_factory=lambda: read_config(DEFAULT_CONFIG))
     # Translate and score only the first N test sentences (0 = all); for quick checks.
     test_sentences: int = 0
     # Beam size of the test translation and of the export.

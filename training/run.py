@@ -42,6 +42,7 @@ from training.config import (
     MAX_MINUTES,
     RUN_CONFIG_FILE,
     ConfigError,
+    ConfigKey,
     RunConfig,
     dump_config,
     load_config,
@@ -143,12 +144,12 @@ def summary_line(result: TrainResult) -> str:
 class PlanRequest:
     """Plan what the user left unset (`training.planning`), for the run's budget."""
 
-    # The keys the user set, in the config file or with `--set`
-    # (`training.config.explicit_keys`): never planned.
-    keys: frozenset[str]
+    # The keys the user set, in the config file or on the command line
+    # (`training.config.GivenConfig.keys`): never planned.
+    keys: frozenset[ConfigKey]
     # The keys this command gives (`--set`, the recipe's options): they win over the
     # plan's values, a saved plan's too.
-    set_keys: frozenset[str] = frozenset()
+    set_keys: frozenset[ConfigKey] = frozenset()
     # Where measured speeds are cached (None: the run directory).
     cache_dir: Path | None = None
 
@@ -325,7 +326,7 @@ def preview_plan(config: RunConfig, request: PlanRequest, run_dir: str | Path) -
     vocabulary = _load_vocabulary(config)
     config, request = _fine_tuning(config, request, init, vocabulary)
     saved = load_plan(run_dir)
-    if saved is not None and str(MAX_MINUTES) in request.set_keys:
+    if saved is not None and MAX_MINUTES in request.set_keys:
         return _rebudgeted(saved, config.train.max_minutes)  # as `train` will; nothing saved
     if saved is not None:
         return saved
@@ -370,7 +371,7 @@ def resolve_plan(
     plan = load_plan(run_dir)
     if plan is not None:
         log.info("plan: resuming with the plan in %s", run_dir / PLAN_FILE)
-        if str(MAX_MINUTES) in request.set_keys:
+        if MAX_MINUTES in request.set_keys:
             plan = _new_time_budget(plan, config.train.max_minutes, run_dir, strategy)
     else:
         plan = plan_run(

@@ -63,6 +63,12 @@ def test_overrides_are_typed_and_nested(tmp_path):
             r"data\.pipeline\.bucket_widht: unknown key; did you mean 'bucket_width'",
         ),
         ("", ["eval.every_steps"], r"--set expects key=value"),
+        (
+            "",
+            ["model.overrides.d_model=[128, 256]"],
+            r"model\.overrides\.d_model: expected true or false or an integer or a number or a "
+            r"string, got \[128, 256\]",
+        ),
         ("- a\n- b", [], r"top level must be a mapping"),
     ],
 )

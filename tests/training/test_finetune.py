@@ -99,18 +99,16 @@ def test_the_command_line_fine_tunes_with_the_models_vocabulary(base_model):
     """`train --init-from M` needs no data.vocabulary: the default config's is replaced by
     the model's; one given with --set is kept (and checked when the run starts)."""
     from training.cli import with_init_vocabulary
-    from training.config import DEFAULT_CONFIG, load_config
+    from training.config import DEFAULT_CONFIG, read_config
 
-    overrides = [f"train.init_from={base_model}"]
-    config = with_init_vocabulary(load_config(DEFAULT_CONFIG, overrides), overrides)
-    assert config.data.vocabulary == str(base_model / "vocab")
-    assert load_config(DEFAULT_CONFIG, []).data.vocabulary != config.data.vocabulary
-    given = [*overrides, "data.vocabulary=elsewhere"]
-    assert with_init_vocabulary(load_config(DEFAULT_CONFIG, given), given).data.vocabulary == (
-        "elsewhere"
-    )
-    plain = load_config(DEFAULT_CONFIG, [])
-    assert with_init_vocabulary(plain, []) == plain
+    def vocabulary(*overrides: str) -> str:
+        given = read_config(DEFAULT_CONFIG, overrides)
+        return with_init_vocabulary(given.config, given.set_keys).data.vocabulary
+
+    init = f"train.init_from={base_model}"
+    assert vocabulary(init) == str(base_model / "vocab")
+    assert vocabulary() == read_config(DEFAULT_CONFIG).config.data.vocabulary != vocabulary(init)
+    assert vocabulary(init, "data.vocabulary=elsewhere") == "elsewhere"
 
 
 def _bleu(model_dir, sources, references):
@@ -188,7 +186,7 @@ def test_a_planned_fine_tuning_keeps_the_model_and_plans_what_fine_tuning_change
         copy_task, train={"max_steps": 0, "max_minutes": 0.5, "init_from": str(base_model)}
     )
     plan = preview_plan(config, PlanRequest(frozenset(), cache_dir=tmp_path), tmp_path / "run")
-    by_key = {choice.key: choice for choice in plan.choices}
+    by_key = {str(choice.key): choice for choice in plan.choices}
     model = by_key["model"]
     assert not model.planned and model.reason == f"the fine-tuned model's ({base_model})"
     trained = load_model_dir(base_model).model.config  # the model's, whatever the budget

@@ -4,7 +4,14 @@ import dataclasses
 
 import pytest
 
-from training.config import PEAK_LEARNING_RATE, Change, RunConfig, apply_changes
+from training.config import (
+    PEAK_LEARNING_RATE,
+    SUBWORD_ALPHA,
+    SUBWORD_NBEST,
+    Change,
+    RunConfig,
+    apply_changes,
+)
 from training.plan import (
     SHAPES,
     Budget,
@@ -160,9 +167,9 @@ def test_what_the_user_set_is_kept_and_planned_around():
 def test_subword_sampling_is_off_unless_the_user_sets_it(pairs, minutes):
     p = plan(corpus(pairs), minutes=minutes)
     assert p.value("data.pipeline.subword_nbest") == 0
-    reason = next(c.reason for c in p.choices if c.key == "data.pipeline.subword_nbest")
+    reason = next(c.reason for c in p.choices if c.key == SUBWORD_NBEST)
     assert reason.startswith("off at every budget")
-    assert not any(c.key == "data.pipeline.subword_alpha" for c in p.choices)
+    assert not any(c.key == SUBWORD_ALPHA for c in p.choices)
 
 
 def test_subword_sampling_set_by_the_user_and_what_the_speed_decides():

@@ -8,7 +8,7 @@ import yaml
 
 from tests.support.cli import NOISE, in_process, translator
 from tests.support.runs import tiny_raw_config
-from training.config import explicit_keys
+from training.config import ConfigKey, explicit_keys, read_config
 from training.plan import Plan
 
 
@@ -16,8 +16,12 @@ def test_explicit_keys_are_what_the_file_and_the_overrides_set(tmp_path):
     path = tmp_path / "run.yaml"
     path.write_text("model:\n  preset: tiny\n  overrides: {dropout: 0.2}\ntrain:\n  seed: 3\n")
     keys = explicit_keys(path, ["optimizer.peak_learning_rate=0.001", "model.overrides={}"])
-    assert keys == {"model.preset", "model.overrides", "train.seed", "optimizer.peak_learning_rate"}
-    assert "model.overrides.dropout" in explicit_keys(path)
+    wanted = ("model.preset", "model.overrides", "train.seed", "optimizer.peak_learning_rate")
+    assert keys == {ConfigKey.of(name) for name in wanted}
+    assert ConfigKey.of("model.overrides.dropout") in explicit_keys(path)
+    given = read_config(path, ["optimizer.peak_learning_rate=0.001"])
+    assert given.set_keys == {ConfigKey.of("optimizer.peak_learning_rate")} < given.keys
+    assert given.config.optimizer.peak_learning_rate == 0.001 and given.config.train.seed == 3
 
 
 def write_user_config(tmp_path, task, **train):

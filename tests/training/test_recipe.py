@@ -12,6 +12,7 @@ from tests.support.cli import NOISE, in_process, translator
 from tests.support.corpora import read_gz_lines, write_copy_corpus, write_lines
 from tests.support.images import assert_png
 from tests.support.missing import need_multi30k
+from training.config import DATA_PREPARED, DEFAULT_CONFIG, read_config
 from training.corpus_prep import held_out_size, hold_out, languages, prepare_data
 from training.recipe_cli import settings_files
 from training.recipe_config import run_request
@@ -183,14 +184,15 @@ def test_on_jax_the_recipe_trains_from_its_corpus_prepared_once(tmp_path, capsys
     assert (prepared / "manifest.json").stat().st_mtime_ns == written
     config, request = run_request(paths, settings, corpus, prepared)
     assert config.data.prepared == str(prepared) and config.data.corpora() == ()
-    assert "data.prepared" in request.set_keys
+    assert DATA_PREPARED in request.set_keys
     check_inputs(config)
     text, _ = run_request(paths, settings, corpus)
     vocabulary = load_vocabulary(paths.vocabulary)
     assert count_corpus(config, vocabulary) == count_corpus(text, vocabulary)  # the plan's
     # Other length limits (a user's --set) make it again; a mix of corpora reads text.
     longer = RecipeSettings(
-        2, None, None, overrides=("data.pipeline.max_source_length=64",), langs="xx-yy",
+        2, None, None, config=read_config(DEFAULT_CONFIG, ["data.pipeline.max_source_length=64"]),
+        langs="xx-yy",
         **settings_files(args),
     )  # fmt: skip
     assert prepared_corpus(paths, longer, corpus, "jax") == prepared
@@ -427,7 +429,12 @@ def test_on_jax_without_tensorflow_the_whole_recipe_runs_and_only_the_export_wai
     argv += ["--test", *test, "--beam-size", "2", *(f"--set={value}" for value in sets)]
     args = recipe_args(*argv)
     settings = RecipeSettings(
-        0.2, None, None, overrides=sets, langs="xx-yy", **settings_files(args)
+        0.2,
+        None,
+        None,
+        config=read_config(DEFAULT_CONFIG, sets),
+        langs="xx-yy",
+        **settings_files(args),
     )
     paths = RecipePaths(work)
     corpus = prepare_data(paths, settings)
