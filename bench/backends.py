@@ -67,8 +67,8 @@ def child(backend: str, work: Path, info: dict, seconds: float) -> dict:
 def _training(backend: str, work: Path, info: dict, seconds: float) -> float:
     """Target tokens/s of the product's training of `SHAPE` on this backend, in float32."""
     from training.config import DEFAULT_CONFIG, load_config
-    from training.plan import SHAPES
-    from training.planning import measure_speed
+    from training.planning.measure import measure_speed
+    from training.planning.rules import SHAPES
     from training.run import on_backend
     from translator.pipelines.vocabulary import load_vocabulary
 

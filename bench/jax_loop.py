@@ -2,7 +2,7 @@
 
 The loop of `bench/accelerator` at 054f9aa (`JaxTrainer` over batches put on the device up
 front, a look at the clock every 20 updates) against what `translator train` runs on JAX
-now (`training.jax_engine`, timed as the planner times a shape): the same planner shape,
+now (`training.engines.jax_engine`, timed as the planner times a shape): the same planner shape,
 batch tokens and dtype policy, on the same vocabulary, a fresh process per loop and round,
 taking turns. Issue 61's target: the product's updates/s at least 0.95x the old loop's.
 The base is checked out from this repository's history into a temporary worktree (or
@@ -32,8 +32,8 @@ import json, os, sys
 os.environ["KERAS_BACKEND"] = "jax"
 from bench.accelerator.run import Batches, Session, measure
 from training.config import RunConfig
-from training.plan import SHAPES
-from training.planning import with_shape
+from training.planning.rules import SHAPES
+from training.planning.measure import with_shape
 batches_file, vocab_size, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 shape = next(s for s in SHAPES if s.name == "{SHAPE}")
 session = Session.of(with_shape(RunConfig(), shape, {BATCH_TOKENS}), vocab_size, 1e4)
@@ -66,8 +66,8 @@ def _in_base(base: Path, code: str, *arguments: str) -> str:
 def product_speed(work: Path, seconds: float) -> dict:
     """The product's loop, timed by the planner's `measure_speed` (a child process)."""
     from training.config import DEFAULT_CONFIG, load_config
-    from training.plan import SHAPES
-    from training.planning import measure_speed
+    from training.planning.measure import measure_speed
+    from training.planning.rules import SHAPES
     from training.run import on_backend
     from translator.pipelines.vocabulary import load_vocabulary
 

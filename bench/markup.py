@@ -128,33 +128,15 @@ def main(argv=None) -> int:
         return [(h[0].text, h[0].alignment or "") if h else ("", "") for h in found]
 
     outputs = [translate_page(page, translate)[0] for page, _ in planted]
-    well_formed = same_tags = code_kept = codes = placed = baseline = tags = 0
+    totals: Counter = Counter()
     texts = []
     for (page, runs), output, found in zip(planted, outputs, plain, strict=True):
-        before, after = read(page), read(output)
-        well_formed += after.balanced
-        same_tags += after.starts == before.starts
-        wanted = re.findall(r"<code>.*?</code>", page)
-        codes += len(wanted)
-        code_kept += sum(span in output for span in wanted)
-        texts.append(after.text)
-        links: dict[int, set[int]] = {}
-        for pair in (found[0].alignment or "").split():
-            i, _, j = pair.partition("-")
-            links.setdefault(int(i), set()).add(int(j))
-        plain_words = [found[0].text[a:b] for a, b in word_spans(found[0].text)]
-        output_words = [after.text[a:b] for a, b in word_spans(after.text)]
-        for start, end, (open_tag, _) in runs:
-            if open_tag == "<code>":
-                continue
-            aligned = {j for i in range(start, end) for j in links.get(i, ())}
-            want = Counter(plain_words[j] for j in aligned)
-            s, e = after.spans.get(open_tag, (0, 0))
-            held = after.text[s:e]
-            inside = Counter(held[a:b] for a, b in word_spans(held))
-            tags += 1
-            placed += not (want - inside)
-            baseline += not (want - Counter(output_words[-1:]))
+        totals += _page_counts(page, runs, output, found[0])
+        texts.append(read(output).text)
+    well_formed, same_tags, code_kept, codes = (
+        totals[k] for k in ("well_formed", "same_tags", "code_kept", "codes")
+    )
+    placed, baseline, tags = totals["placed"], totals["baseline"], totals["tags"]
     bleu_tagged = sacrebleu.corpus_bleu(texts, [references]).score
     plain_texts = [h[0].text if h else "" for h in plain]
     bleu_plain = sacrebleu.corpus_bleu(plain_texts, [references]).score
@@ -185,3 +167,34 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def _page_counts(page: str, runs: list, output: str, found) -> Counter:
+    """One page's counts: well-formed, same tags, code kept, tags placed (and by the
+    baseline that puts every tag around the last word)."""
+    before, after = read(page), read(output)
+    wanted = re.findall(r"<code>.*?</code>", page)
+    counts = Counter(
+        well_formed=int(after.balanced),
+        same_tags=int(after.starts == before.starts),
+        codes=len(wanted),
+        code_kept=sum(span in output for span in wanted),
+    )
+    links: dict[int, set[int]] = {}
+    for pair in (found.alignment or "").split():
+        i, _, j = pair.partition("-")
+        links.setdefault(int(i), set()).add(int(j))
+    plain_words = [found.text[a:b] for a, b in word_spans(found.text)]
+    output_words = [after.text[a:b] for a, b in word_spans(after.text)]
+    for start, end, (open_tag, _) in runs:
+        if open_tag == "<code>":
+            continue
+        aligned = {j for i in range(start, end) for j in links.get(i, ())}
+        want = Counter(plain_words[j] for j in aligned)
+        s, e = after.spans.get(open_tag, (0, 0))
+        held = after.text[s:e]
+        inside = Counter(held[a:b] for a, b in word_spans(held))
+        counts["tags"] += 1
+        counts["placed"] += not (want - inside)
+        counts["baseline"] += not (want - Counter(output_words[-1:]))
+    return counts

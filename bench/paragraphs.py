@@ -60,15 +60,7 @@ def main(argv=None) -> int:
     joined = [" ".join(group) for group, _ in groups]
     joined_references = [" ".join(refs) for _, refs in groups]
 
-    splitter = SentenceSplitter(args.source_lang)
-    exact = ended_exact = 0
-    ended = []  # the paragraphs whose sentences (but the last) end in a mark
-    for index, (group, paragraph) in enumerate(zip((g for g, _ in groups), joined, strict=True)):
-        found = [sentence.strip() for sentence in splitter.split(paragraph) if sentence.strip()]
-        exact += found == group
-        if all(sentence.rstrip().endswith(END_MARKS) for sentence in group[:-1]):
-            ended.append(index)
-            ended_exact += found == group
+    exact, ended_exact, ended = _splitter_accuracy(SentenceSplitter(args.source_lang), groups)
 
     search = SearchConfig()  # beam 4, as the recipe's reports
     options = InferenceOptions(source_lang=args.source_lang)
@@ -108,6 +100,21 @@ def main(argv=None) -> int:
         f"sentences (but the last) end in . ! or ? ({100 * ended_exact / max(len(ended), 1):.1f}%)"
     )
     return 0
+
+
+def _splitter_accuracy(splitter, groups) -> tuple[int, int, list[int]]:
+    """Paragraphs split into exactly their sentences: all of them, and those whose
+    sentences (but the last) end in a mark; and which those are."""
+    exact = ended_exact = 0
+    ended = []
+    for index, (group, _) in enumerate(groups):
+        paragraph = " ".join(group)
+        found = [sentence.strip() for sentence in splitter.split(paragraph) if sentence.strip()]
+        exact += found == group
+        if all(sentence.rstrip().endswith(END_MARKS) for sentence in group[:-1]):
+            ended.append(index)
+            ended_exact += found == group
+    return exact, ended_exact, ended
 
 
 def _bleu(sacrebleu, hypotheses: list[str], references: list[str], rows: list[int]) -> float:

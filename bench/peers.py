@@ -206,7 +206,7 @@ def model_flops(data: Path, vocab: Path) -> tuple[float, dict[str, float], str]:
 
     from bench.training import flops_per_target_token, matmul_flops_per_second
     from training.config import load_config
-    from training.strategy import select_precision
+    from training.engines.tf_strategy import select_precision
 
     vocabulary, run_config = harness.vocabulary(vocab, data), load_config(None, list(OUR_SHAPE))
     config = run_config.model.transformer_config(

@@ -17,10 +17,17 @@ from training.config import (
     WARMUP_FRACTION,
     load_config,
 )
-from training.plan import SHAPES, Budget, CorpusCounts, Speed, choose_vocab_size, make_plan
-from training.planning import TIMED_BATCH_TOKENS, measure_speed
+from training.engines.tf_strategy import make_strategy, select_precision
+from training.planning.measure import TIMED_BATCH_TOKENS, measure_speed
+from training.planning.rules import (
+    SHAPES,
+    Budget,
+    CorpusCounts,
+    Speed,
+    choose_vocab_size,
+    make_plan,
+)
 from training.record import RunRecord
-from training.strategy import make_strategy, select_precision
 from translator.io import count_characters, read_lines, write_atomic
 from translator.pipelines import PipelineConfig, build_vocabulary, load_vocabulary, scan_corpus
 

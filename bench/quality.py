@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from bench import harness
-from training.plan import Plan
-from training.planning import PLAN_FILE
+from training.planning.measure import PLAN_FILE
+from training.planning.rules import Plan
 from training.record import RunRecord
 from translator.constants import DEFAULT_LABEL_SMOOTHING
 
@@ -167,7 +167,7 @@ def chosen_by(run: BudgetRun) -> str:
         choices = Plan.from_json(json.dumps(run.plan)).choices
         chosen = "; ".join(f"{c.key} = {c.value}" for c in choices)
         reasons = "; ".join(f"{c.key}: {c.reason}" for c in choices)
-        reasons = f"the planner (training/plan.py): {reasons}"
+        reasons = f"the planner (training/planning/rules.py): {reasons}"
     return render("chosen-by", label=run.label, setting=chosen, chosen_by=reasons)
 
 

@@ -10,10 +10,10 @@ import keras
 import tensorflow as tf
 
 from bench import harness
-from training import strategy
 from training.config import load_config
+from training.engines import tf_strategy as strategy
+from training.engines.tf_trainer import TranslationTrainer
 from training.optimizer import make_optimizer
-from training.trainer import TranslationTrainer
 from translator import Transformer
 from translator.flops import training_flops
 from translator.pipelines import make_dataset, scan_corpus

@@ -195,8 +195,6 @@ def serving_config(args: argparse.Namespace) -> tuple[BatchingConfig, int]:
 
 def run(args: argparse.Namespace) -> int:
     """Runs `translator serve` until SIGTERM or Ctrl-C."""
-    import time
-
     from translator.errors import CommandError
 
     config, max_request_sentences = serving_config(args)
@@ -206,60 +204,19 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from serving.app import create_app
-    from serving.batching import Batcher
-    from serving.model import ServedModel
-    from serving.protocol import RequestLimits
-    from serving.service import Predictor
-    from serving.splitting import Splitting
-    from translator.constants import language_tag
-    from translator.signatures import SERVING_SIGNATURE
 
-    start = time.monotonic()
-    model = ServedModel(args.name, args.model)
-    tag = language_tag(args.target_lang, tuple(model.tags)) if args.target_lang else args.tag
-    if tag and model.tagged(SERVING_SIGNATURE) is None:
-        raise CommandError(
-            f"--tag {tag}: {model.path} has no tagged signatures (export a model whose "
-            "vocabulary has tags, or pass the tag to `translator export --tag`)"
-        )
-    if tag and (why := model.unknown_tag(tag.encode("utf-8"))):
-        raise CommandError(f"--tag {tag}: {why}")
-    batching = (
-        f"batching max_batch_size={config.max_batch_size} "
-        f"batch_timeout_micros={config.batch_timeout_micros} "
-        f"max_enqueued_batches={config.max_enqueued_batches}"
-        if config.enabled
-        else "batching off"
-    )
-    limits = RequestLimits(max_sentences=max_request_sentences, max_bytes=args.max_request_bytes)
-    batcher = Batcher(model.run, config)
-    splitting = Splitting.of_export(model.path, model.metadata, args.split, args.source_lang)
-    predictor = Predictor(model, batcher, limits, tag, splitting)
-    print(
-        f"loaded {model.path} (version {model.version}; signatures "
-        f"{', '.join(sorted(predictor.signatures))}) in {time.monotonic() - start:.1f} s; "
-        f"{batching}; at most {max_request_sentences} sentences per request"
-        + (f"; untagged requests tagged {tag}" if tag else ""),
-        flush=True,
-    )
+    predictor = _load(args, config, max_request_sentences)
+    batcher = predictor.batcher
     # The warm-up requests take a real request's way to the model, through the batcher
     # (which the application then finds running); they count in its statistics.
     batcher.start()
     try:
-        warmed = model.warm_up(lambda signature, rows: batcher.submit(signature, rows).result())
-        print(warmed, flush=True)
+        model = predictor.model
+        print(model.warm_up(lambda sig, rows: batcher.submit(sig, rows).result()), flush=True)
+        grpc_server = _start_grpc(args, predictor)
     except BaseException:
         batcher.stop()
         raise
-    grpc_server = None
-    if not args.no_grpc:
-        from serving.grpc_api import start_grpc_server
-
-        try:
-            grpc_server = start_grpc_server(predictor, args.host, args.grpc_port)
-        except OSError as error:
-            batcher.stop()
-            raise CommandError(f"{error} (--grpc-port, or --no-grpc)") from None
 
     def stop_grpc() -> None:  # before the batcher stops: gRPC requests in flight finish
         if grpc_server is not None:
@@ -290,6 +247,69 @@ def run(args: argparse.Namespace) -> int:
     if not server.started:
         raise CommandError(f"could not listen on {args.host}:{args.port} (see the log above)")
     return 0
+
+
+def _load(args: argparse.Namespace, config, max_request_sentences: int):
+    """The served model behind its batcher (not started), as `Predictor`; says so."""
+    import time
+
+    from serving.batching import Batcher
+    from serving.model import ServedModel
+    from serving.protocol import RequestLimits
+    from serving.service import Predictor
+    from serving.splitting import Splitting
+
+    start = time.monotonic()
+    model = ServedModel(args.name, args.model)
+    tag = _served_tag(args, model)
+    batching = (
+        f"batching max_batch_size={config.max_batch_size} "
+        f"batch_timeout_micros={config.batch_timeout_micros} "
+        f"max_enqueued_batches={config.max_enqueued_batches}"
+        if config.enabled
+        else "batching off"
+    )
+    limits = RequestLimits(max_sentences=max_request_sentences, max_bytes=args.max_request_bytes)
+    splitting = Splitting.of_export(model.path, model.metadata, args.split, args.source_lang)
+    predictor = Predictor(model, Batcher(model.run, config), limits, tag, splitting)
+    print(
+        f"loaded {model.path} (version {model.version}; signatures "
+        f"{', '.join(sorted(predictor.signatures))}) in {time.monotonic() - start:.1f} s; "
+        f"{batching}; at most {max_request_sentences} sentences per request"
+        + (f"; untagged requests tagged {tag}" if tag else ""),
+        flush=True,
+    )
+    return predictor
+
+
+def _served_tag(args: argparse.Namespace, model) -> str:
+    """The tag `--tag` or `--target-lang` gives untagged requests ("": none), checked."""
+    from translator.constants import language_tag
+    from translator.errors import CommandError
+    from translator.signatures import SERVING_SIGNATURE
+
+    tag = language_tag(args.target_lang, tuple(model.tags)) if args.target_lang else args.tag
+    if tag and model.tagged(SERVING_SIGNATURE) is None:
+        raise CommandError(
+            f"--tag {tag}: {model.path} has no tagged signatures (export a model whose "
+            "vocabulary has tags, or pass the tag to `translator export --tag`)"
+        )
+    if tag and (why := model.unknown_tag(tag.encode("utf-8"))):
+        raise CommandError(f"--tag {tag}: {why}")
+    return tag
+
+
+def _start_grpc(args: argparse.Namespace, predictor):
+    """The gRPC server, started (None with --no-grpc)."""
+    if args.no_grpc:
+        return None
+    from serving.grpc_api import start_grpc_server
+    from translator.errors import CommandError
+
+    try:
+        return start_grpc_server(predictor, args.host, args.grpc_port)
+    except OSError as error:
+        raise CommandError(f"{error} (--grpc-port, or --no-grpc)") from None
 
 
 def _server_class(uvicorn):

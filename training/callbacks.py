@@ -12,19 +12,19 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 import keras
 
 from training.checkpoints import Checkpoints, HostScalar
 from training.summaries import SPLITS, EventWriter, last_step
-from translator.evaluation.metrics import Scoring
 
 log = logging.getLogger(__name__)
 
 
-def _step(model) -> int:
+def update_step(model) -> int:
+    """The updates the trainer has made (across resumes)."""
     return model.updates_done()
 
 
@@ -40,7 +40,7 @@ class NanGuard(keras.callbacks.Callback):
     checkpoint stays the newest one.
     """
 
-    # Any cadence of updates will do (`training.jax_engine.updates_unseen`).
+    # Any cadence of updates will do (`training.engines.jax_engine.updates_unseen`).
     every_steps = 0
 
     def __init__(self):
@@ -50,7 +50,7 @@ class NanGuard(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         loss = (logs or {}).get("loss")
         if loss is not None and not math.isfinite(float(loss)):
-            self.failed_step = _step(self.model)
+            self.failed_step = update_step(self.model)
             self.model.stop_training = True
 
 
@@ -73,10 +73,10 @@ class Budget(keras.callbacks.Callback):
         max_minutes: Stop after this much wall time, in minutes; 0 = no limit.
         schedule: A schedule with a `total_updates` variable to keep up to date, or None.
         clock: Seconds from an arbitrary origin (tests pass a simulated clock).
-        strategy: The run's `training.backend.Strategy`, whose workers agree on the time
+        strategy: The run's `training.engines.backend.Strategy`, whose workers agree on the time
             spent (None: one process).
         scalar: Makes the two numbers the checkpoints keep, from a value and a name
-            (`training.backend.Engine.scalar`).
+            (`training.engines.backend.Engine.scalar`).
     """
 
     # Any cadence of updates will do: it stops at the first look past the budget.
@@ -126,7 +126,7 @@ class Budget(keras.callbacks.Callback):
         self._epoch_tokens = 0.0
 
     def on_train_batch_end(self, batch, logs=None):
-        now, step = self.clock(), _step(self.model)
+        now, step = self.clock(), update_step(self.model)
         elapsed = self._elapsed_before + now - self._started
         tokens = float((logs or {}).get("tokens", self._epoch_tokens))
         self.target_tokens.assign_add(tokens - self._epoch_tokens)
@@ -185,7 +185,7 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
 
     def save(self) -> None:
         """Saves unless this step is saved already or the loss went NaN."""
-        step = _step(self.model)
+        step = update_step(self.model)
         if self.nan_guard.failed_step is None and step != self.last_saved and step > 0:
             self.model.sync_state()
             path = self.checkpoints.save()
@@ -193,7 +193,7 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
             log.info("saved %s", path)
 
     def on_train_batch_end(self, batch, logs=None):
-        if self.every_steps and _step(self.model) % self.every_steps == 0:
+        if self.every_steps and update_step(self.model) % self.every_steps == 0:
             self.save()
 
     def on_epoch_end(self, epoch, logs=None):
@@ -239,7 +239,7 @@ class Interrupt(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         if self._requested and self.step is None:
-            self.step = _step(self.model)
+            self.step = update_step(self.model)
             self.model.stop_training = True
 
     def on_train_end(self, logs=None):
@@ -297,7 +297,7 @@ class Progress(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         logs = logs or {}
-        step = _step(self.model)
+        step = update_step(self.model)
         if self.every_steps and step % self.every_steps == 0:
             log.info("%s", self.line(step, logs))
         if self.bar and self.clock() - self._last_draw >= 0.5:
@@ -308,7 +308,7 @@ class Progress(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         if logs and "val_loss" in logs:
-            log.info("step %d: validation loss %.3f", _step(self.model), logs["val_loss"])
+            log.info("step %d: validation loss %.3f", update_step(self.model), logs["val_loss"])
 
     def on_train_end(self, logs=None):
         self.clear()
@@ -429,7 +429,7 @@ class Summaries(keras.callbacks.Callback):
         self._interval.epoch_begin()
 
     def on_train_batch_end(self, batch, logs=None):
-        step = _step(self.model)
+        step = update_step(self.model)
         if self.every_steps and step % self.every_steps == 0:
             self._write_training(step, logs or {})
 
@@ -438,7 +438,9 @@ class Summaries(keras.callbacks.Callback):
         scalars = {"loss": logs.get("val_loss"), "bleu": logs.get("val_bleu")}
         scalars = {tag: value for tag, value in scalars.items() if value is not None}
         if scalars:
-            self._write("validation", _step(self.model), {**scalars, "minutes": self._minutes()})
+            self._write(
+                "validation", update_step(self.model), {**scalars, "minutes": self._minutes()}
+            )
 
     def on_train_end(self, logs=None):
         for writer in self._writers.values():
@@ -490,81 +492,3 @@ class _Interval:
         loss = (loss_sum - self._epoch[0]) / max(epoch_tokens - self._epoch[1], 1.0)
         self._epoch = (loss_sum, epoch_tokens)
         return loss, new_tokens / seconds
-
-
-class BleuValidation(keras.callbacks.Callback):
-    """Translates the validation sources, scores them with sacreBLEU, keeps the best.
-
-    Adds `val_bleu` to the epoch logs (so TensorBoard and the progress bar show it),
-    calls `on_best(step, bleu)` when BLEU improves, and stops training after `patience`
-    validations without improvement (0 = never).
-
-    Args:
-        translate: Maps source sentences to detokenized translations.
-        sources: Validation source sentences.
-        references: Their reference translations.
-        on_best: Called with (step, bleu) on a new best, e.g. to save the model.
-        patience: Early-stopping patience in validations; 0 disables it.
-        nan_guard: Validation is skipped once the loss went NaN.
-        interrupt: ... and once Ctrl-C stopped training.
-        validate_first: Also validate before the first update (fine-tuning: the score of
-            the model it starts from, which then counts as a best like any other).
-        scoring: The target language's BLEU tokenizer (zh, ja-mecab, ko-mecab, 13a).
-    """
-
-    every_steps = 0  # it acts at epoch (validation) ends only
-
-    def __init__(
-        self,
-        translate: Callable[[Sequence[str]], list[str]],
-        sources: Sequence[str],
-        references: Sequence[str],
-        on_best: Callable[[int, float], None],
-        patience: int,
-        nan_guard: NanGuard,
-        interrupt: Interrupt | None = None,
-        validate_first: bool = False,
-        scoring: Scoring | None = None,
-    ):
-        super().__init__()
-        self.validate_first = validate_first
-        self.bleu = (scoring or Scoring()).metrics()["bleu"]
-        self.translate = translate
-        self.sources = list(sources)
-        self.references = list(references)
-        self.on_best = on_best
-        self.patience = patience
-        self.nan_guard = nan_guard
-        self.interrupt = interrupt
-        self.best = -1.0
-        self.best_step = 0
-        self.since_best = 0
-        self.history: list[tuple[int, float]] = []
-        self.stopped_early = False
-
-    def on_train_begin(self, logs=None):
-        if self.validate_first and _step(self.model) == 0:
-            self.on_epoch_end(-1)
-
-    def on_epoch_end(self, epoch, logs=None):
-        if self.nan_guard.failed_step is not None:
-            return
-        if self.interrupt is not None and self.interrupt.step is not None:
-            return
-        started = time.monotonic()
-        hypotheses = self.translate(self.sources)
-        bleu = float(self.bleu.corpus_score(hypotheses, [self.references]).score)
-        step = _step(self.model)
-        self.history.append((step, bleu))
-        if logs is not None:
-            logs["val_bleu"] = bleu
-        log.info("step %d: validation BLEU %.2f (%.1fs)", step, bleu, time.monotonic() - started)
-        if bleu > self.best:
-            self.best, self.best_step, self.since_best = bleu, step, 0
-            self.on_best(step, bleu)
-        else:
-            self.since_best += 1
-            if self.patience and self.since_best >= self.patience:
-                log.info("early stopping: no BLEU gain in %d validations", self.patience)
-                self.stopped_early = True
-                self.model.stop_training = True

@@ -121,7 +121,7 @@ class ArrayCheckpoints:
     skipped for the next older one, as with `Checkpoints`. The values are plain arrays,
     so any backend reads them (`average_checkpoints`).
 
-    Args: as `Checkpoints` (`strategy` is a `training.jax_engine.JaxStrategy`: one
+    Args: as `Checkpoints` (`strategy` is a `training.engines.jax_engine.JaxStrategy`: one
         process writes).
     """
 
@@ -211,7 +211,7 @@ class HostScalar:
 
     It lives on the host, so reading it waits on no device; `ArrayCheckpoints` saves and
     restores it like a variable. (TensorFlow's checkpoints keep a `tf.Variable` instead:
-    `training.backend.Engine.scalar`.)
+    `training.engines.backend.Engine.scalar`.)
     """
 
     def __init__(self, value: float = 0.0, name: str = "scalar"):

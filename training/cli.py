@@ -7,7 +7,6 @@ import dataclasses
 import logging
 from pathlib import Path
 
-from training.backend import check_tensorflow, choose_backend
 from training.config import (
     DATA_PREPARED,
     DATA_TEXT,
@@ -21,6 +20,7 @@ from training.config import (
     RunConfig,
     read_config,
 )
+from training.engines.backend import check_tensorflow, choose_backend
 from translator.errors import ConfigError
 
 
@@ -125,7 +125,9 @@ def run_train(args: argparse.Namespace) -> int:
     config = with_prepared_corpus(config, given.set_keys)
     choose_backend(config)  # before Keras is imported
     check_tensorflow(config)
-    from training.run import PlanRequest, preview_plan, summary_line, train
+    from training.planning.lifecycle import PlanRequest
+    from training.record import summary_line
+    from training.run import preview_plan, train
 
     request = None
     if not args.no_plan:

@@ -11,6 +11,7 @@ not architecture: the config or the plan may change it.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,8 +22,11 @@ from translator.errors import ConfigError
 from translator.marian.files import is_marian_model
 
 if TYPE_CHECKING:  # pragma: no cover
+    from training.validation import BleuValidation
     from translator.model import Transformer
     from translator.pipelines.vocabulary import Vocabulary
+
+log = logging.getLogger(__name__)
 
 # The `--set` keys that fix the architecture (the planner then keeps it); a fine-tuning
 # run may set the dropout rates apart from its model's.
@@ -141,3 +145,29 @@ def load_init_weights(transformer: Transformer, init: InitModel) -> None:
 def _short(hashes: tuple[str, str]) -> str:
     source, target = (value[:12] for value in hashes)
     return source if source == target else f"{source}/{target}"
+
+
+def keep_the_better(transformer: Transformer, run_dir: Path, bleu: BleuValidation | None) -> None:
+    """Fine-tuning whose last validation is below its best: the final model is the best.
+
+    The best may be the model fine-tuning started from (validated before the first
+    update, step 0): a fine-tuning that only hurts then keeps it, and says so.
+    """
+    if bleu is None or not bleu.history or bleu.history[-1][1] >= bleu.best:
+        return
+    best = run_dir / "best" / MODEL_FILE
+    if not best.is_file():
+        return
+    transformer.load_weights(best)
+    last_step, last = bleu.history[-1]
+    start = "the model fine-tuning started from"
+    which = start if bleu.best_step == 0 else f"step {bleu.best_step}'s"
+    log.info(
+        "fine-tuning: validation BLEU %.2f at the end (step %d) is below %.2f at step %d: "
+        "the final model is %s",
+        last,
+        last_step,
+        bleu.best,
+        bleu.best_step,
+        which,
+    )

@@ -222,3 +222,31 @@ def _shard(batches: list[Batch], context) -> Iterable[Batch]:
     rows = tf.TensorSpec([None, None], tf.int32)
     signature = ({"source_ids": rows, "decoder_input_ids": rows}, rows)
     return tf.data.Dataset.from_generator(lambda: iter(mine), output_signature=signature)
+
+
+# Batches of the training mix counted for the log line that reports it.
+MIX_REPORT_BATCHES = 100
+
+
+def log_mix(config: RunConfig, vocabulary: Vocabulary) -> None:
+    """Logs each corpus' weight and its share of the pairs actually drawn."""
+    from translator.pipelines.dataset import WeightedCorpus, drawn_shares, make_mixed_dataset
+
+    data = config.data
+    corpora = data.corpora()
+    mix = make_mixed_dataset(
+        [WeightedCorpus(c.source, c.target, c.weight, c.tag) for c in corpora],
+        vocabulary,
+        data.pipeline,
+    )
+    shares = drawn_shares(mix, len(corpora), MIX_REPORT_BATCHES)
+    total = sum(corpus.weight for corpus in corpora)
+    for corpus, share in zip(corpora, shares, strict=True):
+        log.info(
+            "mix: %s%s: weight %.1f%%, drawn %.1f%% of the pairs of the first %d batches",
+            corpus.source,
+            f" (tag {corpus.tag})" if corpus.tag else "",
+            100 * corpus.weight / total,
+            100 * share,
+            MIX_REPORT_BATCHES,
+        )

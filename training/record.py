@@ -1,6 +1,8 @@
-"""A finished run's record beside its model (`RUN/model/metadata.json`), typed.
+"""What a finished run records and returns.
 
-`translator train` writes it; the recipe's summary, evaluation reports (which embed it)
+Its record beside its model (`RUN/model/metadata.json`, `RunRecord`), typed, and what
+`training.run.train` returns (`TrainResult`) and prints of it (`summary_line`).
+`translator train` writes the record; the recipe's summary, evaluation reports (which embed it)
 and the benchmarks read it back through `RunRecord`, never by string key.
 """
 
@@ -10,8 +12,13 @@ import dataclasses
 import json
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from translator.artifacts import METADATA_FILE
+
+if TYPE_CHECKING:  # pragma: no cover
+    from training.planning.rules import Plan
+    from translator.model import Transformer
 
 # A YAML/JSON value as the run config's `to_dict` holds it.
 ConfigMapping = Mapping[str, object]
@@ -58,3 +65,49 @@ class RunRecord:
         """The record of a run's final model directory (`RUN/model`)."""
         path = Path(model_dir) / METADATA_FILE
         return cls.from_dict(json.loads(path.read_text("utf-8")))
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """What a finished run produced."""
+
+    # The run directory.
+    run_dir: Path
+    # Optimizer updates done in total (across resumes).
+    steps: int
+    # Why training stopped.
+    stop_reason: str
+    # The final model directory (<run>/model).
+    model_dir: Path
+    # Best validation BLEU and its step (None without BLEU validation).
+    best_bleu: float | None
+    best_step: int | None
+    # Validation BLEU after each validation: (step, BLEU).
+    bleu_history: list[tuple[int, float]]
+    # Training loss of the last epoch.
+    final_loss: float
+    # Real (non-padding) target tokens trained on, across resumes.
+    target_tokens: int
+    # The trained Transformer (averaged when checkpoint.average_last > 1).
+    model: Transformer
+    # The plan the run trained (None when nothing was planned).
+    plan: Plan | None = None
+    # The curves of the run as a PNG (None when nothing was logged, or not the chief).
+    curves: Path | None = None
+
+
+def summary_line(result: TrainResult) -> str:
+    """What a run bought: the plan, the updates made, the validation BLEU reached."""
+    planned = ""
+    if result.plan is not None:
+        plan = result.plan
+        bought = f", {plan.epochs:,.1f} epochs" if plan.updates else ""
+        planned = (
+            f" of the plan's ~{plan.updates:,}" if plan.updates else ""
+        ) + f" ({plan.shape.describe()}, {plan.batch_tokens:,} batch tokens{bought}; RUN/plan.json)"
+    best = (
+        f"; best validation BLEU {result.best_bleu:.2f} at step {result.best_step:,}"
+        if result.best_bleu is not None
+        else ""
+    )
+    return f"trained {result.steps:,} updates{planned} ({result.stop_reason}){best}"

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from bench import accelerator as layout
 from bench import harness
-from training.corpus_prep import prepare_data
-from training.prepared_stage import prepared_corpus
-from training.recipe_settings import RecipePaths, RecipeSettings
-from training.vocab_stage import build_vocab
+from training.recipe.corpus import prepare_data
+from training.recipe.prepared import prepared_corpus
+from training.recipe.settings import RecipePaths, RecipeSettings
+from training.recipe.vocab import build_vocab
 
 # The image's platform tags its pip accepts (the device tool's README), for its Python 3.12.
 WHEEL_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")

@@ -20,7 +20,7 @@ from pathlib import Path
 from bench import accelerator as layout
 from bench import harness
 
-# The recipe's line of the compiling before its clock (training/jax_engine.py).
+# The recipe's line of the compiling before its clock (training/engines/jax_engine.py).
 COMPILED = re.compile(r"compiled the training step for (\d+) batch shape\(s\) in ([\d.]+) s")
 MULTI30K_TEST = "test_2016_flickr"
 
@@ -96,8 +96,8 @@ def run(
     settings: tuple[str, ...] = (),
 ) -> dict:
     """The recipe on a copy of the bundle's work directory; returns accelerator.json's data."""
-    from training.plan import Plan
-    from training.planning import PLAN_FILE
+    from training.planning.measure import PLAN_FILE
+    from training.planning.rules import Plan
     from training.record import RunRecord
     from training.summaries import read_scalars
 
@@ -163,12 +163,12 @@ def shape_speeds(
     at: what the plan estimated (on one bucket) beside what a run gets. Otherwise every
     shape at `batch_tokens`.
     """
-    from training.backend import choose_backend
-    from training.corpus_prep import prepare_data
-    from training.plan import SHAPES
-    from training.planning import flops_per_token, measure_speed
-    from training.recipe_config import run_request
-    from training.recipe_settings import RecipePaths, RecipeSettings
+    from training.engines.backend import choose_backend
+    from training.planning.measure import flops_per_token, measure_speed
+    from training.planning.rules import SHAPES
+    from training.recipe.corpus import prepare_data
+    from training.recipe.run_config import run_request
+    from training.recipe.settings import RecipePaths, RecipeSettings
     from training.run import on_backend
     from translator.pipelines.vocabulary import load_vocabulary
 

@@ -22,7 +22,7 @@ from tests.support.missing import DEV_EXTRA, need_module
 from tests.support.models import random_sources
 from tests.support.paths import REPO
 from tests.support.runs import planned_shape
-from training.trainer import TranslationTrainer
+from training.engines.tf_trainer import TranslationTrainer
 from translator import Transformer, TransformerConfig
 from translator.constants import BOS_ID, EOS_ID
 from translator.flops import training_flops

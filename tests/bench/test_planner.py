@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from bench.planner import Cell, speed_key, timed_speeds, trial_updates
-from training.plan import SHAPES, Speed
+from training.planning.rules import SHAPES, Speed
 
 NARROW = SHAPES[0]
 # A CPU where a token costs more time in a smaller batch (as measured here).

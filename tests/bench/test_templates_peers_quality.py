@@ -105,7 +105,7 @@ INVERSE = {"model": {"preset": "base"}, "optimizer": {"schedule": "x", "warmup_s
 def five_minute_plan() -> dict:
     import json
 
-    from training.plan import Budget, CorpusCounts, Speed, make_plan
+    from training.planning.rules import Budget, CorpusCounts, Speed, make_plan
 
     counts = CorpusCounts(pairs=29_000, characters=3_820_000, target_tokens=474_000)
     speeds = {"narrow": Speed(7000.0, 1790.0, 2048, True, 25.0)}
@@ -150,7 +150,9 @@ def test_the_quality_section_holds_each_budget_and_no_unfilled_field():
     assert "| 60 min | **39.79** | >= 38 meets |" in text and "| 10,937 | 36.8M |" in text
     # A planned run says what the plan chose and the rule's reasons; an older run says so.
     assert "- 5 min trains model = narrow; data.pipeline.batch_tokens = 2048;" in text
-    assert ", chosen by the planner (training/plan.py): model: the data limit allows" in text
+    assert (
+        ", chosen by the planner (training/planning/rules.py): model: the data limit allows" in text
+    )
     hand = "- 60 min trains small (d_model 128, dropout 0.1); peak lr 0.005, chosen by a "
     assert hand + "setting set by hand." in text
     assert "validation):\n  24.60 at 1,000, 39.09 at 10,937.\n" in text
@@ -216,7 +218,7 @@ def test_the_minutes_table_and_de_en_runs_are_rows_beside_the_plan_without_targe
 
 def test_the_baseline_run_sets_every_planned_value_so_nothing_is_planned_or_timed(tmp_path):
     from training.config import explicit_keys, load_config
-    from training.planning import given_settings
+    from training.planning.measure import given_settings
 
     args = argparse.Namespace(short=False)
     command = quality.recipe_command(args, tmp_path, tmp_path, quality.Variant(5.0, table=True))

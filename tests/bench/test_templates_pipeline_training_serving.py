@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench import harness, pipeline, serving, training
-from training import strategy as training_strategy
+from training.engines import tf_strategy as training_strategy
 
 REPO = Path(__file__).resolve().parents[2]
 MODULES = {"pipeline": pipeline, "training": training, "serving": serving}

@@ -21,7 +21,7 @@ import numpy as np  # noqa: E402
 
 from tests.support.runs import planned_shape  # noqa: E402
 from training.config import RunConfig  # noqa: E402
-from training.jax_step import JaxTrainer  # noqa: E402
+from training.engines.jax_step import JaxTrainer  # noqa: E402
 from training.optimizer import make_optimizer, make_schedule  # noqa: E402
 from translator import flops  # noqa: E402
 from translator.config import TransformerConfig  # noqa: E402

@@ -17,7 +17,7 @@ import numpy as np
 
 from tests.support.paths import REPO, SCRIPTS
 from training.config import RunConfig, build_section, dump_config
-from training.plan import SHAPES, Budget, CorpusCounts, Speed, make_plan
+from training.planning.rules import SHAPES, Budget, CorpusCounts, Speed, make_plan
 
 # Runs `training.run.train` in its own process: CONFIG RUN_DIR WEIGHTS.npz.
 TRAIN_SCRIPT = SCRIPTS / "train_run.py"

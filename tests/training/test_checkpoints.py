@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from training.checkpoints import CheckpointError, Checkpoints
-from training.strategy import TfStrategy
+from training.engines.tf_strategy import TfStrategy
 
 
 def _state():

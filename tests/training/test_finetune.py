@@ -180,7 +180,8 @@ def test_ctrl_c_then_resume_of_a_fine_tuning_equals_an_uninterrupted_one(
 def test_a_planned_fine_tuning_keeps_the_model_and_plans_what_fine_tuning_changes(
     copy_task, base_model, tmp_path
 ):
-    from training.run import PlanRequest, preview_plan
+    from training.planning.lifecycle import PlanRequest
+    from training.run import preview_plan
 
     config = tiny_run_config(
         copy_task, train={"max_steps": 0, "max_minutes": 0.5, "init_from": str(base_model)}
@@ -211,7 +212,7 @@ def test_a_fine_tuning_that_only_hurts_keeps_the_model_it_started_from(
         optimizer={"peak_learning_rate": 0.5, "warmup_fraction": 0.05},
         eval={"every_steps": 20, "bleu": True},
     )
-    with caplog.at_level("INFO", logger="training.run"):
+    with caplog.at_level("INFO", logger="training.finetune"):
         result = train(config, tmp_path / "wrecked", verbose=0)
     (first_step, before), (last_step, after) = result.bleu_history[0], result.bleu_history[-1]
     assert (first_step, last_step) == (0, 20) and after < before, result.bleu_history

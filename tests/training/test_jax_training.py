@@ -276,7 +276,7 @@ def test_data_parallel_over_two_devices_trains_as_one_device(copy_task, tmp_path
 
 def _half_batch_tokens(config, batches: int) -> list[tuple[int, int]]:
     """Real target tokens in each half of the run's first batches (JAX's static shapes,
-    as `training.jax_engine.adapt` sets them: buckets 16 tokens wide)."""
+    as `training.engines.jax_engine.adapt` sets them: buckets 16 tokens wide)."""
     from translator.pipelines.dataset import make_dataset
     from translator.pipelines.vocabulary import load_vocabulary
 

@@ -7,7 +7,8 @@ import yaml
 from tests.support.corpora import write_copy_corpus
 from tests.support.runs import replace, tiny_raw_config, tiny_run_config
 from training.config import ConfigError, load_config
-from training.run import check_inputs, train
+from training.run import train
+from training.run_dir import check_inputs
 from translator.pipelines import PipelineConfig
 from translator.pipelines.dataset import WeightedCorpus, drawn_shares, make_mixed_dataset
 from translator.pipelines.errors import VocabularyError
@@ -134,7 +135,7 @@ def test_training_on_a_tagged_mix_logs_the_mix_drawn(copy_task, tagged, tmp_path
         "train": tuple(TrainCorpus(**corpus) for corpus in corpora),
         "vocabulary": str(tagged["vocab"].directory),
     }
-    with caplog.at_level("INFO", logger="training.run"):
+    with caplog.at_level("INFO", logger="training.inputs"):
         result = train(replace(config, "data", **data), tmp_path / "run", verbose=0)
     assert result.steps == 2
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("mix:")]

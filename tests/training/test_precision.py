@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import training.strategy as strategy_module
+import training.engines.tf_strategy as strategy_module
 from tests.support.models import random_sources
-from training.trainer import TranslationTrainer
+from training.engines.tf_trainer import TranslationTrainer
 from translator import Transformer, TransformerConfig
 from translator.layers import MultiHeadAttention
 from translator.search import SearchConfig, search

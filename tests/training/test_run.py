@@ -95,7 +95,7 @@ def test_resuming_with_another_vocabulary_is_refused(copy_task, tmp_path):
 def test_nan_loss_stops_naming_the_step_and_keeps_the_last_good_checkpoint(
     copy_task, tmp_path, monkeypatch
 ):
-    import training.trainer as trainer_module
+    import training.engines.tf_trainer as trainer_module
 
     real_loss, real_cross_entropy = (
         trainer_module.TranslationTrainer._loss,

@@ -203,7 +203,7 @@ def test_where_jax_trains_tensorflow_is_kept_off_the_gpus(tmp_path):
         "import tensorflow as tf\n"
         "hidden = []\n"
         "tf.config.set_visible_devices = lambda devices, kind: hidden.append((devices, kind))\n"
-        "from training.backend import choose_backend\n"
+        "from training.engines.backend import choose_backend\n"
         "from training.config import DEFAULT_CONFIG, load_config\n"
         "backend = choose_backend(load_config(DEFAULT_CONFIG, ['train.backend=jax']))\n"
         "print(backend, hidden)\n"

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tests.support.paths import SCRIPTS
-from training.trainer import TranslationTrainer
+from training.engines.tf_trainer import TranslationTrainer
 from translator import Transformer, TransformerConfig
 
 
@@ -171,9 +171,9 @@ def test_the_prepared_validation_set_gives_the_texts_validation_loss(copy_task, 
     import dataclasses
 
     from tests.support.runs import tiny_run_config
+    from training.engines.tf_strategy import make_strategy
+    from training.engines.tf_trainer import build_trainer
     from training.inputs import validation_dataset
-    from training.strategy import make_strategy
-    from training.trainer import build_trainer
     from translator.pipelines.prepare import prepare_corpus
     from translator.pipelines.prepared import VALIDATION_DIR
     from translator.pipelines.vocabulary import load_vocabulary

@@ -320,39 +320,43 @@ def compare_systems(
     )
     signatures, results = test()
     seed = _sacrebleu_seed()
-    labels = {key: (label, better) for key, label, better in METRICS}
     comparisons = []
     # sacreBLEU keys results by metric name (BLEU, chrF2, TER), in the order given.
     names = [name for name in results if name != "System"]
     for key, name in zip(COMPARED, names, strict=True):
-        base, system = results[name]
-        system_scores, baseline_scores = _resampled_scores(
+        resampled = _resampled_scores(
             chosen[key], hypotheses, baseline, references, n_samples, seed
         )
-        mean, low, high = _difference_interval(system_scores - baseline_scores)
-        label, better = labels[key]
-        comparisons.append(
-            Comparison(
-                key=key,
-                label=label,
-                system=float(system.score),
-                baseline=float(base.score),
-                difference=float(system.score - base.score),
-                difference_mean=mean,
-                difference_low=low,
-                difference_high=high,
-                p_value=float(system.p_value),
-                system_mean=float(system.mean),
-                system_ci=float(system.ci),
-                baseline_mean=float(base.mean),
-                baseline_ci=float(base.ci),
-                signature=signatures[name].format(),
-                higher_is_better=better,
-                system_resamples=tuple(system_scores.tolist()),
-                baseline_resamples=tuple(baseline_scores.tolist()),
-            )
-        )
+        comparisons.append(_comparison(key, results[name], signatures[name].format(), *resampled))
     return tuple(comparisons), seed
+
+
+def _comparison(
+    key: str, scored: tuple, signature: str, system_scores: np.ndarray, baseline_scores: np.ndarray
+) -> Comparison:
+    """One metric's `Comparison` from sacreBLEU's (baseline, system) results and ours."""
+    base, system = scored
+    mean, low, high = _difference_interval(system_scores - baseline_scores)
+    label, better = {key: (label, better) for key, label, better in METRICS}[key]
+    return Comparison(
+        key=key,
+        label=label,
+        system=float(system.score),
+        baseline=float(base.score),
+        difference=float(system.score - base.score),
+        difference_mean=mean,
+        difference_low=low,
+        difference_high=high,
+        p_value=float(system.p_value),
+        system_mean=float(system.mean),
+        system_ci=float(system.ci),
+        baseline_mean=float(base.mean),
+        baseline_ci=float(base.ci),
+        signature=signature,
+        higher_is_better=better,
+        system_resamples=tuple(system_scores.tolist()),
+        baseline_resamples=tuple(baseline_scores.tolist()),
+    )
 
 
 def source_length_buckets(

@@ -18,6 +18,7 @@ from translator.evaluation.render import format_scores, write_report
 from translator.evaluation.report import EvaluationReport, ModelIdentity, Timing, file_identity
 from translator.evaluation.scoring import (
     DEFAULT_BOOTSTRAP_SAMPLES,
+    Evaluation,
     EvaluationError,
     check_references,
     check_same_length,
@@ -188,27 +189,38 @@ def evaluate_model(
     hypotheses = [one_line(text) for text in translations.texts]
     if hypotheses_out:
         write_atomic(hypotheses_out, "".join(h + "\n" for h in hypotheses))
-    roles = {"source": source, **_roles(files), "hypotheses": hypotheses_out}
-    report = EvaluationReport(
-        evaluation=evaluate(
-            hypotheses,
-            references,
-            sources,
-            baseline=others,
-            bootstrap_samples=bootstrap_samples,
-            scoring=scoring,
-        ),
+    evaluation = evaluate(
+        hypotheses,
+        references,
+        sources,
+        baseline=others,
+        bootstrap_samples=bootstrap_samples,
+        scoring=scoring,
+    )
+    roles = {"source": source, **_roles(files), "hypotheses": hypotheses_out, "baseline": baseline}
+    report = _model_report(evaluation, roles, loaded, translations.stats, len(sources), seconds)
+    return dataclasses.replace(_written(report, report_dir), notes=loaded.notes)
+
+
+def _model_report(
+    evaluation: Evaluation,
+    roles: dict[str, PathLike | None],
+    loaded: LoadedTranslator,
+    stats: TranslationStats,
+    lines: int,
+    seconds: float,
+) -> EvaluationReport:
+    """The report of a model's evaluation: the scores, its files, the model and the search."""
+    return EvaluationReport(
+        evaluation=evaluation,
         data={  # every file has a line per source line
-            role: file_identity(path, len(sources))
-            for role, path in {**roles, "baseline": baseline}.items()
-            if path is not None
+            role: file_identity(path, lines) for role, path in roles.items() if path is not None
         },
         model=model_identity(loaded.loaded),
         search=search_record(loaded),
-        translation=dataclasses.asdict(translations.stats),
-        timing=_timing(loaded, translations.stats, len(sources), seconds),
+        translation=dataclasses.asdict(stats),
+        timing=_timing(loaded, stats, lines, seconds),
     )
-    return dataclasses.replace(_written(report, report_dir), notes=loaded.notes)
 
 
 def _with_the_models_language(scoring: Scoring, metadata: dict[str, Any]) -> Scoring:

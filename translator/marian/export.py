@@ -49,74 +49,100 @@ def _marian_ids(vocab_size: int) -> np.ndarray:
 
 def _params(model) -> dict[str, np.ndarray]:
     """Our weights under Marian's names (the inverse of `translator.marian.weights`)."""
-    config, p = model.config, {}
-    source_rows, target_rows = (
-        _marian_ids(config.source_vocab_size),
-        _marian_ids(config.target_vocab_size),
-    )
+    params: dict[str, np.ndarray] = {}
+    _blocks(params, model)
+    _embeddings(params, model)
+    _positions(params, model)
+    return params
 
-    def array(variable) -> np.ndarray:
-        return np.asarray(variable.numpy(), np.float32)
 
-    def norm(layer, scope: str, pre: bool) -> None:
-        suffix = "_pre" if pre else ""
-        p[f"{scope}_ln_scale{suffix}"] = array(layer.gamma)[None, :]
-        p[f"{scope}_ln_bias{suffix}"] = array(layer.beta)[None, :]
+def _array(variable) -> np.ndarray:
+    return np.asarray(variable.numpy(), np.float32)
 
-    def attention(layer, layer_norm, scope: str) -> None:
-        for suffix, dense in (
-            ("q", layer.query_dense),
-            ("k", layer.key_dense),
-            ("v", layer.value_dense),
-        ):
-            kernel = array(dense.kernel)
-            p[f"{scope}_W{suffix}"] = kernel.reshape(kernel.shape[0], -1)
-            p[f"{scope}_b{suffix}"] = array(dense.bias).reshape(1, -1)
-        kernel = array(layer.output_dense.kernel)
-        p[f"{scope}_Wo"] = kernel.reshape(-1, kernel.shape[-1])
-        p[f"{scope}_bo"] = array(layer.output_dense.bias)[None, :]
-        norm(layer_norm, f"{scope}_Wo", config.norm_first)
 
-    def feed_forward(layer, layer_norm, scope: str) -> None:
-        for suffix, dense in (("1", layer.inner_dense), ("2", layer.outer_dense)):
-            p[f"{scope}_W{suffix}"] = array(dense.kernel)
-            p[f"{scope}_b{suffix}"] = array(dense.bias)[None, :]
-        norm(layer_norm, f"{scope}_ffn", config.norm_first)
+def _norm(params: dict, layer, scope: str, pre: bool) -> None:
+    """A layer norm's scale and bias (`_pre`: one that comes before what it normalizes)."""
+    suffix = "_pre" if pre else ""
+    params[f"{scope}_ln_scale{suffix}"] = _array(layer.gamma)[None, :]
+    params[f"{scope}_ln_bias{suffix}"] = _array(layer.beta)[None, :]
 
+
+def _attention(params: dict, layer, layer_norm, scope: str, norm_first: bool) -> None:
+    """One attention's projections, heads flattened, and its norm."""
+    for suffix, dense in (
+        ("q", layer.query_dense),
+        ("k", layer.key_dense),
+        ("v", layer.value_dense),
+    ):
+        kernel = _array(dense.kernel)
+        params[f"{scope}_W{suffix}"] = kernel.reshape(kernel.shape[0], -1)
+        params[f"{scope}_b{suffix}"] = _array(dense.bias).reshape(1, -1)
+    kernel = _array(layer.output_dense.kernel)
+    params[f"{scope}_Wo"] = kernel.reshape(-1, kernel.shape[-1])
+    params[f"{scope}_bo"] = _array(layer.output_dense.bias)[None, :]
+    _norm(params, layer_norm, f"{scope}_Wo", norm_first)
+
+
+def _feed_forward(params: dict, layer, layer_norm, scope: str, norm_first: bool) -> None:
+    """One feed-forward's two layers and its norm."""
+    for suffix, dense in (("1", layer.inner_dense), ("2", layer.outer_dense)):
+        params[f"{scope}_W{suffix}"] = _array(dense.kernel)
+        params[f"{scope}_b{suffix}"] = _array(dense.bias)[None, :]
+    _norm(params, layer_norm, f"{scope}_ffn", norm_first)
+
+
+def _blocks(params: dict, model) -> None:
+    """The encoder's and decoder's blocks, and the norms above and below them."""
+    config, first = model.config, model.config.norm_first
     for i, block in enumerate(model.encoder_blocks, start=1):
-        attention(block.self_attention, block.self_attention_norm, f"encoder_l{i}_self")
-        feed_forward(block.feed_forward, block.feed_forward_norm, f"encoder_l{i}_ffn")
+        scope = f"encoder_l{i}"
+        _attention(params, block.self_attention, block.self_attention_norm, f"{scope}_self", first)
+        _feed_forward(params, block.feed_forward, block.feed_forward_norm, f"{scope}_ffn", first)
     for i, block in enumerate(model.decoder_blocks, start=1):
-        attention(block.self_attention, block.self_attention_norm, f"decoder_l{i}_self")
-        attention(block.cross_attention, block.cross_attention_norm, f"decoder_l{i}_context")
-        feed_forward(block.feed_forward, block.feed_forward_norm, f"decoder_l{i}_ffn")
+        scope = f"decoder_l{i}"
+        _attention(params, block.self_attention, block.self_attention_norm, f"{scope}_self", first)
+        cross, cross_norm = block.cross_attention, block.cross_attention_norm
+        _attention(params, cross, cross_norm, f"{scope}_context", first)
+        _feed_forward(params, block.feed_forward, block.feed_forward_norm, f"{scope}_ffn", first)
     if config.norm_first:
-        norm(model.encoder_norm, "encoder_top", False)
-        norm(model.decoder_norm, "decoder_top", False)
+        _norm(params, model.encoder_norm, "encoder_top", False)
+        _norm(params, model.decoder_norm, "decoder_top", False)
     if config.embedding_norm:
-        norm(model.source_embedding_norm, "encoder_emb", True)
-        norm(model.target_embedding_norm, "decoder_emb", True)
-    source_table = array(model.source_embedding.embeddings)[source_rows]
+        _norm(params, model.source_embedding_norm, "encoder_emb", True)
+        _norm(params, model.target_embedding_norm, "decoder_emb", True)
+
+
+def _embeddings(params: dict, model) -> None:
+    """The embedding tables and the output layer, in Marian's id order."""
+    config = model.config
+    source_rows = _marian_ids(config.source_vocab_size)
+    target_rows = _marian_ids(config.target_vocab_size)
+    source_table = _array(model.source_embedding.embeddings)[source_rows]
     if config.share_embeddings:
-        p["Wemb"] = source_table
+        params["Wemb"] = source_table
     else:
-        p["encoder_Wemb"] = source_table
-        p["decoder_Wemb"] = array(model.target_embedding.embeddings)[target_rows]
+        params["encoder_Wemb"] = source_table
+        params["decoder_Wemb"] = _array(model.target_embedding.embeddings)[target_rows]
     if model.output_projection is not None:
-        p["decoder_ff_logit_out_W"] = array(model.output_projection.kernel)[:, target_rows]
-        p["decoder_ff_logit_out_b"] = array(model.output_projection.bias)[None, target_rows]
+        params["decoder_ff_logit_out_W"] = _array(model.output_projection.kernel)[:, target_rows]
+        bias = _array(model.output_projection.bias)[None, target_rows]
     elif model.output_bias is not None:
-        p["decoder_ff_logit_out_b"] = array(model.output_bias)[None, target_rows]
+        bias = _array(model.output_bias)[None, target_rows]
     else:
-        p["decoder_ff_logit_out_b"] = np.zeros((1, len(target_rows)), np.float32)
-    if config.position_encoding == "learned":  # Marian's one table, where both sides agree
-        source = array(model.source_positions.position_embeddings)
-        target = array(model.target_positions.position_embeddings)
-        if np.array_equal(source, target):
-            p["Wpos"] = source
-        else:  # ours: read back by our import (CTranslate2's converter reads `Wpos` only)
-            p["encoder_Wpos"], p["decoder_Wpos"] = source, target
-    return p
+        bias = np.zeros((1, len(target_rows)), np.float32)
+    params["decoder_ff_logit_out_b"] = bias
+
+
+def _positions(params: dict, model) -> None:
+    """Learned position tables (sinusoids are computed, not stored)."""
+    if model.config.position_encoding != "learned":
+        return
+    source = _array(model.source_positions.position_embeddings)
+    target = _array(model.target_positions.position_embeddings)
+    if np.array_equal(source, target):  # Marian's one table, where both sides agree
+        params["Wpos"] = source
+    else:  # ours: read back by our import (CTranslate2's converter reads `Wpos` only)
+        params["encoder_Wpos"], params["decoder_Wpos"] = source, target
 
 
 def _options(config: TransformerConfig) -> dict:

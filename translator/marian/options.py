@@ -60,6 +60,24 @@ def architecture(files: MarianFiles) -> Architecture:
         MarianImportError: naming every unsupported option and unknown parameter.
     """
     options, params = files.options, files.params
+    problems = _unsupported_options(options)
+    tied = _tied(options, params, problems)
+    positions = _positions(options, params, problems)
+    unknown = sorted(set(params) - _expected_params(options, params))
+    if unknown:
+        shown = ", ".join(unknown[:8]) + (
+            f" and {len(unknown) - 8} more" if len(unknown) > 8 else ""
+        )
+        problems.append(f"parameters this import does not know: {shown}")
+    if problems:
+        raise MarianImportError(
+            f"{files.origin}: cannot import this Marian model: " + "; ".join(problems)
+        )
+    return Architecture(fields=_fields(options, tied, positions), tied=tied)
+
+
+def _unsupported_options(options: dict) -> list[str]:
+    """Each option whose value this import cannot reproduce, with what it supports."""
     problems = []
     for key, default in DEFAULTS.items():
         value = options.get(key, default)
@@ -73,18 +91,10 @@ def architecture(files: MarianFiles) -> Architecture:
     emb = options.get("transformer-postprocess-emb", "d")
     if emb not in EMBEDDING_POSTPROCESS:
         problems.append(f"--transformer-postprocess-emb {emb!r} (supported: '', d, n, nd)")
-    layout = tuple(
-        str(options.get(key, default) or "")
-        for key, default in (
-            ("transformer-preprocess", ""),
-            ("transformer-postprocess", "dan"),
-            ("transformer-postprocess-top", ""),
-        )
-    )
-    if layout not in NORM_LAYOUTS:
+    if _norm_layout(options) not in NORM_LAYOUTS:
         problems.append(
-            f"--transformer-preprocess/-postprocess/-postprocess-top {layout} (supported: "
-            "('', 'dan', '') post-norm, ('n', 'da', 'n') pre-norm)"
+            f"--transformer-preprocess/-postprocess/-postprocess-top {_norm_layout(options)} "
+            "(supported: ('', 'dan', '') post-norm, ('n', 'da', 'n') pre-norm)"
         )
     ffn = options.get("transformer-dim-ffn", 2048)
     decoder_ffn = options.get("transformer-decoder-dim-ffn", 0) or ffn
@@ -97,40 +107,41 @@ def architecture(files: MarianFiles) -> Architecture:
         problems.append(f"--transformer-decoder-ffn-depth {decoder_depth} (supported: 2)")
     if not options.get("huggingface", {}).get("scale_embedding", True):
         problems.append("scale_embedding false (MarianMT scales embeddings by sqrt(d_model))")
-    tied = _tied(options, params, problems)
-    positions = _positions(options, params, problems)
-    unknown = sorted(set(params) - _expected_params(options, params))
-    if unknown:
-        shown = ", ".join(unknown[:8]) + (
-            f" and {len(unknown) - 8} more" if len(unknown) > 8 else ""
+    return problems
+
+
+def _norm_layout(options: dict) -> tuple[str, ...]:
+    """Where Marian normalizes: its pre-, post- and top-postprocess strings."""
+    return tuple(
+        str(options.get(key, default) or "")
+        for key, default in (
+            ("transformer-preprocess", ""),
+            ("transformer-postprocess", "dan"),
+            ("transformer-postprocess-top", ""),
         )
-        problems.append(f"parameters this import does not know: {shown}")
-    if problems:
-        raise MarianImportError(
-            f"{files.origin}: cannot import this Marian model: " + "; ".join(problems)
-        )
-    d_model = int(options.get("dim-emb", 512))
-    return Architecture(
-        fields=dict(
-            num_encoder_layers=int(options["enc-depth"]),
-            num_decoder_layers=int(options["dec-depth"]),
-            d_model=d_model,
-            num_heads=int(options["transformer-heads"]),
-            ffn_dim=int(ffn),
-            activation=ACTIVATIONS[activation],
-            norm_first=NORM_LAYOUTS[layout],
-            embedding_norm="n" in emb,
-            **positions,
-            share_embeddings=tied in ("all", "source"),
-            tie_output_projection=tied in ("all", "target"),
-            output_bias=True,  # Marian's, which also masks the ids it cannot produce
-            zero_start_embedding=True,  # the decoder starts from zeros, fine-tuned or not
-            # Marian's dropout options are training settings, not architecture.
-            dropout=float(options.get("transformer-dropout", 0.1) or 0.0),
-            attention_dropout=float(options.get("transformer-dropout-attention", 0.0) or 0.0),
-            activation_dropout=float(options.get("transformer-dropout-ffn", 0.0) or 0.0),
-        ),
-        tied=tied,
+    )
+
+
+def _fields(options: dict, tied: str, positions: dict) -> dict:
+    """The `TransformerConfig` fields of a supported Marian model."""
+    return dict(
+        num_encoder_layers=int(options["enc-depth"]),
+        num_decoder_layers=int(options["dec-depth"]),
+        d_model=int(options.get("dim-emb", 512)),
+        num_heads=int(options["transformer-heads"]),
+        ffn_dim=int(options.get("transformer-dim-ffn", 2048)),
+        activation=ACTIVATIONS[options.get("transformer-ffn-activation", "swish")],
+        norm_first=NORM_LAYOUTS[_norm_layout(options)],
+        embedding_norm="n" in options.get("transformer-postprocess-emb", "d"),
+        **positions,
+        share_embeddings=tied in ("all", "source"),
+        tie_output_projection=tied in ("all", "target"),
+        output_bias=True,  # Marian's, which also masks the ids it cannot produce
+        zero_start_embedding=True,  # the decoder starts from zeros, fine-tuned or not
+        # Marian's dropout options are training settings, not architecture.
+        dropout=float(options.get("transformer-dropout", 0.1) or 0.0),
+        attention_dropout=float(options.get("transformer-dropout-attention", 0.0) or 0.0),
+        activation_dropout=float(options.get("transformer-dropout-ffn", 0.0) or 0.0),
     )
 
 

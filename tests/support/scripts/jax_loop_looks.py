@@ -19,12 +19,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import keras
 
-from training import jax_engine
-from training.backend import engine
 from training.config import load_config
+from training.engines import jax_engine
+from training.engines.backend import engine
+from training.engines.jax_step import JaxTrainer
+from training.engines.tf_trainer import build_trainer
 from training.inputs import batch_shapes, training_dataset
-from training.jax_step import JaxTrainer
-from training.trainer import build_trainer
 from translator.pipelines.vocabulary import load_vocabulary
 
 

@@ -23,8 +23,8 @@ if not os.environ.get("TF_CONFIG"):  # mirrored's two replicas: two logical CPUs
 import keras
 import numpy as np
 
-from training.strategy import make_strategy
-from training.trainer import TranslationTrainer
+from training.engines.tf_strategy import make_strategy
+from training.engines.tf_trainer import TranslationTrainer
 from translator import Transformer, TransformerConfig
 
 

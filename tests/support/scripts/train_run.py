@@ -24,8 +24,8 @@ if os.environ.get(NO_TENSORFLOW := "TRANSLATOR_TEST_NO_TENSORFLOW"):  # a JAX-on
 
 import numpy as np
 
-from training.backend import choose_backend
 from training.config import explicit_keys, load_config
+from training.engines.backend import choose_backend
 
 if __name__ == "__main__":
     paths = [arg for arg in sys.argv[1:] if not arg.startswith("--")]
@@ -34,7 +34,8 @@ if __name__ == "__main__":
         logging.basicConfig(level=logging.INFO)
     runs = list(zip(paths[0::3], paths[1::3], paths[2::3], strict=True))
     choose_backend(load_config(runs[0][0]))  # train.backend, before Keras is imported
-    from training.run import PlanRequest, train
+    from training.planning.lifecycle import PlanRequest
+    from training.run import train
 
     for config_path, run_dir, weights_path in runs:
         config = load_config(config_path)

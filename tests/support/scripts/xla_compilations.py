@@ -20,7 +20,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras
 
 from training.config import load_config
-from training.trainer import TranslationTrainer
+from training.engines.tf_trainer import TranslationTrainer
 from translator import Transformer
 from translator.pipelines import load_vocabulary, make_dataset
 

@@ -1,11 +1,11 @@
 """The training step on JAX: a pure function of the training state, compiled by XLA.
 
-The same step as `training.trainer.TranslationTrainer` on TensorFlow: the
+The same step as `training.engines.tf_trainer.TranslationTrainer` on TensorFlow: the
 label-smoothed cross-entropy summed over the real target tokens and divided by their
 number, the global gradient norm clipped, and Adam with the run's schedule. JAX wants
 the state passed in and returned, so the variables' values travel as a `TrainState`
 and are written back to the Keras variables only when asked (`write_back`). The one
-step of JAX training: `translator train`'s loop (`training.jax_engine`) and
+step of JAX training: `translator train`'s loop (`training.engines.jax_engine`) and
 `bench/accelerator`'s both call it.
 """
 

@@ -1,6 +1,6 @@
 """Training on Keras' JAX backend: the loop, the devices, the precision.
 
-`JaxTranslationTrainer.fit` is the JAX loop: the one step of `training.jax_step` (the
+`JaxTranslationTrainer.fit` is the JAX loop: the one step of `training.engines.jax_step` (the
 loss of `TranslationTrainer`: label-smoothed cross-entropy summed over the real target
 tokens, divided by their number; the global gradient norm clipped), its state kept on
 the devices, the updates counted on the host and the callbacks run every few updates,
@@ -31,7 +31,7 @@ import numpy as np
 from keras import ops
 
 from training.config import RunConfig
-from training.trainer import TranslationTrainer
+from training.engines.tf_trainer import TranslationTrainer
 from translator.errors import ConfigError
 from translator.io import machine_cache_dir
 
@@ -190,7 +190,7 @@ MAX_SECONDS_UNSEEN = 1.0
 class JaxTranslationTrainer(TranslationTrainer):
     """`TranslationTrainer`'s model, optimizer and schedule, trained by the JAX loop.
 
-    `fit` is the product's loop on JAX: the one step (`training.jax_step.JaxTrainer`:
+    `fit` is the product's loop on JAX: the one step (`training.engines.jax_step.JaxTrainer`:
     loss over the real tokens, clipping, the optimizer), its state held on the devices
     and passed from update to update. The host counts the updates and dispatches them
     without waiting; every few updates (`updates_unseen`) it reads the interval's loss
@@ -273,7 +273,7 @@ class _Loop:
     """One `JaxTranslationTrainer.fit`: the state on the devices, the host's counts."""
 
     def __init__(self, trainer: JaxTranslationTrainer, callbacks):
-        from training.jax_step import JaxTrainer
+        from training.engines.jax_step import JaxTrainer
 
         self.trainer = trainer
         schedule = getattr(trainer, "_schedule", None)

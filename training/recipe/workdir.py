@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from training.recipe_settings import RecipePaths, RecipeSettings, TrainFiles, one_plain_pair
+from training.recipe.settings import RecipePaths, RecipeSettings, TrainFiles, one_plain_pair
 from translator.errors import ConfigError
 from translator.io import write_atomic
 

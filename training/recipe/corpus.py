@@ -13,8 +13,8 @@ import random
 import re
 from pathlib import Path
 
-from training.recipe_settings import RecipePaths, RecipeSettings, TrainFiles
-from training.workdir import check_record
+from training.recipe.settings import RecipePaths, RecipeSettings, TrainFiles
+from training.recipe.workdir import check_record
 from translator.errors import ConfigError
 from translator.io import atomic_file, write_atomic
 from translator.languages import language_of, language_pair

@@ -10,9 +10,9 @@ import dataclasses
 from pathlib import Path
 
 from training.config import DATA, TRAIN, ConfigKey, RunConfig, TrainCorpus
-from training.corpus_prep import RecipeCorpus
-from training.recipe_settings import RecipePaths, RecipeSettings, TrainFiles, one_plain_pair
-from training.run import PlanRequest
+from training.planning.lifecycle import PlanRequest
+from training.recipe.corpus import RecipeCorpus
+from training.recipe.settings import RecipePaths, RecipeSettings, TrainFiles, one_plain_pair
 
 # A section's fields the recipe sets, by name.
 Fields = dict[str, str | float | tuple[TrainCorpus, ...]]

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from training.corpus_prep import RecipeCorpus
-from training.recipe_settings import RecipePaths, RecipeSettings
+from training.recipe.corpus import RecipeCorpus
+from training.recipe.settings import RecipePaths, RecipeSettings
 from translator.errors import ConfigError
 from translator.host_text import tensorflow_installed
 from translator.io import count_characters

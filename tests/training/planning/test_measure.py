@@ -9,7 +9,7 @@ import yaml
 from tests.support.cli import NOISE, in_process, translator
 from tests.support.runs import tiny_raw_config
 from training.config import ConfigKey, explicit_keys, read_config
-from training.plan import Plan
+from training.planning.rules import Plan
 
 
 def test_explicit_keys_are_what_the_file_and_the_overrides_set(tmp_path):
@@ -172,7 +172,7 @@ def test_plan_and_no_plan_together_are_one_error_line(copy_task, tmp_path, capsy
 
 def test_overrides_set_as_a_whole_fix_the_shape_and_its_dropout():
     from training.config import load_config
-    from training.planning import given_settings
+    from training.planning.measure import given_settings
 
     overrides = ["model.overrides={}", "train.max_steps=50"]
     given = given_settings(load_config(None, overrides), explicit_keys(None, overrides), (90, 90))
@@ -216,8 +216,8 @@ class _Accelerator:
 
 def _timing(tmp_path, name: str, seconds: float, strategy, clock=None):
     """A `Timing` over a fresh cache, for a vocabulary of 32,000 a side."""
-    from training import planning
     from training.config import RunConfig
+    from training.planning import measure as planning
 
     vocabulary = type("V", (), {"source_vocab_size": 32000, "target_vocab_size": 32000})()
     cache = planning.SpeedCache(tmp_path / f"{name}.json", {"machine": name})
@@ -233,8 +233,8 @@ def test_on_an_accelerator_each_shape_is_timed_at_its_own_batch_and_none_is_scal
     then at the batch that speed would buy, and the next from where the last settled; the
     plan weighs those. On a CPU the larger shapes are scaled from the smallest instead
     (the control)."""
-    from training import planning
-    from training.plan import SHAPES, CorpusCounts, Speed, make_plan
+    from training.planning import measure as planning
+    from training.planning.rules import SHAPES, CorpusCounts, Speed, make_plan
 
     timed: list[tuple[str, int]] = []
 
@@ -279,8 +279,8 @@ def test_compiling_ahead_is_not_charged_to_the_budget_but_bounds_the_timing(tmp_
     is reported beside it, and no timing starts once half the budget has gone by in wall
     time. (Charging the compiling, the control, leaves a 3-minute run a fraction of its
     minutes: the first H200 run's plan spent 135 s of 180 this way.)"""
-    from training import planning
-    from training.plan import SHAPES, CorpusCounts, Speed
+    from training.planning import measure as planning
+    from training.planning.rules import SHAPES, CorpusCounts, Speed
 
     now = [0.0]
     timed: list[tuple[str, int]] = []

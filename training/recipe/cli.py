@@ -1,6 +1,6 @@
 """`translator recipe`'s command line: its options, and the lines it prints.
 
-The stages run in `training.recipe`, imported when the command runs (it imports
+The stages run in `training.recipe.stages`, imported when the command runs (it imports
 TensorFlow; `--help` does not need it).
 """
 
@@ -11,9 +11,9 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from training.backend import choose_backend
 from training.config import DEFAULT_CONFIG, DROPOUT, read_config
-from training.recipe_settings import (
+from training.engines.backend import choose_backend
+from training.recipe.settings import (
     MULTI30K_PAIRS,
     RecipePaths,
     RecipeSettings,
@@ -23,7 +23,7 @@ from training.recipe_settings import (
 from translator.errors import ConfigError
 
 if TYPE_CHECKING:
-    from training.reports import RecipeSummary
+    from training.recipe.reports import RecipeSummary
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -233,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
         clean=args.clean,
     )
     choose_backend(settings.config.config)  # before Keras' import
-    from training import recipe  # TensorFlow: not for --help
+    from training.recipe import stages as recipe  # TensorFlow: not for --help
 
     if args.plan:
         print("\n".join(recipe.plan_recipe(paths, settings).describe()))

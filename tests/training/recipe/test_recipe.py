@@ -13,11 +13,11 @@ from tests.support.corpora import read_gz_lines, write_copy_corpus, write_lines
 from tests.support.images import assert_png
 from tests.support.missing import need_multi30k
 from training.config import DATA_PREPARED, DEFAULT_CONFIG, read_config
-from training.corpus_prep import held_out_size, hold_out, languages, prepare_data
-from training.recipe_cli import settings_files
-from training.recipe_config import run_request
-from training.recipe_settings import RecipePaths, RecipeSettings, TrainFiles
-from training.vocab_stage import build_vocab
+from training.recipe.cli import settings_files
+from training.recipe.corpus import held_out_size, hold_out, languages, prepare_data
+from training.recipe.run_config import run_request
+from training.recipe.settings import RecipePaths, RecipeSettings, TrainFiles
+from training.recipe.vocab import build_vocab
 from translator.cli import build_parser
 from translator.errors import ConfigError
 from translator.languages import language_of
@@ -157,15 +157,15 @@ def test_several_tagged_corpora_become_the_configs_weighted_list(tmp_path):
         (str(backward[0]), 1.0, "<2xx>"),
     ]
     assert config.data.valid_tag == "<2yy>" and config.data.train_source == ""
-    from training.run import check_inputs
+    from training.run_dir import check_inputs
 
     check_inputs(config)  # every file found, every tag one piece of the vocabulary
 
 
 def test_on_jax_the_recipe_trains_from_its_corpus_prepared_once(tmp_path, capsys):
-    from training.planning import count_corpus
-    from training.prepared_stage import prepared_corpus
-    from training.run import check_inputs
+    from training.planning.measure import count_corpus
+    from training.recipe.prepared import prepared_corpus
+    from training.run_dir import check_inputs
     from translator.pipelines.vocabulary import load_vocabulary
 
     files = write_copy_corpus(tmp_path / "c", 400, seed=13)
@@ -418,7 +418,7 @@ def test_on_jax_without_tensorflow_the_whole_recipe_runs_and_only_the_export_wai
     import sys
 
     from tests.support.paths import REPO
-    from training.prepared_stage import prepared_corpus
+    from training.recipe.prepared import prepared_corpus
     from training.summaries import read_scalars
 
     files = write_copy_corpus(tmp_path / "c", 400, seed=13)

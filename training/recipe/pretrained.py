@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from training.recipe_settings import RecipePaths, RecipeSettings
+from training.recipe.settings import RecipePaths, RecipeSettings
 from translator.artifacts import MODEL_FILE
 from translator.marian import import_marian, is_marian_model
 

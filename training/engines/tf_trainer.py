@@ -22,7 +22,7 @@ from translator.losses import masked_cross_entropy
 from translator.model import Transformer
 
 if TYPE_CHECKING:  # pragma: no cover
-    from training.backend import Strategy
+    from training.engines.backend import Strategy
 
 # TensorFlow is imported inside the functions of TensorFlow's step below: the JAX
 # trainer subclasses this model and runs in processes that have no TensorFlow.
@@ -133,7 +133,7 @@ class TranslationTrainer(keras.Model):
         """Nothing on TensorFlow: its step reads the schedule's variables as they are.
 
         (On JAX the compiled step reads only the values passed in: see
-        `training.jax_engine.JaxTranslationTrainer`.)
+        `training.engines.jax_engine.JaxTranslationTrainer`.)
         """
 
     # Seconds the last `fit` spent compiling steps ahead, before its clock: none on
@@ -222,7 +222,7 @@ class TranslationTrainer(keras.Model):
         return self._results()
 
     def _results(self):
-        from training.strategy import spans_workers
+        from training.engines.tf_strategy import spans_workers
 
         results = {metric.name: metric.result() for metric in self.metrics}
         if spans_workers(self.distribute_strategy):
@@ -286,7 +286,7 @@ def build_trainer(
         model_config: The model's architecture.
         strategy: Variables are created under its scope.
         steps_per_execution: Overrides `config.train.steps_per_execution` (timing: 1).
-        trainer_class: The backend's trainer (`training.backend.engine().trainer`).
+        trainer_class: The backend's trainer (`training.engines.backend.engine().trainer`).
 
     Returns:
         The trainer (its model is `trainer.transformer`) and the optimizer's schedule.

@@ -173,8 +173,8 @@ def engine() -> Engine:
     import keras
 
     if keras.backend.backend() == "jax":
-        from training import jax_engine
         from training.checkpoints import ArrayCheckpoints, HostScalar
+        from training.engines import jax_engine
 
         return Engine(
             make_strategy=jax_engine.make_strategy,
@@ -184,12 +184,13 @@ def engine() -> Engine:
             scalar=HostScalar,
             adapt=jax_engine.adapt,
         )
-    from training import checkpoints, strategy, trainer
+    from training import checkpoints
+    from training.engines import tf_strategy, tf_trainer
 
     return Engine(
-        make_strategy=strategy.make_strategy,
-        select_precision=strategy.select_precision,
-        trainer=trainer.TranslationTrainer,
+        make_strategy=tf_strategy.make_strategy,
+        select_precision=tf_strategy.select_precision,
+        trainer=tf_trainer.TranslationTrainer,
         checkpoints=checkpoints.Checkpoints,
         scalar=checkpoints.tf_scalar,
         adapt=lambda config, _: config,

@@ -12,7 +12,7 @@ from training.config import (
     RunConfig,
     apply_changes,
 )
-from training.plan import (
+from training.planning.rules import (
     SHAPES,
     Budget,
     CorpusCounts,

@@ -4,7 +4,7 @@ The rest of training does not branch on the strategy: it builds everything insid
 `strategy.scope()`, reads the input through `distribute_datasets_from_function`, and asks
 the strategy itself which worker writes (`is_chief`) and what the workers agree on
 (`spans_workers`, `worker_means`): `TfStrategy` answers for tf.distribute, as
-`training.jax_engine.JaxStrategy` does for JAX (`training.backend.Strategy`).
+`training.engines.jax_engine.JaxStrategy` does for JAX (`training.engines.backend.Strategy`).
 """
 
 from __future__ import annotations

@@ -10,10 +10,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from training.corpus_prep import RecipeCorpus
 from training.finetune import find_init_model
-from training.plan import choose_vocab_size, vocab_size_reason
-from training.recipe_settings import RecipePaths, RecipeSettings
+from training.planning.rules import choose_vocab_size, vocab_size_reason
+from training.recipe.corpus import RecipeCorpus
+from training.recipe.settings import RecipePaths, RecipeSettings
 from translator.errors import ConfigError
 from translator.io import atomic_directory, count_characters
 from translator.pipelines import VocabularyError, build_vocabulary

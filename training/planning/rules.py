@@ -34,7 +34,7 @@ The constants were fit on validation BLEU, never a test set (decision D18). Noth
 looked up by minutes: a 10x faster machine buys 10x the tokens and gets the plan of those
 tokens.
 
-This module is pure Python (no TensorFlow): `training.planning` measures the machine and
+This module is pure Python (no TensorFlow): `training.planning.measure` measures the machine and
 counts the corpus, then calls `make_plan`.
 """
 

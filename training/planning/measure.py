@@ -19,7 +19,7 @@
    by their FLOPs (said as much in the plan). On an accelerator, where small shapes are
    bound by kernel launches rather than FLOPs, nothing is scaled: each shape is timed at
    the batch it would train, and one not timed within the share is not weighed.
-3. It applies `training.plan.make_plan`. Shapes are timed at one batch size; when the
+3. It applies `training.planning.rules.make_plan`. Shapes are timed at one batch size; when the
    rule chooses another, that batch is timed too (within the same share, or read from
    the cache), and the updates and epochs the budget buys are that batch's: on a CPU a
    token costs more time in a smaller batch. It saves the plan (`plan.json` in the run
@@ -58,7 +58,7 @@ from training.config import (
     RunConfig,
     apply_changes,
 )
-from training.plan import (
+from training.planning.rules import (
     MIN_BATCH_TOKENS,
     SHAPES,
     TARGET_FILL,
@@ -82,7 +82,7 @@ from translator.host_text import tensorflow_installed
 from translator.io import count_characters, machine_cache_dir, write_atomic
 
 if TYPE_CHECKING:
-    from training.backend import Strategy
+    from training.engines.backend import Strategy
     from translator.config import TransformerConfig
     from translator.pipelines.vocabulary import Vocabulary
 
@@ -332,39 +332,17 @@ def measure_speed(
         warmup: Looks at the clock before the timed ones (the first update carries the
             tracing; the next ones meet new batch shapes, whose kernels are set up on
             first use). TensorFlow's `fit` looks after every update, the JAX loop every
-            few (`training.jax_engine.updates_unseen`).
+            few (`training.engines.jax_engine.updates_unseen`).
         updates: Updates timed, at least (and two looks), unless `seconds` pass first.
         every_bucket: Train on the run's own batches, every bucket's (benchmarks).
     """
-    import keras
-
-    from training.backend import engine
+    from training.engines.backend import engine
+    from training.engines.tf_trainer import build_trainer
     from training.inputs import timing_input
-    from training.trainer import build_trainer
 
     if strategy.spans_workers():
         seconds = float("inf")
     config = with_shape(config, shape, batch_tokens)
-    marks: list[tuple[float, float, int]] = []  # (time, target tokens, updates) per look
-    begun: list[float] = []  # when `fit`'s clock started (after compiling ahead, if any)
-
-    class Clock(keras.callbacks.Callback):
-        # Any cadence: the JAX loop then looks every few updates, as it does in training
-        # (a look after every update would time a slower loop than the run's).
-        every_steps = 0
-
-        def on_train_begin(self, logs=None):
-            begun.append(time.monotonic())
-
-        def on_train_batch_end(self, batch, logs=None):
-            tokens = float((logs or {}).get("tokens", 0.0))
-            marks.append((time.monotonic(), tokens, self.model.updates_done()))
-            if len(marks) - warmup < 2:
-                return  # (at least two looks timed)
-            timed = marks[-1][2] - marks[warmup - 1][2]
-            if timed >= updates or time.monotonic() - begun[0] > seconds:
-                self.model.stop_training = True
-
     sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
     trainer, _ = build_trainer(
         config,
@@ -375,25 +353,68 @@ def measure_speed(
     )
     data, shapes = timing_input(config, vocabulary, strategy, every_bucket)
     trainer.expect_shapes(shapes)
+    clock = _clock(warmup, updates, seconds)
     trainer.fit(
         data,
         epochs=1,
         steps_per_epoch=ENDLESS,  # (the clock stops it)
         verbose=0,
-        callbacks=[Clock()],
+        callbacks=[clock],
         shuffle=False,  # the pipeline shuffles
     )
+    return _speed(clock, warmup, batch_tokens, strategy, trainer.compiled_seconds)
+
+
+def _clock(warmup: int, updates: int, seconds: float):
+    """A callback that looks at the clock after each batch, and stops the timing.
+
+    Its `marks` are (time, target tokens, updates) per look; `begun` holds when `fit`'s
+    clock started (after compiling ahead, if any).
+    """
+    import keras
+
+    class Clock(keras.callbacks.Callback):
+        # Any cadence: the JAX loop then looks every few updates, as it does in training
+        # (a look after every update would time a slower loop than the run's).
+        every_steps = 0
+
+        def __init__(self):
+            super().__init__()
+            self.marks: list[tuple[float, float, int]] = []
+            self.begun: list[float] = []
+
+        def on_train_begin(self, logs=None):
+            self.begun.append(time.monotonic())
+
+        def on_train_batch_end(self, batch, logs=None):
+            tokens = float((logs or {}).get("tokens", 0.0))
+            self.marks.append((time.monotonic(), tokens, self.model.updates_done()))
+            if len(self.marks) - warmup < 2:
+                return  # (at least two looks timed)
+            timed = self.marks[-1][2] - self.marks[warmup - 1][2]
+            if timed >= updates or time.monotonic() - self.begun[0] > seconds:
+                self.model.stop_training = True
+
+    return Clock()
+
+
+def _speed(clock, warmup: int, batch_tokens: int, strategy: Strategy, compiled: float) -> Speed:
+    """The steady rate from the last warm-up look to the last, and the start's cost.
+
+    Agreed over the workers (their means).
+    """
+    marks = clock.marks
     (t0, tokens0, updates0), (t1, tokens1, updates1) = marks[warmup - 1], marks[-1]
     updates = max(updates1 - updates0, 1)
     # The start's cost: the first look's time less what its updates take at the steady
     # pace (the JAX loop looks after a second's worth of dispatched updates, not one).
     first_look, _, first_updates = marks[0]
-    startup = first_look - begun[0] - first_updates * (t1 - t0) / updates
+    startup = first_look - clock.begun[0] - first_updates * (t1 - t0) / updates
     rate, per_update, startup, compiling = strategy.worker_means(
         (tokens1 - tokens0) / max(t1 - t0, 1e-9),
         (tokens1 - tokens0) / updates,
         max(startup, 0.0),
-        trainer.compiled_seconds,
+        compiled,
     )
     return Speed(
         rate,

@@ -10,10 +10,10 @@ import dataclasses
 import json
 from pathlib import Path
 
-from training.corpus_prep import RecipeCorpus
-from training.plan import Plan
-from training.planning import load_plan
-from training.recipe_settings import RecipePaths, RecipeSettings
+from training.planning.measure import load_plan
+from training.planning.rules import Plan
+from training.recipe.corpus import RecipeCorpus
+from training.recipe.settings import RecipePaths, RecipeSettings
 from training.record import RunRecord
 from training.summaries import CURVES_FILE
 from translator.engines.base import InferenceOptions

@@ -10,7 +10,7 @@ gets the corpus (Multi30k from `--mirror` / `$TRANSLATOR_DATA_MIRROR` when no fi
 given; else the user's corpora, mixed by `--weight` and tagged by `--tag`, with a
 seeded slice of the first held out for validation when no `--valid` is given), builds a
 joint SentencePiece vocabulary of the planned size (keeping the tags one piece each), plans
-and trains within the time budget (`training.plan`: the corpus' size and this machine's
+and trains within the time budget (`training.planning.rules`: the corpus' size and this machine's
 measured speed decide the model, batch, dropout, learning rate...), translates every
 test set with beam search and scores it with sacreBLEU into a report, and exports a
 SavedModel for serving; then prints where each result is. Each stage is skipped when its
@@ -21,15 +21,16 @@ from __future__ import annotations
 
 import keras
 
-from training.corpus_prep import RecipeCorpus, prepare_data
-from training.plan import Plan
-from training.prepared_stage import prepared_corpus
-from training.pretrained import with_imported_init
-from training.recipe_config import run_request
-from training.recipe_settings import EXPORT_VERSION, RecipePaths, RecipeSettings
-from training.reports import RecipeSummary, evaluate_sets, summarize
-from training.run import preview_plan, summary_line, train
-from training.vocab_stage import build_vocab
+from training.planning.rules import Plan
+from training.recipe.corpus import RecipeCorpus, prepare_data
+from training.recipe.prepared import prepared_corpus
+from training.recipe.pretrained import with_imported_init
+from training.recipe.reports import RecipeSummary, evaluate_sets, summarize
+from training.recipe.run_config import run_request
+from training.recipe.settings import EXPORT_VERSION, RecipePaths, RecipeSettings
+from training.recipe.vocab import build_vocab
+from training.record import summary_line
+from training.run import preview_plan, train
 from translator.artifacts import MODEL_FILE, RUN_MODEL_DIR
 from translator.host_text import tensorflow_installed
 from translator.search.config import SearchConfig
