@@ -16,7 +16,7 @@ from bench import harness
 
 render = harness.Template("summary")
 # Full mode's order: the cheap ones, the hours of training, then what needs the recipe's model.
-STAGES = [(name, False) for name in ("pipeline", "training", "peers", "planner", "decoding")]
+STAGES = [(name, False) for name in ("pipeline", "training", "peers", "decoding")]
 STAGES += [("quality", False), ("decoding", True), ("engines", True), ("serving", True)]
 STAGES += [("backends", True)]
 BENCHMARKS = tuple(dict.fromkeys(name for name, _ in STAGES))

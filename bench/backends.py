@@ -1,7 +1,7 @@
 """Keras' JAX backend against TensorFlow on this CPU: a fresh process per backend and
 round, taking turns; each figure the best round's (a report, no target). Training: each
 backend's own training of the product, timed as the planner times a shape
-(`training.planning.measure_speed`) on Multi30k prepared once; decoding: one model's
+(`training.planning.measure.measure_speed`) on Multi30k prepared once; decoding: one model's
 beam 4 over test_2016_flickr, `Decoder` against `JaxDecoder`. Without --model, a random
 `tiny` model. Figures: bench/RESULTS.md.
 """

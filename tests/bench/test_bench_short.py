@@ -24,7 +24,6 @@ EXPECTED_TARGETS = {
     "pipeline": [r"pipeline target tokens/s over the training goal"],
     "training": [],  # step variants side by side: figures, no target (peers has the ratio)
     "peers": [],  # the short mode runs our side only: the ratio needs the peer
-    "planner": [],  # one tiny cell, its plan and one variant: plumbing only, no figure
     "decoding": [r"decoding beam 4.* target tokens/s", r"decoding beam 4.* over the naive decoder"],
     "serving": [r"serving sentences/s, batching on / off at 16 clients"],
     "quality": [],  # a tiny model trained for seconds: plumbing only, no figure

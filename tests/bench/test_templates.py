@@ -13,7 +13,7 @@ import pytest
 from bench import harness
 
 REPO = Path(__file__).resolve().parents[2]
-NAMES = ("backends", "decoding", "engines", "jax_loop", "peers", "pipeline", "planner", "quality")
+NAMES = ("backends", "decoding", "engines", "jax_loop", "peers", "pipeline", "quality")
 NAMES += ("serving",)
 MODULES = {name: importlib.import_module(f"bench.{name}") for name in (*NAMES, "training")}
 MODULES["accelerator"] = importlib.import_module("bench.accelerator.__main__")

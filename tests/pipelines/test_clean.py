@@ -1,7 +1,7 @@
 """`translator data clean`: each rule counted, kept pairs exact, nothing half-written.
 
 The noisy corpus is real Multi30k val pairs with the benchmark's seeded noise
-(`bench.noisy_corpus`), so each kind's fate can be counted against its label.
+(`tests/support/noisy_corpus.py`), so each kind's fate can be counted against its label.
 """
 
 import collections
@@ -10,9 +10,9 @@ import json
 
 import pytest
 
-from bench.noisy_corpus import add_noise
 from tests.support.corpora import read_gz_lines
 from tests.support.missing import need_multi30k
+from tests.support.noisy_corpus import add_noise
 from translator.cli import main
 from translator.errors import ConfigError, CorpusError
 from translator.languages import word_count

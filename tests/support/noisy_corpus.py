@@ -1,4 +1,4 @@
-"""A noisy parallel corpus made from a clean one, seeded, for the cleaning benchmark.
+"""A noisy parallel corpus made from a clean one, seeded, for the cleaning tests.
 
 The noise is what web-crawled corpora hold, added until it is SHARE of the result:
 
@@ -10,18 +10,13 @@ The noise is what web-crawled corpora hold, added until it is SHARE of the resul
     overlong       the target of four pairs glued together
     broken         mojibake (UTF-8 read as Windows-1252) or a control character
 
-    python -m bench.noisy_corpus SRC TGT OUT_PREFIX [--share 0.3] [--seed 1]
-
-writes OUT_PREFIX.{src,tgt suffix} and OUT_PREFIX.labels (the kind of each line,
-"clean" for the original pairs), and prints the counts.
+`add_noise` labels each pair with its kind ("clean" for the original pairs). The cleaning
+benchmark that used it is retired (bench/RESULTS.md, "Cleaning a noisy corpus").
 """
 
 from __future__ import annotations
 
-import argparse
-import collections
 import random
-from pathlib import Path
 
 # Each kind's share of the noise.
 KINDS = {
@@ -80,29 +75,3 @@ def _noisy(kind: str, pairs: list[tuple[str, str]], rng: random.Random) -> tuple
         cut = rng.randrange(len(target) + 1)
         return source, target[:cut] + "\x07" + target[cut:]
     raise ValueError(kind)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("source", type=Path)
-    parser.add_argument("target", type=Path)
-    parser.add_argument("out", help="output prefix: OUT.<lang> for each side, OUT.labels")
-    parser.add_argument("--share", type=float, default=0.3)
-    parser.add_argument("--seed", type=int, default=1)
-    args = parser.parse_args()
-    from translator.io import read_lines
-    from translator.languages import language_of
-
-    pairs = list(zip(read_lines(args.source), read_lines(args.target), strict=True))
-    rows = add_noise(pairs, args.share, args.seed)
-    for index, path in enumerate((args.source, args.target)):
-        lang = language_of(path) or ("src", "tgt")[index]
-        text = "".join(row[index] + "\n" for row in rows)
-        Path(f"{args.out}.{lang}").write_text(text, "utf-8")
-    Path(f"{args.out}.labels").write_text("".join(row[2] + "\n" for row in rows), "utf-8")
-    counts = collections.Counter(row[2] for row in rows)
-    print(f"{len(rows):,} pairs: " + ", ".join(f"{k} {n:,}" for k, n in counts.most_common()))
-
-
-if __name__ == "__main__":
-    main()
