@@ -289,6 +289,7 @@ class Translator:
         rows, lengths = prepared.rows, prepared.lengths  # [searched] x2
         stats.empty = int(np.sum(prepared.empty))
         stats.truncated = int(np.sum(prepared.truncated))
+        stats.segments = len(rows)  # each line that is not empty, as it is
         spans = list(batch_ranges(lengths, self.batch_tokens))  # (start, end, width) each
 
         def decode(span: tuple[int, int, int]) -> SearchResult:

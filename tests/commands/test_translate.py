@@ -290,7 +290,11 @@ def test_a_paragraph_is_its_sentences_translated_alone_and_rejoined(
     assert splitting.search(paragraphs, progress=reported.append).texts == want
     assert sum(reported) == len(paragraphs) and len(reported) > 2
 
-    assert main([*args, "--no-split", "-q"]) == 0
+    capsys.readouterr()
+    assert main([*args, "--no-split"]) == 0
+    assert "translated 3 lines (1 empty, 0 truncated) as 2 segments (0 lines split" in (
+        capsys.readouterr().err
+    )  # each line that is not empty, as it is
     whole = output.read_text(encoding="utf-8").split("\n")[:-1]
     assert whole == [alone.translate([line])[0] for line in paragraphs]
     assert whole[0] != want[0] and whole[2] != want[2].strip()  # the mode matters here
