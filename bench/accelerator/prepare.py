@@ -10,6 +10,7 @@ from pathlib import Path
 
 from bench import accelerator as layout
 from bench import harness
+from training.config import DEFAULT_CONFIG, read_config
 from training.recipe.corpus import prepare_data
 from training.recipe.prepared import prepared_corpus
 from training.recipe.settings import RecipePaths, RecipeSettings
@@ -44,7 +45,8 @@ def prepare(bundle: Path, data: Path, wheels: bool = True) -> dict:
     shutil.rmtree(bundle, ignore_errors=True)
     bundle.mkdir(parents=True)
     paths = RecipePaths(bundle / layout.WORK)
-    settings = RecipeSettings(3.0, str(data), None, overrides=layout.SETTINGS)
+    given = read_config(DEFAULT_CONFIG, layout.SETTINGS)  # the recipe's --set
+    settings = RecipeSettings(3.0, str(data), None, config=given)
     corpus = prepare_data(paths, settings)  # Multi30k, copied from the mirror
     build_vocab(paths, settings, corpus)
     prepared = prepared_corpus(paths, settings, corpus, "jax")

@@ -163,6 +163,7 @@ def shape_speeds(
     at: what the plan estimated (on one bucket) beside what a run gets. Otherwise every
     shape at `batch_tokens`.
     """
+    from training.config import DEFAULT_CONFIG, read_config
     from training.engines.backend import choose_backend
     from training.planning.measure import flops_per_token, measure_speed
     from training.planning.rules import SHAPES
@@ -173,7 +174,8 @@ def shape_speeds(
     from translator.pipelines.vocabulary import load_vocabulary
 
     paths = RecipePaths(bundle / layout.WORK)
-    settings = RecipeSettings(3.0, None, None, overrides=layout.SETTINGS)
+    given = read_config(DEFAULT_CONFIG, layout.SETTINGS)  # the recipe's --set
+    settings = RecipeSettings(3.0, None, None, config=given)
     corpus = prepare_data(paths, settings)
     config, _ = run_request(paths, settings, corpus, paths.workdir / "prepared")
     counts = json.loads((bundle / layout.MANIFEST).read_text())["corpus"]
