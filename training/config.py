@@ -380,7 +380,11 @@ def load_config(path: str | Path | None, overrides: typing.Sequence[str] = ()) -
     Raises:
         ConfigError: naming the file and the key for any unknown key or bad value.
     """
-    raw = raw_config(path, overrides)
+    return _built(raw_config(path, overrides), path)
+
+
+def _built(raw: dict[str, Any], path: str | Path | None) -> RunConfig:
+    """The checked `RunConfig` of a raw mapping; errors name the file, if any."""
     try:
         return build_section(RunConfig, raw, "")
     except ConfigError as error:
@@ -437,9 +441,8 @@ def read_config(path: str | Path | None, overrides: typing.Sequence[str] = ()) -
     Raises:
         ConfigError: naming the file and the key for any unknown key or bad value.
     """
-    return GivenConfig(
-        load_config(path, overrides), explicit_keys(path, overrides), explicit_keys(None, overrides)
-    )
+    raw = raw_config(path, overrides)  # the file read once
+    return GivenConfig(_built(raw, path), _keys_of(raw), _keys_of(raw_config(None, overrides)))
 
 
 def explicit_keys(
@@ -449,6 +452,11 @@ def explicit_keys(
 
     `model.overrides` entries count one by one (`model.overrides.dropout`).
     """
+    return _keys_of(raw_config(path, overrides))
+
+
+def _keys_of(raw: dict[str, Any]) -> frozenset[ConfigKey]:
+    """The keys a raw mapping gives a value (`explicit_keys`)."""
 
     def walk(node: dict[str, Any], prefix: str) -> typing.Iterator[str]:
         for key, value in node.items():
@@ -458,7 +466,7 @@ def explicit_keys(
             else:
                 yield name
 
-    return frozenset(ConfigKey.of(name) for name in walk(raw_config(path, overrides), ""))
+    return frozenset(ConfigKey.of(name) for name in walk(raw, ""))
 
 
 def _apply_override(raw: dict[str, Any], override: str) -> None:

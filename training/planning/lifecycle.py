@@ -42,18 +42,17 @@ def resolve_plan(
     precision: str,
 ) -> Plan:
     """The run's saved plan, or a new one (measured, chosen, saved and logged)."""
-    plan = load_plan(run_dir)
-    if plan is not None:
+    saved = load_plan(run_dir)
+    if saved is not None:
         log.info("plan: resuming with the plan in %s", run_dir / PLAN_FILE)
-        if MAX_MINUTES in request.set_keys:
-            plan = new_time_budget(plan, config.train.max_minutes, run_dir, strategy)
-    else:
-        plan = plan_run(
-            config, request.keys, vocabulary, strategy, precision, request.cache_dir or run_dir
-        )
+    plan = _chosen(saved, config, request, run_dir, vocabulary, strategy, precision)
+    if plan is not saved:  # a new plan, or the saved one under a resume's new budget
+        if saved is not None:
+            _say_new_budget(saved, config.train.max_minutes, run_dir)
         if strategy.is_chief():
             save_plan(plan, run_dir)
-        log.info("plan: saved in %s", run_dir / PLAN_FILE)
+        if saved is None:
+            log.info("plan: saved in %s", run_dir / PLAN_FILE)
     for line in plan.describe():
         log.info("plan: %s", line)
     return plan
@@ -69,13 +68,25 @@ def saved_or_new_plan(
 ) -> Plan:
     """The plan `resolve_plan` would give, saving and logging nothing (`--plan`)."""
     saved = load_plan(run_dir)
-    if saved is not None and MAX_MINUTES in request.set_keys:
-        return rebudgeted(saved, config.train.max_minutes)  # as a resume will
-    if saved is not None:
-        return saved
-    return plan_run(
-        config, request.keys, vocabulary, strategy, precision, request.cache_dir or run_dir
-    )
+    return _chosen(saved, config, request, run_dir, vocabulary, strategy, precision)
+
+
+def _chosen(
+    saved: Plan | None,
+    config: RunConfig,
+    request: PlanRequest,
+    run_dir: Path,
+    vocabulary: Vocabulary,
+    strategy: Strategy,
+    precision: str,
+) -> Plan:
+    """The saved plan (under the resume's new budget, if it gives one), else a new one."""
+    if saved is None:
+        cache = request.cache_dir or run_dir
+        return plan_run(config, request.keys, vocabulary, strategy, precision, cache)
+    if MAX_MINUTES in request.set_keys:
+        return rebudgeted(saved, config.train.max_minutes)
+    return saved
 
 
 def rebudgeted(plan: Plan, minutes: float) -> Plan:
@@ -99,15 +110,12 @@ def rebudgeted(plan: Plan, minutes: float) -> Plan:
     return plan.with_budget(dataclasses.replace(plan.budget, seconds=seconds))
 
 
-def new_time_budget(plan: Plan, minutes: float, run_dir: Path, strategy: Strategy) -> Plan:
-    """The saved plan under a resume's `minutes`, said in one warning and saved.
+def _say_new_budget(plan: Plan, minutes: float, run_dir: Path) -> None:
+    """One warning: the saved plan now runs for a resume's `minutes`.
 
     More minutes continue a finished or interrupted run from its last checkpoint, along its
     learning-rate schedule stretched to the new end; the plan's other choices stay.
     """
-    new = rebudgeted(plan, minutes)
-    if new is plan:
-        return plan
     planned = (plan.budget.seconds + plan.measuring_seconds) / 60
     what = (
         "training goes on from the last checkpoint, the learning-rate schedule stretched "
@@ -122,6 +130,3 @@ def new_time_budget(plan: Plan, minutes: float, run_dir: Path, strategy: Strateg
         what,
         run_dir / PLAN_FILE,
     )
-    if strategy.is_chief():
-        save_plan(new, run_dir)
-    return new
