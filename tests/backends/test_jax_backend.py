@@ -46,10 +46,13 @@ PLAN = {
     "batch_tokens": 4096,
     "rates": [20_000.0, 10_000.0, 6_667.0, 5_000.0],
 }
-# The architectures compared: ours by default, and the options an imported Marian model
-# brings (post-norm, Swish, sines then cosines, embedding LayerNorm, tied output bias).
+# The architectures compared: ours by default, a student's depths, and the options an
+# imported Marian model brings (post-norm, Swish, sines then cosines, embedding
+# LayerNorm, tied output bias).
 ARCHITECTURES = {
     "default": {},
+    # A distillation student's: a deep encoder, a one-block decoder.
+    "deep-shallow": {"num_encoder_layers": 3, "num_decoder_layers": 1},
     "marian": {
         "norm_first": False,
         "activation": "swish",

@@ -192,8 +192,9 @@ def test_a_planned_fine_tuning_keeps_the_model_and_plans_what_fine_tuning_change
     assert not model.planned and model.reason == f"the fine-tuned model's ({base_model})"
     trained = load_model_dir(base_model).model.config  # the model's, whatever the budget
     shape = plan.shape
-    assert (shape.layers, shape.d_model, shape.ffn_dim) == (
+    assert (shape.encoder_layers, shape.decoder_layers, shape.d_model, shape.ffn_dim) == (
         trained.num_encoder_layers,
+        trained.num_decoder_layers,
         trained.d_model,
         trained.ffn_dim,
     )

@@ -13,7 +13,7 @@ from pathlib import Path
 from training.config import MAX_MINUTES, ConfigError, ConfigKey, RunConfig
 from training.engines.backend import Strategy
 from training.planning.measure import PLAN_FILE, load_plan, plan_run, save_plan
-from training.planning.rules import Plan
+from training.planning.rules import Plan, Shape
 from translator.pipelines.vocabulary import Vocabulary
 
 log = logging.getLogger(__name__)
@@ -31,6 +31,9 @@ class PlanRequest:
     set_keys: frozenset[ConfigKey] = frozenset()
     # Where measured speeds are cached (None: the run directory).
     cache_dir: Path | None = None
+    # A shape chosen before planning, and why (a distillation's student; the config's
+    # model section is it): kept, as a shape the user set is.
+    shape: tuple[Shape, str] | None = None
 
 
 def resolve_plan(
@@ -83,7 +86,7 @@ def _chosen(
     """The saved plan (under the resume's new budget, if it gives one), else a new one."""
     if saved is None:
         cache = request.cache_dir or run_dir
-        return plan_run(config, request.keys, vocabulary, strategy, precision, cache)
+        return plan_run(config, request.keys, vocabulary, strategy, precision, cache, request.shape)
     if MAX_MINUTES in request.set_keys:
         return rebudgeted(saved, config.train.max_minutes)
     return saved

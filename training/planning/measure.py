@@ -151,7 +151,8 @@ def shape_of(model: TransformerConfig, preset: str) -> Shape:
     return Shape(
         "yours",
         preset,
-        round((model.num_encoder_layers + model.num_decoder_layers) / 2),
+        model.num_encoder_layers,
+        model.num_decoder_layers,
         model.d_model,
         model.num_heads,
         model.ffn_dim,
@@ -262,8 +263,12 @@ class SpeedCache:
     @staticmethod
     def key(shape: Shape, batch_tokens: int) -> str:
         """The entry of one shape at one batch size."""
+        # Equal depths keep the key of the cache files written before students.
+        depth = str(shape.encoder_layers)
+        if shape.decoder_layers != shape.encoder_layers:
+            depth = shape.depth
         return (
-            f"{shape.preset}:{shape.layers}x{shape.d_model}:ffn{shape.ffn_dim}:"
+            f"{shape.preset}:{depth}x{shape.d_model}:ffn{shape.ffn_dim}:"
             f"h{shape.num_heads}@{batch_tokens}"
         )
 
@@ -630,6 +635,7 @@ def plan_run(
     strategy: Strategy,
     precision: str,
     cache_dir: Path,
+    shape: tuple[Shape, str] | None = None,
 ) -> Plan:
     """Counts, times and plans one run (see the module docstring).
 
@@ -640,10 +646,14 @@ def plan_run(
         strategy: The run's strategy.
         precision: The run's dtype policy name.
         cache_dir: Where `speed.json` is kept.
+        shape: A shape chosen before planning and why (a distillation's student): kept
+            as a shape the user set is; the config's model section must be it.
     """
     counts = count_corpus(config, vocabulary)
     vocab_sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
     given = given_settings(config, keys, vocab_sizes)
+    if shape is not None:
+        given = dataclasses.replace(given, shape=shape[0], shape_reason=shape[1])
     candidates = (given.shape,) if given.shape else SHAPES
     batch = given.batch_tokens or TIMED_BATCH_TOKENS
     settled = not speed_decides_something(given)

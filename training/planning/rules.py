@@ -122,14 +122,16 @@ SAMPLING_ALPHA = PipelineConfig.subword_alpha
 
 @dataclasses.dataclass(frozen=True)
 class Shape:
-    """One candidate architecture (encoder and decoder of the same depth)."""
+    """One candidate architecture."""
 
     # The name the plan and the measurements use.
     name: str
     # The `TransformerConfig` preset it starts from (its other fields: activation, ...).
     preset: str
-    # Encoder blocks (and as many decoder blocks).
-    layers: int
+    encoder_layers: int
+    # Fewer than the encoder's in a student: decoding time is mostly the decoder's
+    # (Kasai et al. 2021).
+    decoder_layers: int
     d_model: int
     num_heads: int
     ffn_dim: int
@@ -140,13 +142,18 @@ class Shape:
         d, f = self.d_model, self.ffn_dim
         encoder = 4 * d * d + 2 * d * f  # self-attention q, k, v, o; feed-forward
         decoder = 8 * d * d + 2 * d * f  # self- and cross-attention; feed-forward
-        return self.layers * (encoder + decoder)
+        return self.encoder_layers * encoder + self.decoder_layers * decoder
+
+    @property
+    def depth(self) -> str:
+        """`4+4`: encoder and decoder blocks."""
+        return f"{self.encoder_layers}+{self.decoder_layers}"
 
     def model_overrides(self) -> dict[str, int]:
         """The `model.overrides` entries of this shape."""
         return {
-            "num_encoder_layers": self.layers,
-            "num_decoder_layers": self.layers,
+            "num_encoder_layers": self.encoder_layers,
+            "num_decoder_layers": self.decoder_layers,
             "d_model": self.d_model,
             "num_heads": self.num_heads,
             "ffn_dim": self.ffn_dim,
@@ -155,18 +162,26 @@ class Shape:
     def describe(self) -> str:
         """`narrow (4+4 x 128, ffn 256, 1.3M parameters)`."""
         return (
-            f"{self.name} ({self.layers}+{self.layers} x {self.d_model}, ffn {self.ffn_dim}, "
+            f"{self.name} ({self.depth} x {self.d_model}, ffn {self.ffn_dim}, "
             f"{self.parameters / 1e6:.1f}M parameters)"
         )
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, int | str]) -> Shape:
+        """A shape as `dataclasses.asdict` wrote it (a plan before students: `layers`)."""
+        data = dict(data)
+        if "layers" in data:
+            data["encoder_layers"] = data["decoder_layers"] = data.pop("layers")
+        return cls(**data)
 
 
 # The candidates, smallest first. narrow: Wu et al. 2021's Transformer-Tiny for Multi30k;
 # base and big: the paper's models.
 SHAPES: tuple[Shape, ...] = (
-    Shape("narrow", "small", 4, 128, 4, 256),
-    Shape("small", "small", 6, 256, 4, 1024),
-    Shape("base", "base", 6, 512, 8, 2048),
-    Shape("big", "big", 6, 1024, 16, 4096),
+    Shape("narrow", "small", 4, 4, 128, 4, 256),
+    Shape("small", "small", 6, 6, 256, 4, 1024),
+    Shape("base", "base", 6, 6, 512, 8, 2048),
+    Shape("big", "big", 6, 6, 1024, 16, 4096),
 )
 
 
@@ -391,7 +406,7 @@ class Plan:
             budget=Budget(**data["budget"]),
             corpus=CorpusCounts(**data["corpus"]),
             speeds={name: Speed(**speed) for name, speed in data["speeds"].items()},
-            shape=Shape(**data["shape"]),
+            shape=Shape.from_dict(data["shape"]),
             tokens=data["tokens"],
             updates=data["updates"],
             epochs=data["epochs"],
@@ -492,7 +507,8 @@ def batch_tokens_in_memory(shape: Shape, vocab_size: int, memory_bytes: int) -> 
     safe), and the output layer 12 bytes per vocabulary entry (logits, their softmax and
     gradient).
     """
-    per_token = 2 * shape.layers * (16 * shape.d_model + 3 * shape.ffn_dim) * 4 + 12 * vocab_size
+    blocks = shape.encoder_layers + shape.decoder_layers
+    per_token = blocks * (16 * shape.d_model + 3 * shape.ffn_dim) * 4 + 12 * vocab_size
     tokens = int(MEMORY_SHARE * memory_bytes / per_token)
     return max(MIN_BATCH_TOKENS, min(MAX_BATCH_TOKENS, 2 ** max(tokens.bit_length() - 1, 0)))
 

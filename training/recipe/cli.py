@@ -137,6 +137,49 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "pretrained first) on --train within the budget: its vocabulary and architecture "
         "are kept, the plan chooses the learning rate, warmup, dropout and batch",
     )
+    student = parser.add_argument_group(
+        "distillation: a small, fast student of a trained model; --minutes covers the "
+        "whole job (the teacher's translation, training, evaluation, export)"
+    )
+    student.add_argument(
+        "--distill-from",
+        type=Path,
+        metavar="TEACHER",
+        help="train a student of TEACHER (a model or run directory, or a Marian model) on "
+        "its beam-search translations of the training sources (translated in resumable "
+        "chunks, kept in WORKDIR/distilled); the student keeps its vocabulary, and both "
+        "are evaluated side by side",
+    )
+    student.add_argument(
+        "--student-speedup",
+        type=float,
+        default=2.0,
+        metavar="X",
+        help="the student is the largest shape (a deep encoder, a decoder of 2 or 1 "
+        "blocks) whose beam search, timed beside the teacher's here, is at least X times "
+        "faster (default: 2)",
+    )
+    student.add_argument(
+        "--student",
+        default="",
+        metavar="NAME",
+        help="this student shape instead: student-2, student-1 or student-1-half",
+    )
+    student.add_argument(
+        "--student-data",
+        choices=("distilled", "both", "original"),
+        default="distilled",
+        help="what the student learns: the teacher's translations (default), them beside "
+        "the references, or only the references (a control: nothing is translated)",
+    )
+    student.add_argument(
+        "--distill-pairs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="translate only the first N pairs of each corpus, where the whole would not "
+        "fit the budget (the job says how many fit)",
+    )
     parser.add_argument(
         "--vocab-size", type=int, help="joint vocabulary size (default: planned from the corpus)"
     )
@@ -231,15 +274,51 @@ def run(args: argparse.Namespace) -> int:
         pair=args.pair,
         init_from=args.init_from,
         clean=args.clean,
+        distill_from=args.distill_from,
+        student_speedup=args.student_speedup,
+        student=args.student,
+        student_data=args.student_data,
+        distill_pairs=args.distill_pairs,
     )
+    if settings.distill_from is not None:
+        _check_distill_options(args, settings)
     choose_backend(settings.config.config)  # before Keras' import
     from training.recipe import stages as recipe  # TensorFlow: not for --help
 
     if args.plan:
         print("\n".join(recipe.plan_recipe(paths, settings).describe()))
         return 0
-    print_summary(recipe.run_recipe(paths, settings))
+    if settings.distill_from is None:
+        print_summary(recipe.run_recipe(paths, settings))
+        return 0
+    from training.recipe import distillation
+
+    summary = distillation.run_distillation(paths, settings)
+    print_summary(summary)
+    print("\n".join(distillation.describe(paths, summary.corpus)))
     return 0
+
+
+def _check_distill_options(args: argparse.Namespace, settings: RecipeSettings) -> None:
+    """`--distill-from` with an option it cannot take: one error line."""
+    if args.init_from is not None:
+        raise ConfigError("--distill-from trains a new student; it cannot take --init-from")
+    if args.vocab_size is not None:
+        raise ConfigError(
+            "--distill-from: the student keeps the teacher's vocabulary; leave out --vocab-size"
+        )
+    if args.plan:
+        raise ConfigError(
+            "--distill-from: --plan is not supported (the student's plan "
+            "follows the teacher's timing and translation)"
+        )
+    if any(key.path[0] == "model" for key in settings.config.set_keys):
+        raise ConfigError(
+            "--distill-from: the student's shape is chosen by --student or "
+            "--student-speedup; leave out --set model.*"
+        )
+    if args.student_speedup <= 0 or args.distill_pairs < 0:
+        raise ConfigError("--student-speedup must be > 0 and --distill-pairs >= 0")
 
 
 def print_summary(summary: RecipeSummary) -> None:

@@ -22,10 +22,28 @@ from translator.io import read_lines, write_atomic
 from translator.search.config import SearchConfig
 
 
-def evaluate_sets(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus) -> None:
-    """Stage 4: beam-search translation of each report set, scored into a report."""
+def evaluate_sets(
+    paths: RecipePaths,
+    settings: RecipeSettings,
+    corpus: RecipeCorpus,
+    *,
+    model: Path | None = None,
+    out: Path | None = None,
+    baseline: Path | None = None,
+) -> None:
+    """Stage 4: beam-search translation of each report set, scored into a report.
+
+    Args:
+        paths: The work directory's paths.
+        settings: The recipe's settings (the beam, how many test sentences).
+        corpus: The data stage's corpora and test sets.
+        model: The model to translate with (default: the run's).
+        out: Where the reports go, one directory per set (default: `WORKDIR/eval`).
+        baseline: Reports of another model on the same sets (`out` of an earlier call):
+            each report tests this model against its translations (paired bootstrap).
+    """
     for test in corpus.reports:
-        report = paths.report(test.name)
+        report = (out / test.name) if out is not None else paths.report(test.name)
         print(f"[4/5] {test.name} with beam {settings.beam_size} -> {report}", flush=True)
         if (report / "report.json").is_file():
             print("  already evaluated")
@@ -37,14 +55,16 @@ def evaluate_sets(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCo
                 for i, path in enumerate((source, reference))
             )
         report.mkdir(parents=True, exist_ok=True)
+        hypotheses = f"translations.{corpus.target_lang}"
         written = evaluate_model(
-            paths.run,
+            model or paths.run,
             source,
             reference,
             SearchConfig(beam_size=settings.beam_size),
             options=InferenceOptions(tag=test.tag),
-            hypotheses_out=report / f"translations.{corpus.target_lang}",
+            hypotheses_out=report / hypotheses,
             report_dir=report,
+            baseline=None if baseline is None else baseline / test.name / hypotheses,
             scoring=Scoring(target_lang=corpus.target_lang),
         )
         print(written.summary(), flush=True)

@@ -90,6 +90,17 @@ class RecipeSettings:
     init_from: Path | None = None
     # Clean the training corpora first (`translator.pipelines.clean`, default rules).
     clean: bool = False
+    # Distil this trained model (a model or run directory, or a Marian model) into a
+    # student (`training.recipe.distillation`); None: train as usual.
+    distill_from: Path | None = None
+    # The student decodes at least this many times the teacher's speed (the rule's target).
+    student_speedup: float = 2.0
+    # A student shape by name (`training.planning.students`); "": the rule chooses.
+    student: str = ""
+    # What the student learns: "distilled", "both" (beside the references), "original".
+    student_data: str = "distilled"
+    # Translate only the first N pairs of each corpus with the teacher (0: all).
+    distill_pairs: int = 0
 
 
 @dataclasses.dataclass(frozen=True)

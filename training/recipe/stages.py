@@ -19,9 +19,11 @@ result is already there, and an interrupted training resumes.
 
 from __future__ import annotations
 
+import dataclasses
+
 import keras
 
-from training.planning.rules import Plan
+from training.planning.rules import Plan, Shape
 from training.recipe.corpus import RecipeCorpus, prepare_data
 from training.recipe.prepared import prepared_corpus
 from training.recipe.pretrained import with_imported_init
@@ -61,14 +63,24 @@ def plan_recipe(paths: RecipePaths, settings: RecipeSettings) -> Plan:
     return preview_plan(config, request, paths.run)
 
 
-def train_model(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus) -> None:
-    """Stage 3: planned training within the time budget (resumed if interrupted)."""
+def train_model(
+    paths: RecipePaths,
+    settings: RecipeSettings,
+    corpus: RecipeCorpus,
+    shape: tuple[Shape, str] | None = None,
+) -> None:
+    """Stage 3: planned training within the time budget (resumed if interrupted).
+
+    `shape`: a shape chosen before planning, and why (a distillation's student).
+    """
     print(f"[3/5] training ({settings.minutes:g} minutes) -> {paths.run}", flush=True)
     if (paths.run / RUN_MODEL_DIR / MODEL_FILE).is_file():
         print(f"  already trained: {paths.run / 'model'}")
         return
     prepared = prepared_corpus(paths, settings, corpus, keras.backend.backend())
     config, request = run_request(paths, settings, corpus, prepared)
+    if shape is not None:
+        request = dataclasses.replace(request, shape=shape)
     result = train(config, paths.run, planning=request)
     print(f"  {summary_line(result)}", flush=True)
 

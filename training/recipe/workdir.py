@@ -32,6 +32,14 @@ def check_record(paths: RecipePaths, settings: RecipeSettings, langs: tuple[str,
         inputs["init_from"] = str(settings.init_from.resolve())
     if settings.clean:
         inputs["clean"] = True
+    if settings.distill_from is not None:
+        inputs["distill"] = {
+            "teacher": str(settings.distill_from.resolve()),
+            "student": settings.student,
+            "student_speedup": settings.student_speedup,
+            "student_data": settings.student_data,
+            "pairs": settings.distill_pairs,
+        }
     record = paths.workdir / RECORD_FILE
     if record.is_file():
         previous = json.loads(record.read_text("utf-8"))

@@ -1,0 +1,236 @@
+"""`recipe --distill-from`: the teacher's corpus, its resumption, bad teachers, the student.
+
+The teacher is a tiny model with random weights and a real SentencePiece vocabulary,
+saved as a trained model is: its beam output is what the student must learn, whatever
+its quality.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import in_process
+from tests.support.corpora import write_copy_corpus, write_lines
+from tests.support.serving import run_saved_model_reference
+from training.planning.rules import SHAPES, Shape
+from training.planning.students import choose_student, named_student, student_shapes
+from training.recipe import distill
+from training.recipe.corpus import RecipeCorpus
+from training.recipe.settings import RecipePaths, TrainFiles
+from training.recipe.teacher import find_teacher
+from translator.config import TransformerConfig
+from translator.io import read_lines
+
+LANGS = {"config": {"data": {"source_lang": "xx", "target_lang": "yy"}}}
+
+
+@pytest.fixture(scope="module")
+def corpus_files(tmp_path_factory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("distil-corpus")
+    source, target = write_copy_corpus(root, 230, seed=11, reverse=True)
+    return source.rename(root / "train.xx"), target.rename(root / "train.yy")
+
+
+@pytest.fixture(scope="module")
+def teacher_dir(tmp_path_factory, corpus_files) -> Path:
+    from tests.support.models import tiny_model
+    from translator.artifacts import save_model_dir
+    from translator.pipelines.vocab import build_vocabulary
+
+    root = tmp_path_factory.mktemp("teacher")
+    vocab = root / "vocab"
+    build_vocabulary(
+        [corpus_files[0]], [corpus_files[1]], vocab, vocab_size=39, byte_fallback=False
+    )
+    # EOS made likely: the random model's sentences end at various lengths.
+    model = tiny_model(
+        39, seed=4, logit_scale=3.0, eos_bias=2.0, num_encoder_layers=1, num_decoder_layers=1
+    )
+    return save_model_dir(root / "model", model, vocab, LANGS)
+
+
+def _distil(workdir: Path, teacher_dir: Path, files: tuple[Path, Path]) -> distill.Distilled:
+    paths = RecipePaths(workdir)
+    corpus = RecipeCorpus("xx", "yy", (TrainFiles(*files),), files, "given", ())
+    (made,) = distill.distilled_corpora(paths, corpus, find_teacher(paths, teacher_dir), 4)
+    return made
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, teacher_dir, corpus_files) -> distill.Distilled:
+    patch = pytest.MonkeyPatch()
+    patch.setattr(distill, "CHUNK_LINES", 60)
+    try:
+        return _distil(tmp_path_factory.mktemp("whole"), teacher_dir, corpus_files)
+    finally:
+        patch.undo()
+
+
+def test_the_distilled_corpus_is_the_teachers_beam_output(
+    uninterrupted, teacher_dir, corpus_files, tmp_path, capsys
+):
+    """Line for line what `translator translate --no-split` gives at the same beam."""
+    out = tmp_path / "translate.yy"
+    args = ["--model", teacher_dir, "--input", corpus_files[0], "--output", out]
+    result = in_process(capsys, "translate", *args, "--beam-size", "4", "--no-split")
+    assert result.returncode == 0, result.stderr
+    theirs = read_lines(out)
+    ours = read_lines(uninterrupted.files.target)
+    assert len(ours) == len(theirs) == 230 and ours == theirs
+    assert len(set(ours)) > 50  # the teacher's own outputs, not a constant
+    assert uninterrupted.files.source == corpus_files[0]  # the sources as they are
+    assert uninterrupted.lines == 230 and uninterrupted.target_tokens > 230
+
+
+def test_a_resumed_translation_equals_an_uninterrupted_one(
+    uninterrupted, teacher_dir, corpus_files, tmp_path, monkeypatch
+):
+    """Killed in its third chunk, the rerun translates only what is missing."""
+    monkeypatch.setattr(distill, "CHUNK_LINES", 60)
+    real = distill._LazyTranslator.translate
+    calls = []
+
+    def dies_in_the_third(self, lines, tag):
+        calls.append(len(lines))
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(self, lines, tag)
+
+    monkeypatch.setattr(distill._LazyTranslator, "translate", dies_in_the_third)
+    with pytest.raises(KeyboardInterrupt):
+        _distil(tmp_path, teacher_dir, corpus_files)
+    target = tmp_path / "distilled" / "train.yy.gz"
+    assert not target.exists()  # no partial corpus, only the two chunks
+    assert len(list((tmp_path / "distilled" / ".train.yy.gz.chunks").glob("*.txt"))) == 2
+    calls.clear()
+
+    def counted(self, lines, tag):
+        calls.append(len(lines))
+        return real(self, lines, tag)
+
+    monkeypatch.setattr(distill._LazyTranslator, "translate", counted)
+    resumed = _distil(tmp_path, teacher_dir, corpus_files)
+    assert calls == [60, 50]  # the third chunk again, and the fourth: 230 lines in all
+    assert read_lines(target) == read_lines(uninterrupted.files.target)
+    calls.clear()
+    assert resumed.target_tokens == uninterrupted.target_tokens
+    # Kept and reused: a third run translates nothing.
+    monkeypatch.setattr(distill._LazyTranslator, "translate", dies_in_the_third)
+    assert _distil(tmp_path, teacher_dir, corpus_files).lines == 230 and calls == []
+
+
+def test_a_corpus_of_another_teacher_is_refused(uninterrupted, corpus_files, tmp_path):
+    workdir = uninterrupted.files.target.parent.parent
+    record = uninterrupted.files.target.with_suffix(".json")
+    kept = json.loads(record.read_text())
+    assert kept["made_by"]["beam_size"] == 4
+    paths = RecipePaths(workdir)
+    corpus = RecipeCorpus("xx", "yy", (TrainFiles(*corpus_files),), corpus_files, "given", ())
+    teacher = find_teacher(paths, Path(kept["made_by"]["teacher"]))
+    with pytest.raises(Exception, match="another teacher or beam"):
+        distill.distilled_corpora(paths, corpus, teacher, 2)
+
+
+def _greek(path: Path, lines: int) -> Path:
+    return write_lines(path, ["αβγ δεζ ηθι κλμ"] * lines)
+
+
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("missing", "--distill-from: "),
+        ("languages", "translates xx->yy, but the corpus is aa->yy"),
+        ("script", "its vocabulary does not cover"),
+        ("vocab-size", "keeps the teacher's vocabulary"),
+        ("shape", "leave out --set model.*"),
+    ],
+)
+def test_a_bad_teacher_is_one_error_line_and_nothing_is_written(
+    case, message, teacher_dir, corpus_files, tmp_path, capsys
+):
+    work = tmp_path / "work"
+    teacher, files, extra = teacher_dir, corpus_files, []
+    if case == "missing":
+        teacher = tmp_path / "no-such-model"
+    elif case == "languages":
+        files = (write_lines(tmp_path / "train.aa", read_lines(files[0])), files[1])
+    elif case == "script":
+        files = (_greek(tmp_path / "train.xx", 50), files[1])
+        files = (files[0], write_lines(tmp_path / "train.yy", read_lines(corpus_files[1], 50)))
+    elif case == "vocab-size":
+        extra = ["--vocab-size", "100"]
+    elif case == "shape":
+        extra = ["--set", "model.overrides.d_model=64"]
+    args = ["recipe", "--workdir", work, "--train", *files, "--distill-from", teacher, *extra]
+    result = in_process(capsys, *args, "--minutes", "1")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("translator recipe: error: ") and message in line
+    assert not work.exists()
+
+
+def test_student_shapes_have_a_deep_encoder_and_a_shallow_decoder():
+    teacher = TransformerConfig.preset("small", vocab_size=8000)
+    candidates = student_shapes(teacher, "small")
+    assert [(s.encoder_layers, s.decoder_layers) for s in candidates] == [(6, 2), (6, 1), (6, 1)]
+    assert candidates[0].d_model == teacher.d_model and candidates[2].d_model < teacher.d_model
+    assert [s.parameters for s in candidates] == sorted((s.parameters for s in candidates), reverse=True)
+    assert candidates[1].describe().startswith("student-1 (6+1 x ")
+
+
+def test_the_largest_student_fast_enough_is_chosen_else_the_fastest():
+    candidates = student_shapes(TransformerConfig.preset("small", vocab_size=8000), "small")
+    speeds = {"student-2": 1.6, "student-1": 2.3, "student-1-half": 3.5}
+    assert choose_student(candidates, speeds, 2.0).shape.name == "student-1"
+    assert choose_student(candidates, speeds, 1.5).shape.name == "student-2"
+    slow = choose_student(candidates, speeds, 5.0)
+    assert slow.shape.name == "student-1-half" and "no student decodes 5x" in slow.reason
+    assert named_student(candidates, "student-2") is candidates[0]
+    with pytest.raises(ValueError, match="one of student-2, student-1, student-1-half"):
+        named_student(candidates, "tiny")
+
+
+def test_a_plan_before_students_reads_back_with_equal_depths():
+    """plan.json files written with one `layers` field still load."""
+    shape = SHAPES[0]
+    old = {k: v for k, v in vars(shape).items() if not k.endswith("_layers")}
+    old["layers"] = 4
+    assert Shape.from_dict(old) == shape
+    student = Shape("student-1", "small", 6, 1, 128, 4, 256)
+    assert student.model_overrides()["num_decoder_layers"] == 1
+    assert student.parameters < Shape("x", "small", 6, 6, 128, 4, 256).parameters
+
+
+@pytest.mark.slow
+def test_a_distilled_student_trains_evaluates_beside_its_teacher_and_exports(
+    teacher_dir, corpus_files, tmp_path, capsys
+):
+    """The whole job within its minutes; the student reloads as any model does."""
+    test = write_copy_corpus(tmp_path / "test", 30, seed=12, reverse=True)
+    test = (test[0].rename(tmp_path / "news.xx"), test[1].rename(tmp_path / "news.yy"))
+    work = tmp_path / "work"
+    args = ["recipe", "--workdir", work, "--minutes", "2.5", "--train", *corpus_files]
+    args += ["--test", *test, "--distill-from", teacher_dir, "--student", "student-1"]
+    args += ["--set", "eval.max_sentences=20"]
+    result = in_process(capsys, *args)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((work / "distill.json").read_text())
+    assert report["student"].startswith("student-1 (6+1 x 32")
+    total = sum(report["seconds"].values())
+    assert total <= 1.05 * 150, report["seconds"]  # the whole job within its budget
+    plan = json.loads((work / "run" / "plan.json").read_text())
+    assert (plan["shape"]["encoder_layers"], plan["shape"]["decoder_layers"]) == (6, 1)
+    out = result.stdout
+    assert "vs teacher:  news: BLEU " in out and "minutes:     " in out
+    assert (work / "eval-teacher" / "news" / "report.json").is_file()
+    student_report = json.loads((work / "eval" / "news" / "report.json").read_text())
+    assert "bootstrap" in json.dumps(student_report)  # tested against the teacher's
+    # Reloaded: the SavedModel, in a process without the project, translates as the
+    # student's model directory did in its report.
+    sentences = read_lines(test[0])[:8]
+    reloaded = run_saved_model_reference(work / "export" / "1", sentences)
+    hypotheses = read_lines(work / "eval" / "news" / "translations.yy")[:8]
+    assert reloaded["batch"]["translations"] == hypotheses

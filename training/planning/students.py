@@ -1,0 +1,93 @@
+"""Students: the shapes a distilled model may take, and the rule that picks one.
+
+A student (`translator recipe --distill-from TEACHER`) learns from its teacher's
+translations (Kim & Rush 2016) and is served on CPUs, where a sentence's cost is mostly
+its decoder's: one step per target token, each through every decoder block and the
+output layer. So the candidates keep the teacher's width and a deep encoder (encoding
+runs once per sentence, in parallel) and cut the decoder to two blocks or one (Kasai et
+al. 2021), and the last one halves the width as well. The rule takes the largest
+candidate whose decoding, timed beside the teacher's, is at least the asked-for times
+faster. Pure Python: the timing is `training.recipe.teacher`'s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from training.planning.rules import Shape
+from translator.config import TransformerConfig
+
+# How many times faster than the teacher a student must decode, unless the user says.
+DEFAULT_SPEEDUP = 2.0
+# Encoder blocks of a student: at least this many (or the teacher's, if it has more).
+STUDENT_ENCODER_LAYERS = 6
+
+
+@dataclasses.dataclass(frozen=True)
+class StudentChoice:
+    """The student shape chosen, the speeds it was chosen on, and why."""
+
+    shape: Shape
+    # Decoding speed relative to the teacher's, per candidate name (timed).
+    speedups: Mapping[str, float]
+    reason: str
+
+
+def student_shapes(teacher: TransformerConfig, preset: str) -> tuple[Shape, ...]:
+    """The candidates for a teacher, largest first.
+
+    Args:
+        teacher: The teacher's architecture (its width and depth).
+        preset: The preset name the shapes carry (their other fields are the teacher's).
+    """
+    encoder = max(teacher.num_encoder_layers, STUDENT_ENCODER_LAYERS)
+    d, heads, ffn = teacher.d_model, teacher.num_heads, teacher.ffn_dim
+    half_heads = max(1, heads // 2) if (d // 2) % max(1, heads // 2) == 0 else heads
+    return (
+        Shape("student-2", preset, encoder, 2, d, heads, ffn),
+        Shape("student-1", preset, encoder, 1, d, heads, ffn),
+        Shape("student-1-half", preset, encoder, 1, d // 2, half_heads, ffn // 2),
+    )
+
+
+def choose_student(
+    candidates: tuple[Shape, ...], speedups: Mapping[str, float], wanted: float
+) -> StudentChoice:
+    """The largest candidate decoding at least `wanted` times the teacher's speed.
+
+    Args:
+        candidates: Largest first (`student_shapes`).
+        speedups: Each candidate's timed decoding speed over the teacher's.
+        wanted: The speed-up asked for (`--student-speedup`).
+
+    Returns:
+        The choice; when none is fast enough, the fastest, and the reason says so.
+    """
+    timed = ", ".join(f"{shape.name} {speedups[shape.name]:.2f}x" for shape in candidates)
+    for shape in candidates:
+        if speedups[shape.name] >= wanted:
+            reason = (
+                f"the largest student decoding >= {wanted:g}x the teacher's speed "
+                f"(beam search timed beside it at equal lengths: {timed})"
+            )
+            return StudentChoice(shape, dict(speedups), reason)
+    fastest = max(candidates, key=lambda shape: speedups[shape.name])
+    reason = (
+        f"no student decodes {wanted:g}x the teacher's speed here, so the fastest "
+        f"(beam search timed beside it at equal lengths: {timed})"
+    )
+    return StudentChoice(fastest, dict(speedups), reason)
+
+
+def named_student(candidates: tuple[Shape, ...], name: str) -> Shape:
+    """The candidate called `name` (`--student NAME`).
+
+    Raises:
+        ValueError: no candidate has that name; the message lists them.
+    """
+    for shape in candidates:
+        if shape.name == name:
+            return shape
+    names = ", ".join(shape.name for shape in candidates)
+    raise ValueError(f"--student {name}: not a student shape; one of {names}")

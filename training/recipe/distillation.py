@@ -1,0 +1,393 @@
+r"""`translator recipe --distill-from TEACHER`: a small, fast student of a trained model.
+
+    translator recipe --workdir runs/student --minutes 15 --distill-from runs/multi30k
+
+The stages, all within `--minutes` (the whole job, not only training):
+
+1. the data, as the recipe gets it; the teacher is checked first (its languages and its
+   vocabulary's coverage of the corpus: one error line, nothing written);
+2. the teacher's vocabulary, which the student keeps;
+3. the student's shape: each candidate of `training.planning.students` is timed beside
+   the teacher, and the largest that decodes `--student-speedup` times faster is taken
+   (or `--student NAME`);
+4. the teacher translates the training sources with beam search (`distill`: chunked,
+   resumable, kept), unless the student learns the references (`--student-data
+   original`, the control); if that would take over half the budget the job stops first
+   and says how many pairs fit;
+5. the student trains on the teacher's translations (`--student-data both`: beside the
+   references), for what is left of the budget after a reserve for stages 6 and 7;
+6. the teacher and the student translate each test set, scored side by side, with their
+   decoding speeds (the student's report tests it against the teacher's translations);
+7. the student's SavedModel, and its CTranslate2 export at the compute type that decodes
+   faster here (float32 or int8, timed).
+
+`WORKDIR/distill.json` says how the minutes were split.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import time
+from pathlib import Path
+
+from training.config import MODEL_OVERRIDES, Change, ConfigError
+from training.planning.students import (
+    StudentChoice,
+    choose_student,
+    named_student,
+    student_shapes,
+)
+from training.recipe.corpus import RecipeCorpus, languages, prepare_data
+from training.recipe.distill import Distilled, distilled_corpora
+from training.recipe.reports import RecipeSummary, evaluate_sets, read_scores, summarize
+from training.recipe.settings import RecipePaths, RecipeSettings
+from training.recipe.stages import export_model, train_model
+from training.recipe.teacher import (
+    DecodeTiming,
+    Teacher,
+    check_coverage,
+    check_languages,
+    find_teacher,
+    sample_files,
+    time_decoding,
+)
+from translator.config import ARCHITECTURE_FIELDS
+from translator.io import atomic_directory, count_lines, read_lines, write_atomic
+
+# What the student learns: the teacher's translations, them beside the references, or
+# only the references (the control, with no teacher translation).
+STUDENT_DATA = ("distilled", "both", "original")
+# Translating the corpus may take at most this share of the budget.
+MAX_TRANSLATION_SHARE = 0.5
+# Stages 6 and 7, held back from training: per model evaluated, loading and tracing its
+# search; and the export.
+EVALUATION_OVERHEAD_SECONDS = 20.0
+EXPORT_SECONDS = 60.0
+# The CTranslate2 compute types the student's export is timed at (the faster is kept), on
+# this many sources.
+CT2_COMPUTE_TYPES = ("float32", "int8")
+CT2_TIMED_LINES = 300
+DISTILL_FILE = "distill.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class DistillReport:
+    """What the job did and how its minutes went (`distill.json`)."""
+
+    teacher: str
+    student: str
+    student_reason: str
+    student_data: str
+    speedups: dict[str, float]
+    # Seconds per stage: data, vocabulary, timing, translation, training, evaluation, export.
+    seconds: dict[str, float]
+    budget_seconds: float
+    # The teacher's translation of the corpus: lines and target tokens per second.
+    translated_lines: int = 0
+    translation_tokens_per_second: float = 0.0
+    # The student's CTranslate2 export: target tokens/s per compute type timed ({}: none).
+    ctranslate2_tokens_per_second: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    @property
+    def total_seconds(self) -> float:
+        return sum(self.seconds.values())
+
+
+def run_distillation(paths: RecipePaths, settings: RecipeSettings) -> RecipeSummary:
+    """Every stage in order (see the module docstring); done stages are skipped.
+
+    Raises:
+        ConfigError, PipelineError, TrainingError: from the stage that failed.
+    """
+    assert settings.distill_from is not None
+    clock = _Clock()
+    budget = settings.minutes * 60
+    langs = languages(settings)
+    teacher = _checked_teacher(paths, settings, langs)
+    corpus = prepare_data(paths, settings)
+    if sample_files(settings, langs) is None:
+        check_coverage(teacher, corpus.train[0].files)
+    clock.lap("data")
+    _copy_vocabulary(paths, teacher)
+    clock.lap("vocabulary")
+    choice, timing = _student(paths, settings, teacher, corpus)
+    clock.lap("timing")
+    distilled = _translated(paths, settings, teacher, corpus, timing, budget - clock.total)
+    clock.lap("translation")
+    reserve = _reserve(corpus, timing, choice)
+    minutes = (budget - clock.total - reserve) / 60
+    if minutes <= 0:
+        raise ConfigError(
+            f"--minutes {settings.minutes:g}: nothing left to train the student after "
+            f"{clock.total:.0f} s of data, timing and translation and {reserve:.0f} s held "
+            "for evaluation and export; give more minutes"
+        )
+    student = _student_settings(settings, teacher, choice, corpus, distilled, minutes)
+    student_corpus = dataclasses.replace(corpus, train=student.train)
+    train_model(paths, student, student_corpus, shape=(choice.shape, choice.reason))
+    clock.lap("training")
+    _evaluate_teacher(paths, settings, corpus, teacher)
+    evaluate_sets(paths, student, corpus, baseline=_teacher_reports(paths))
+    clock.lap("evaluation")
+    export_model(paths, student, corpus)
+    ctranslate2 = _export_ctranslate2(paths, settings, corpus)
+    clock.lap("export")
+    _write_report(paths, settings, teacher, choice, distilled, clock, budget, ctranslate2)
+    return summarize(paths, corpus)
+
+
+class _Clock:
+    """Seconds per stage since the job began."""
+
+    def __init__(self):
+        self.began = self.last = time.monotonic()
+        self.laps: dict[str, float] = {}
+
+    def lap(self, stage: str) -> None:
+        now = time.monotonic()
+        self.laps[stage] = now - self.last
+        self.last = now
+
+    @property
+    def total(self) -> float:
+        return time.monotonic() - self.began
+
+
+def _checked_teacher(
+    paths: RecipePaths, settings: RecipeSettings, langs: tuple[str, str]
+) -> Teacher:
+    """The teacher, checked against the corpus before anything of the job is written."""
+    teacher = find_teacher(paths, settings.distill_from)
+    check_languages(teacher, langs)
+    sample = sample_files(settings, langs)
+    if sample is not None:
+        check_coverage(teacher, sample)
+    return teacher
+
+
+def _copy_vocabulary(paths: RecipePaths, teacher: Teacher) -> None:
+    """Stage 2: the student keeps the teacher's vocabulary (a copy)."""
+    print(f"[2/7] vocabulary -> {paths.vocabulary}", flush=True)
+    if (paths.vocabulary / "vocab.json").is_file():
+        print("  already there")
+        return
+    with atomic_directory(paths.vocabulary) as staging:
+        shutil.copytree(teacher.directory / "vocab", staging, dirs_exist_ok=True)
+    print(f"  the teacher's ({teacher.directory / 'vocab'})", flush=True)
+
+
+def _student(
+    paths: RecipePaths, settings: RecipeSettings, teacher: Teacher, corpus: RecipeCorpus
+) -> tuple[StudentChoice, DecodeTiming]:
+    """Stage 3: every candidate timed beside the teacher; the rule's choice, or --student."""
+    candidates = student_shapes(teacher.config, settings.config.config.model.preset)
+    print(f"[3/7] student shape ({', '.join(s.name for s in candidates)})", flush=True)
+    saved = paths.workdir / "student.json"
+    if saved.is_file():  # a resumed job keeps its student (and its timing)
+        data = json.loads(saved.read_text("utf-8"))
+        timing = DecodeTiming(**data["timing"])
+    else:
+        sources = read_lines(corpus.valid[0], 1000)
+        timing = time_decoding(teacher, candidates, sources, settings.beam_size)
+        write_atomic(saved, json.dumps({"timing": dataclasses.asdict(timing)}, indent=2))
+    speedups = timing.speedups()
+    if settings.student:
+        try:
+            shape = named_student(candidates, settings.student)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+        choice = StudentChoice(shape, speedups, f"--student {shape.name}")
+    else:
+        choice = choose_student(candidates, speedups, settings.student_speedup)
+    print(f"  {choice.shape.describe()}: {choice.reason}", flush=True)
+    return choice, timing
+
+
+def _translated(
+    paths: RecipePaths,
+    settings: RecipeSettings,
+    teacher: Teacher,
+    corpus: RecipeCorpus,
+    timing: DecodeTiming,
+    seconds_left: float,
+) -> tuple[Distilled, ...]:
+    """Stage 4: the teacher's translations of the training sources (none for the control)."""
+    print(f"[4/7] the teacher's translations -> {paths.workdir / 'distilled'}", flush=True)
+    if settings.student_data == "original":
+        print("  none: the student learns the references (--student-data original)")
+        return ()
+    lines = sum(count_lines(files.source) for files in corpus.train)
+    pairs = settings.distill_pairs or lines
+    predicted = min(pairs, lines) / timing.teacher_sentences_per_second
+    already = (paths.workdir / "distilled").is_dir()
+    if not already and predicted > MAX_TRANSLATION_SHARE * seconds_left:
+        fits = int(MAX_TRANSLATION_SHARE * seconds_left * timing.teacher_sentences_per_second)
+        raise ConfigError(
+            f"--distill-from: translating {min(pairs, lines):,} training sources would take "
+            f"about {predicted / 60:.1f} of the {seconds_left / 60:.1f} minutes left "
+            f"(the teacher's beam {settings.beam_size}: "
+            f"{timing.teacher_sentences_per_second:.0f} sentences/s here); give "
+            f"--distill-pairs {fits:,} (the largest share that fits half), or --minutes "
+            f"{settings.minutes + 2 * (predicted - MAX_TRANSLATION_SHARE * seconds_left) / 60:.0f}"
+        )
+    print(f"  {min(pairs, lines):,} lines, ~{predicted:.0f} s predicted", flush=True)
+    return distilled_corpora(paths, corpus, teacher, settings.beam_size, settings.distill_pairs)
+
+
+def _reserve(corpus: RecipeCorpus, timing: DecodeTiming, choice: StudentChoice) -> float:
+    """Seconds held back for evaluating teacher and student, and the export."""
+    lines = sum(count_lines(test.source) for test in corpus.reports)
+    rate = timing.teacher_sentences_per_second
+    student_rate = rate * timing.speedups()[choice.shape.name]
+    translating = lines / rate + lines / student_rate
+    ctranslate2 = len(CT2_COMPUTE_TYPES) * CT2_TIMED_LINES / student_rate
+    return translating + 2 * EVALUATION_OVERHEAD_SECONDS + EXPORT_SECONDS + ctranslate2
+
+
+def _student_settings(
+    settings: RecipeSettings,
+    teacher: Teacher,
+    choice: StudentChoice,
+    corpus: RecipeCorpus,
+    distilled: tuple[Distilled, ...],
+    minutes: float,
+) -> RecipeSettings:
+    """The recipe's settings for training the student: its data, shape and minutes."""
+    architecture = {
+        name: getattr(teacher.config, name)
+        for name in ARCHITECTURE_FIELDS
+        if name not in choice.shape.model_overrides()
+    }
+    architecture.update(choice.shape.model_overrides())
+    config = settings.config.with_values(
+        *(Change(MODEL_OVERRIDES.child(name), value) for name, value in architecture.items())
+    )
+    train = tuple(d.files for d in distilled)
+    if settings.student_data != "distilled":
+        train += corpus.train
+    return dataclasses.replace(settings, config=config, train=train, minutes=minutes)
+
+
+def _teacher_reports(paths: RecipePaths) -> Path:
+    return paths.workdir / "eval-teacher"
+
+
+def _evaluate_teacher(
+    paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus, teacher: Teacher
+) -> None:
+    """Stage 6's first half: the teacher on the same test sets, the same search."""
+    evaluate_sets(paths, settings, corpus, model=teacher.directory, out=_teacher_reports(paths))
+
+
+def _export_ctranslate2(
+    paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus
+) -> dict[str, float]:
+    """Stage 7's second half: the student for CTranslate2, at its fastest compute type.
+
+    float32 and int8 are each exported and timed on the first report set's first
+    `CT2_TIMED_LINES` sources (beam search as the reports'); the faster is kept in
+    `WORKDIR/export-ct2`. Returns target tokens/s per compute type ({}: not installed).
+    """
+    out = paths.workdir / "export-ct2"
+    print(f"[7/7] CTranslate2 -> {out}", flush=True)
+    info = out / "translator_ct2.json"
+    if info.is_file():
+        print("  already exported")
+        return json.loads(info.read_text("utf-8"))["speeds"]
+    try:
+        import ctranslate2  # noqa: F401
+    except ImportError:
+        print("  skipped: CTranslate2 is not installed (pip install -e '.[ctranslate2]')")
+        return {}
+    from translator.artifacts import load_model_dir
+    from translator.engines import load_translator
+    from translator.engines.base import InferenceOptions
+    from translator.engines.ctranslate2_export import export_ctranslate2
+    from translator.search.config import SearchConfig
+
+    trained = load_model_dir(paths.run / "model")
+    sample = read_lines(corpus.reports[0].source, CT2_TIMED_LINES)
+    search = SearchConfig(beam_size=settings.beam_size)
+    speeds = {}
+    for compute_type in CT2_COMPUTE_TYPES:
+        directory = export_ctranslate2(trained, out.with_name(f".ct2-{compute_type}"), compute_type)
+        loaded = load_translator(directory, search, InferenceOptions(engine="ctranslate2"))
+        began = time.monotonic()
+        found = loaded.translator.search(sample)
+        speeds[compute_type] = found.stats.target_tokens / (time.monotonic() - began)
+    fastest = max(speeds, key=speeds.__getitem__)
+    for compute_type in CT2_COMPUTE_TYPES:
+        directory = out.with_name(f".ct2-{compute_type}")
+        if compute_type == fastest:
+            shutil.rmtree(out, ignore_errors=True)
+            directory.rename(out)
+        else:
+            shutil.rmtree(directory)
+    write_atomic(info, json.dumps({"compute_type": fastest, "speeds": speeds}, indent=2))
+    rates = ", ".join(f"{kind} {rate:.0f}" for kind, rate in speeds.items())
+    print(f"  {fastest}, the faster here (target tokens/s: {rates})", flush=True)
+    return speeds
+
+
+def _write_report(
+    paths: RecipePaths,
+    settings: RecipeSettings,
+    teacher: Teacher,
+    choice: StudentChoice,
+    distilled: tuple[Distilled, ...],
+    clock: _Clock,
+    budget: float,
+    ctranslate2: dict[str, float],
+) -> DistillReport:
+    seconds = sum(d.seconds for d in distilled)
+    tokens = sum(d.target_tokens for d in distilled)
+    report = DistillReport(
+        teacher=str(teacher.source),
+        student=choice.shape.describe(),
+        student_reason=choice.reason,
+        student_data=settings.student_data,
+        speedups=dict(choice.speedups),
+        seconds={stage: round(s, 1) for stage, s in clock.laps.items()},
+        budget_seconds=budget,
+        translated_lines=sum(d.lines for d in distilled),
+        translation_tokens_per_second=tokens / seconds if seconds else 0.0,
+        ctranslate2_tokens_per_second=ctranslate2,
+    )
+    write_atomic(paths.workdir / DISTILL_FILE, json.dumps(dataclasses.asdict(report), indent=2))
+    return report
+
+
+def describe(paths: RecipePaths, corpus: RecipeCorpus) -> list[str]:
+    """The lines `recipe --distill-from` prints after the recipe's summary."""
+    report = json.loads((paths.workdir / DISTILL_FILE).read_text("utf-8"))
+    lines = [f"student:     {report['student']} ({report['student_reason']})"]
+    split = ", ".join(f"{stage} {s:.0f} s" for stage, s in report["seconds"].items())
+    total = sum(report["seconds"].values())
+    lines.append(f"minutes:     {total / 60:.1f} of {report['budget_seconds'] / 60:g} ({split})")
+    if report["ctranslate2_tokens_per_second"]:
+        speeds = report["ctranslate2_tokens_per_second"]
+        fastest = max(speeds, key=speeds.__getitem__)
+        rates = ", ".join(f"{kind} {rate:.0f}" for kind, rate in speeds.items())
+        lines.append(
+            f"ctranslate2: {paths.workdir / 'export-ct2'}  ({fastest}, the faster: {rates} "
+            "target tokens/s)"
+        )
+    if report["translated_lines"]:
+        lines.append(
+            f"distilled:   {report['translated_lines']:,} lines by the teacher "
+            f"({report['translation_tokens_per_second']:.0f} target tokens/s)"
+        )
+    for test in corpus.reports:
+        ours = read_scores(paths, test.name)
+        theirs = json.loads((_teacher_reports(paths) / test.name / "report.json").read_text())
+        speed = json.loads((paths.report(test.name) / "report.json").read_text())
+        rate, teacher_rate = (r["timing"]["target_tokens_per_second"] for r in (speed, theirs))
+        lines.append(
+            f"vs teacher:  {test.name}: BLEU {ours.bleu:.2f} against "
+            f"{theirs['scores']['bleu']['score']:.2f}, chrF {ours.chrf:.2f} against "
+            f"{theirs['scores']['chrf']['score']:.2f}; {rate:.0f} against {teacher_rate:.0f} "
+            f"target tokens/s ({rate / teacher_rate:.2f}x)"
+        )
+    return lines
