@@ -177,7 +177,9 @@ def test_student_shapes_have_a_deep_encoder_and_a_shallow_decoder():
     candidates = student_shapes(teacher, "small")
     assert [(s.encoder_layers, s.decoder_layers) for s in candidates] == [(6, 2), (6, 1), (6, 1)]
     assert candidates[0].d_model == teacher.d_model and candidates[2].d_model < teacher.d_model
-    assert [s.parameters for s in candidates] == sorted((s.parameters for s in candidates), reverse=True)
+    assert [s.parameters for s in candidates] == sorted(
+        (s.parameters for s in candidates), reverse=True
+    )
     assert candidates[1].describe().startswith("student-1 (6+1 x ")
 
 
