@@ -47,6 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "      --train corpus.fr.gz corpus.en.gz --test news.fr news.en --plan\n"
             "  translator recipe --workdir runs/en-de-bidi --minutes 30 \\\n"
             "      --train train.en train.de --tag '<2de>' --train train.de train.en --tag '<2en>'"
+            "\n  translator recipe --workdir runs/student --minutes 15 --distill-from runs/multi30k"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

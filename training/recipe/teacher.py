@@ -1,10 +1,10 @@
 """`recipe --distill-from`: the teacher, checked against the corpus, and timed beside students.
 
-The teacher is a model or run directory, or a Marian model (OPUS-MT's files, Hugging
-Face's MarianMT), imported into the work directory first as `--init-from` imports one. It
-must translate the corpus' languages with a vocabulary that covers its text: else one
-error line, before the work directory is written (for Multi30k without `--mirror`, the
-vocabulary is checked once the data stage has the files).
+The teacher is a model or run directory (or a recipe's work directory), or a Marian
+model (OPUS-MT's files, Hugging Face's MarianMT), imported into the work directory first
+as `--init-from` imports one. It must translate the corpus' languages with a vocabulary
+that covers its text: else one error line, before the work directory is written (for
+Multi30k without `--mirror`, the vocabulary is checked once the data stage has the files).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 
 from training.planning.rules import Shape
 from training.recipe.settings import RecipePaths, RecipeSettings
+from training.recipe.workdir import RECORD_FILE
 from translator.artifacts import MODEL_FILE, model_languages, read_model_dir, resolve_model_dir
 from translator.config import TransformerConfig
 from translator.constants import UNK_ID
@@ -81,8 +82,10 @@ def find_teacher(paths: RecipePaths, source: Path) -> Teacher:
                 print(f"    {line}", flush=True)
         directory = out
     else:
+        # A recipe's work directory: its run.
+        path = source / "run" if (source / RECORD_FILE).is_file() else source
         try:
-            directory = resolve_model_dir(source)
+            directory = resolve_model_dir(path)
         except Exception as error:  # ModelDirError and OSError name the path
             raise ConfigError(f"--distill-from: {error}") from None
     files = read_model_dir(directory)

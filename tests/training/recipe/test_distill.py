@@ -8,6 +8,7 @@ its quality.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -132,6 +133,15 @@ def test_a_corpus_of_another_teacher_is_refused(uninterrupted, corpus_files, tmp
     teacher = find_teacher(paths, Path(kept["made_by"]["teacher"]))
     with pytest.raises(Exception, match="another teacher or beam"):
         distill.distilled_corpora(paths, corpus, teacher, 2)
+
+
+def test_a_recipes_work_directory_names_its_model(teacher_dir, tmp_path):
+    work = tmp_path / "recipe"
+    shutil.copytree(teacher_dir, work / "run" / "model")
+    (work / "recipe.json").write_text("{}")
+    teacher = find_teacher(RecipePaths(tmp_path / "student"), work)
+    assert teacher.directory == work / "run" / "model" and teacher.languages == ("xx", "yy")
+    assert teacher.source == work
 
 
 def _greek(path: Path, lines: int) -> Path:
