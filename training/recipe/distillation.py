@@ -61,10 +61,12 @@ from translator.io import atomic_directory, count_lines, read_lines, write_atomi
 STUDENT_DATA = ("distilled", "both", "original")
 # Translating the corpus may take at most this share of the budget.
 MAX_TRANSLATION_SHARE = 0.5
-# Stages 6 and 7, held back from training: per model evaluated, loading and tracing its
-# search; and the export.
-EVALUATION_OVERHEAD_SECONDS = 20.0
-EXPORT_SECONDS = 60.0
+# Held back from training, beside the predicted translation of the test sets (timed on
+# this CPU with 1-2M-parameter models, bench/RESULTS.md): saving the trained model after
+# its last update, loading and tracing each evaluated model's search, and the exports.
+TRAINING_END_SECONDS = 10.0
+EVALUATION_OVERHEAD_SECONDS = 6.0
+EXPORT_SECONDS = 15.0
 # The CTranslate2 compute types the student's export is timed at (the faster is kept), on
 # this many sources.
 CT2_COMPUTE_TYPES = ("float32", "int8")
@@ -243,7 +245,8 @@ def _reserve(corpus: RecipeCorpus, timing: DecodeTiming, choice: StudentChoice) 
     student_rate = rate * timing.speedups()[choice.shape.name]
     translating = lines / rate + lines / student_rate
     ctranslate2 = len(CT2_COMPUTE_TYPES) * CT2_TIMED_LINES / student_rate
-    return translating + 2 * EVALUATION_OVERHEAD_SECONDS + EXPORT_SECONDS + ctranslate2
+    overheads = TRAINING_END_SECONDS + 2 * EVALUATION_OVERHEAD_SECONDS + EXPORT_SECONDS
+    return translating + ctranslate2 + overheads
 
 
 def _student_settings(

@@ -73,7 +73,7 @@ def train_model(
 
     `shape`: a shape chosen before planning, and why (a distillation's student).
     """
-    print(f"[3/5] training ({settings.minutes:g} minutes) -> {paths.run}", flush=True)
+    print(f"[3/5] training ({settings.minutes:.4g} minutes) -> {paths.run}", flush=True)
     if (paths.run / RUN_MODEL_DIR / MODEL_FILE).is_file():
         print(f"  already trained: {paths.run / 'model'}")
         return

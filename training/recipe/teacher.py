@@ -28,7 +28,7 @@ COVERAGE_SAMPLE_LINES = 2000
 # More unknown pieces than this share of a side's: the vocabulary is not the corpus'.
 MAX_UNKNOWN_SHARE = 0.02
 # Sentences timed per model, and the output length each is held to (its source's + 1).
-TIMED_SENTENCES = 128
+TIMED_SENTENCES = 500
 # Each model decodes them this many times; its fastest round counts.
 TIMING_ROUNDS = 3
 
