@@ -40,6 +40,7 @@ from training.planning.students import (
     student_shapes,
 )
 from training.recipe.corpus import RecipeCorpus, languages, prepare_data
+from training.recipe.ct2_stage import CT2_COMPUTE_TYPES, CT2_TIMED_LINES, export_fastest_ctranslate2
 from training.recipe.distill import Distilled, distilled_corpora
 from training.recipe.reports import RecipeSummary, evaluate_sets, read_scores, summarize
 from training.recipe.settings import RecipePaths, RecipeSettings
@@ -67,10 +68,6 @@ MAX_TRANSLATION_SHARE = 0.5
 TRAINING_END_SECONDS = 10.0
 EVALUATION_OVERHEAD_SECONDS = 6.0
 EXPORT_SECONDS = 15.0
-# The CTranslate2 compute types the student's export is timed at (the faster is kept), on
-# this many sources.
-CT2_COMPUTE_TYPES = ("float32", "int8")
-CT2_TIMED_LINES = 300
 DISTILL_FILE = "distill.json"
 
 
@@ -83,7 +80,8 @@ class DistillReport:
     student_reason: str
     student_data: str
     speedups: dict[str, float]
-    # Seconds per stage: data, vocabulary, timing, translation, training, evaluation, export.
+    # Seconds per stage: data, vocabulary, timing, translation, training, evaluation, export
+    # (of the run that finished the job: a resumed job counts from its resume).
     seconds: dict[str, float]
     budget_seconds: float
     # The teacher's translation of the corpus: lines and target tokens per second.
@@ -91,10 +89,6 @@ class DistillReport:
     translation_tokens_per_second: float = 0.0
     # The student's CTranslate2 export: target tokens/s per compute type timed ({}: none).
     ctranslate2_tokens_per_second: dict[str, float] = dataclasses.field(default_factory=dict)
-
-    @property
-    def total_seconds(self) -> float:
-        return sum(self.seconds.values())
 
 
 def run_distillation(paths: RecipePaths, settings: RecipeSettings) -> RecipeSummary:
@@ -134,7 +128,7 @@ def run_distillation(paths: RecipePaths, settings: RecipeSettings) -> RecipeSumm
     evaluate_sets(paths, student, corpus, baseline=_teacher_reports(paths))
     clock.lap("evaluation")
     export_model(paths, student, corpus)
-    ctranslate2 = _export_ctranslate2(paths, settings, corpus)
+    ctranslate2 = export_fastest_ctranslate2(paths, settings.beam_size, corpus)
     clock.lap("export")
     _write_report(paths, settings, teacher, choice, distilled, clock, budget, ctranslate2)
     return summarize(paths, corpus)
@@ -284,56 +278,6 @@ def _evaluate_teacher(
     evaluate_sets(paths, settings, corpus, model=teacher.directory, out=_teacher_reports(paths))
 
 
-def _export_ctranslate2(
-    paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus
-) -> dict[str, float]:
-    """Stage 7's second half: the student for CTranslate2, at its fastest compute type.
-
-    float32 and int8 are each exported and timed on the first report set's first
-    `CT2_TIMED_LINES` sources (beam search as the reports'); the faster is kept in
-    `WORKDIR/export-ct2`. Returns target tokens/s per compute type ({}: not installed).
-    """
-    out = paths.workdir / "export-ct2"
-    print(f"[7/7] CTranslate2 -> {out}", flush=True)
-    info = out / "translator_ct2.json"
-    if info.is_file():
-        print("  already exported")
-        return json.loads(info.read_text("utf-8"))["speeds"]
-    try:
-        import ctranslate2  # noqa: F401
-    except ImportError:
-        print("  skipped: CTranslate2 is not installed (pip install -e '.[ctranslate2]')")
-        return {}
-    from translator.artifacts import load_model_dir
-    from translator.engines import load_translator
-    from translator.engines.base import InferenceOptions
-    from translator.engines.ctranslate2_export import export_ctranslate2
-    from translator.search.config import SearchConfig
-
-    trained = load_model_dir(paths.run / "model")
-    sample = read_lines(corpus.reports[0].source, CT2_TIMED_LINES)
-    search = SearchConfig(beam_size=settings.beam_size)
-    speeds = {}
-    for compute_type in CT2_COMPUTE_TYPES:
-        directory = export_ctranslate2(trained, out.with_name(f".ct2-{compute_type}"), compute_type)
-        loaded = load_translator(directory, search, InferenceOptions(engine="ctranslate2"))
-        began = time.monotonic()
-        found = loaded.translator.search(sample)
-        speeds[compute_type] = found.stats.target_tokens / (time.monotonic() - began)
-    fastest = max(speeds, key=speeds.__getitem__)
-    for compute_type in CT2_COMPUTE_TYPES:
-        directory = out.with_name(f".ct2-{compute_type}")
-        if compute_type == fastest:
-            shutil.rmtree(out, ignore_errors=True)
-            directory.rename(out)
-        else:
-            shutil.rmtree(directory)
-    write_atomic(info, json.dumps({"compute_type": fastest, "speeds": speeds}, indent=2))
-    rates = ", ".join(f"{kind} {rate:.0f}" for kind, rate in speeds.items())
-    print(f"  {fastest}, the faster here (target tokens/s: {rates})", flush=True)
-    return speeds
-
-
 def _write_report(
     paths: RecipePaths,
     settings: RecipeSettings,
@@ -358,7 +302,9 @@ def _write_report(
         translation_tokens_per_second=tokens / seconds if seconds else 0.0,
         ctranslate2_tokens_per_second=ctranslate2,
     )
-    write_atomic(paths.workdir / DISTILL_FILE, json.dumps(dataclasses.asdict(report), indent=2))
+    out = paths.workdir / DISTILL_FILE
+    if not out.is_file():  # a rerun of a finished job keeps the job's own record
+        write_atomic(out, json.dumps(dataclasses.asdict(report), indent=2))
     return report
 
 
