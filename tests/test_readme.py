@@ -39,6 +39,9 @@ SENTENCES = {
     "recipe": " --test-sentences 20 --set eval.max_sentences=20",
     "train": " --set eval.max_sentences=20",
 }
+# A distillation's budget covers the students' timing and the teacher's translation too:
+# a README distillation gets these minutes and translates this many pairs.
+DISTILL_BUDGET, DISTILL_PAIRS = "1.5", " --distill-pairs 300"
 # The folders whose first two parts name a line's work: its chain.
 WORK_FOLDERS = ("runs/", "data/", "exports/", "reports/")
 # What a line reads without naming it: `translator train --run-dir` without a config reads
@@ -73,6 +76,9 @@ def runnable(command: str) -> str | None:
     command = f"{code} {hash_}{comment}" if hash_ else code
     command = re.sub(r"(--minutes|--max-minutes) \S+", rf"\1 {BUDGET}", command)
     command = re.sub(r"train\.max_minutes=\S+", f"train.max_minutes={BUDGET}", command)
+    if "--distill-from" in command:
+        command = command.replace(f"--minutes {BUDGET}", f"--minutes {DISTILL_BUDGET}")
+        command += DISTILL_PAIRS
     budgetless = "minutes" not in command and "--help-config" not in command
     if command.startswith("translator train ") and budgetless:
         command = command.replace(

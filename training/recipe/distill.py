@@ -14,6 +14,7 @@ import json
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from training.recipe.corpus import RecipeCorpus
 from training.recipe.settings import RecipePaths, TrainFiles
@@ -21,10 +22,15 @@ from training.recipe.teacher import Teacher
 from translator.errors import ConfigError
 from translator.io import atomic_file, count_lines, iter_lines, write_atomic
 
+if TYPE_CHECKING:  # pragma: no cover
+    from translator.engines import LoadedTranslator
+    from translator.inference import Translations
+
 # Source lines a chunk holds: what a kill can lose.
 CHUNK_LINES = 1000
 # The record beside each distilled corpus: which teacher, beam and sources made it.
 RECORD_SUFFIX = ".json"
+Record = dict[str, str | int]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,9 +85,9 @@ class _LazyTranslator:
 
     def __init__(self, teacher: Teacher, beam_size: int):
         self.teacher, self.beam_size = teacher, beam_size
-        self._loaded: dict[str, object] = {}
+        self._loaded: dict[str, LoadedTranslator] = {}
 
-    def translate(self, lines: list[str], tag: str):
+    def translate(self, lines: list[str], tag: str) -> Translations:
         from translator.engines import load_translator
         from translator.engines.base import InferenceOptions
         from translator.search.config import SearchConfig
@@ -94,7 +100,7 @@ class _LazyTranslator:
         return self._loaded[tag].translator.search(lines)
 
 
-def _record(teacher: Teacher, beam_size: int, files: TrainFiles, pairs: int) -> dict:
+def _record(teacher: Teacher, beam_size: int, files: TrainFiles, pairs: int) -> Record:
     return {
         "teacher": str(teacher.directory.resolve()),
         "beam_size": beam_size,
@@ -107,7 +113,7 @@ def _record(teacher: Teacher, beam_size: int, files: TrainFiles, pairs: int) -> 
 def _distil(
     files: TrainFiles,
     target: Path,
-    record: dict,
+    record: Record,
     pairs: int,
     translator: _LazyTranslator,
     source_lang: str,
@@ -149,7 +155,7 @@ def _distilled(files: TrainFiles, source: Path, target: Path, kept: dict) -> Dis
 
 
 def _translate_chunks(
-    files: TrainFiles, chunks: Path, total: int, record: dict, translator: _LazyTranslator
+    files: TrainFiles, chunks: Path, total: int, record: Record, translator: _LazyTranslator
 ) -> tuple[float, int]:
     """Translates the chunks not yet written; returns the seconds and tokens of all.
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import shutil
 import time
 from pathlib import Path
@@ -214,19 +215,25 @@ def _translated(
     if settings.student_data == "original":
         print("  none: the student learns the references (--student-data original)")
         return ()
+    if seconds_left <= 0:
+        raise ConfigError(
+            f"--minutes {settings.minutes:g}: the data and the students' timing took all of "
+            "it; give more minutes"
+        )
     lines = sum(count_lines(files.source) for files in corpus.train)
     pairs = settings.distill_pairs or lines
     predicted = min(pairs, lines) / timing.teacher_sentences_per_second
     already = (paths.workdir / "distilled").is_dir()
-    if not already and predicted > MAX_TRANSLATION_SHARE * seconds_left:
-        fits = int(MAX_TRANSLATION_SHARE * seconds_left * timing.teacher_sentences_per_second)
+    half = MAX_TRANSLATION_SHARE * seconds_left
+    if not already and predicted > half:
+        fits = int(half * timing.teacher_sentences_per_second)
         raise ConfigError(
             f"--distill-from: translating {min(pairs, lines):,} training sources would take "
             f"about {predicted / 60:.1f} of the {seconds_left / 60:.1f} minutes left "
             f"(the teacher's beam {settings.beam_size}: "
             f"{timing.teacher_sentences_per_second:.0f} sentences/s here); give "
             f"--distill-pairs {fits:,} (the largest share that fits half), or --minutes "
-            f"{settings.minutes + 2 * (predicted - MAX_TRANSLATION_SHARE * seconds_left) / 60:.0f}"
+            f"{math.ceil(settings.minutes + 2 * (predicted - half) / 60)}"
         )
     print(f"  {min(pairs, lines):,} lines, ~{predicted:.0f} s predicted", flush=True)
     return distilled_corpora(paths, corpus, teacher, settings.beam_size, settings.distill_pairs)

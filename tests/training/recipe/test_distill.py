@@ -7,6 +7,7 @@ its quality.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 
 from tests.support.cli import in_process
 from tests.support.corpora import write_copy_corpus, write_lines
+from tests.support.missing import DEV_EXTRA, need_module
 from tests.support.serving import run_saved_model_reference
 from training.planning.rules import SHAPES, Shape
 from training.planning.students import choose_student, named_student, student_shapes
@@ -182,6 +184,28 @@ def test_a_bad_teacher_is_one_error_line_and_nothing_is_written(
     assert not work.exists()
 
 
+def test_a_translation_over_half_the_budget_stops_first_and_names_what_fits(
+    teacher_dir, corpus_files, tmp_path, capsys, monkeypatch
+):
+    """A teacher timed at 2 sentences/s: 184 pairs would take 92 s of a 1-minute job."""
+    from training.recipe import distillation
+    from training.recipe.teacher import DecodeTiming
+
+    slow = DecodeTiming(64.0, 128, 1000, {"student-2": 40.0, "student-1": 30.0}, 0.1)
+    slow = dataclasses.replace(
+        slow, student_seconds={**slow.student_seconds, "student-1-half": 20.0}
+    )
+    monkeypatch.setattr(distillation, "time_decoding", lambda *args: slow)
+    work = tmp_path / "work"
+    args = ["recipe", "--workdir", work, "--train", *corpus_files, "--distill-from", teacher_dir]
+    result = in_process(capsys, *args, "--minutes", "1")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert "translating 184 training sources would take about 1.5 of the" in line
+    fits = int(line.split("--distill-pairs ")[1].split()[0].replace(",", ""))
+    assert 0 < fits < 184 and not (work / "distilled").exists()
+
+
 def test_student_shapes_have_a_deep_encoder_and_a_shallow_decoder():
     teacher = TransformerConfig.preset("small", vocab_size=8000)
     candidates = student_shapes(teacher, "small")
@@ -221,6 +245,7 @@ def test_a_distilled_student_trains_evaluates_beside_its_teacher_and_exports(
     teacher_dir, corpus_files, tmp_path, capsys
 ):
     """The whole job within its minutes; the student reloads as any model does."""
+    need_module("ctranslate2", DEV_EXTRA)
     test = write_copy_corpus(tmp_path / "test", 30, seed=12, reverse=True)
     test = (test[0].rename(tmp_path / "news.xx"), test[1].rename(tmp_path / "news.yy"))
     work = tmp_path / "work"
@@ -240,6 +265,13 @@ def test_a_distilled_student_trains_evaluates_beside_its_teacher_and_exports(
     assert (work / "eval-teacher" / "news" / "report.json").is_file()
     student_report = json.loads((work / "eval" / "news" / "report.json").read_text())
     assert "bootstrap" in json.dumps(student_report)  # tested against the teacher's
+    # The CTranslate2 export kept is the compute type that timed faster.
+    speeds = report["ctranslate2_tokens_per_second"]
+    assert set(speeds) == {"float32", "int8"} and min(speeds.values()) > 0
+    kept = json.loads((work / "export-ct2" / "translator_ct2.json").read_text())
+    assert kept["compute_type"] == max(speeds, key=speeds.__getitem__)
+    info = json.loads((work / "export-ct2" / "translator.json").read_text())
+    assert info["quantization"] == kept["compute_type"]
     # Reloaded: the SavedModel, in a process without the project, translates as the
     # student's model directory did in its report.
     sentences = read_lines(test[0])[:8]
