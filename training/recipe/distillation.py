@@ -43,7 +43,7 @@ from training.planning.students import (
 from training.recipe.corpus import RecipeCorpus, languages, prepare_data
 from training.recipe.ct2_stage import CT2_COMPUTE_TYPES, CT2_TIMED_LINES, export_fastest_ctranslate2
 from training.recipe.distill import Distilled, distilled_corpora
-from training.recipe.reports import RecipeSummary, evaluate_sets, read_scores, summarize
+from training.recipe.reports import RecipeSummary, evaluate_sets, summarize
 from training.recipe.settings import RecipePaths, RecipeSettings
 from training.recipe.stages import export_model, train_model
 from training.recipe.teacher import (
@@ -336,14 +336,18 @@ def describe(paths: RecipePaths, corpus: RecipeCorpus) -> list[str]:
             f"({report['translation_tokens_per_second']:.0f} target tokens/s)"
         )
     for test in corpus.reports:
-        ours = read_scores(paths, test.name)
-        theirs = json.loads((_teacher_reports(paths) / test.name / "report.json").read_text())
-        speed = json.loads((paths.report(test.name) / "report.json").read_text())
-        rate, teacher_rate = (r["timing"]["target_tokens_per_second"] for r in (speed, theirs))
+        ours, theirs = (
+            json.loads((where / test.name / "report.json").read_text("utf-8"))
+            for where in (paths.report(test.name).parent, _teacher_reports(paths))
+        )
+        (bleu, teacher_bleu), (chrf, teacher_chrf) = (
+            (ours["scores"][metric]["score"], theirs["scores"][metric]["score"])
+            for metric in ("bleu", "chrf")
+        )
+        rate, teacher_rate = (r["timing"]["target_tokens_per_second"] for r in (ours, theirs))
         lines.append(
-            f"vs teacher:  {test.name}: BLEU {ours.bleu:.2f} against "
-            f"{theirs['scores']['bleu']['score']:.2f}, chrF {ours.chrf:.2f} against "
-            f"{theirs['scores']['chrf']['score']:.2f}; {rate:.0f} against {teacher_rate:.0f} "
+            f"vs teacher:  {test.name}: BLEU {bleu:.2f} against {teacher_bleu:.2f}, chrF "
+            f"{chrf:.2f} against {teacher_chrf:.2f}; {rate:.0f} against {teacher_rate:.0f} "
             f"target tokens/s ({rate / teacher_rate:.2f}x)"
         )
     return lines

@@ -9,6 +9,7 @@ path the user gave, so another model in the same work directory is refused.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 from training.recipe.settings import RecipePaths, RecipeSettings
 from translator.artifacts import MODEL_FILE
@@ -26,11 +27,21 @@ def with_imported_init(paths: RecipePaths, settings: RecipeSettings) -> RecipeSe
     init = settings.init_from
     if init is None or not is_marian_model(init):
         return settings
-    out = paths.pretrained
+    return dataclasses.replace(
+        settings, init_from=imported_once("--init-from", init, paths.pretrained)
+    )
+
+
+def imported_once(option: str, source: Path, out: Path) -> Path:
+    """The Marian model `source` imported into `out`, unless an earlier run did; `out`.
+
+    Raises:
+        MarianImportError: naming the missing file or unsupported option; nothing written.
+    """
     if (out / MODEL_FILE).is_file():
-        print(f"  --init-from {init}: a Marian model, imported before ({out})", flush=True)
+        print(f"  {option} {source}: a Marian model, imported before ({out})", flush=True)
     else:
-        print(f"  --init-from {init}: a Marian model, imported -> {out}", flush=True)
-        for line in import_marian(init, out).lines():
+        print(f"  {option} {source}: a Marian model, imported -> {out}", flush=True)
+        for line in import_marian(source, out).lines():
             print(f"    {line}", flush=True)
-    return dataclasses.replace(settings, init_from=out)
+    return out

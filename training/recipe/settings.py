@@ -125,6 +125,11 @@ class RecipePaths:
         return self.workdir / "pretrained"
 
     @property
+    def teacher(self) -> Path:
+        """`--distill-from`'s Marian model, imported (a model directory)."""
+        return self.workdir / "teacher"
+
+    @property
     def run(self) -> Path:
         """The training run directory (its final model is `run/model`)."""
         return self.workdir / "run"

@@ -14,14 +14,15 @@ import time
 from pathlib import Path
 
 from training.planning.rules import Shape
+from training.recipe.pretrained import imported_once
 from training.recipe.settings import RecipePaths, RecipeSettings
 from training.recipe.workdir import RECORD_FILE
-from translator.artifacts import MODEL_FILE, model_languages, read_model_dir, resolve_model_dir
+from translator.artifacts import model_languages, read_model_dir, resolve_model_dir
 from translator.config import TransformerConfig
 from translator.constants import UNK_ID
 from translator.errors import ConfigError
 from translator.io import read_lines
-from translator.marian import import_marian, is_marian_model
+from translator.marian import is_marian_model
 
 # Lines of each side read to check that the teacher's vocabulary covers the corpus.
 COVERAGE_SAMPLE_LINES = 2000
@@ -75,12 +76,7 @@ def find_teacher(paths: RecipePaths, source: Path) -> Teacher:
         ConfigError: naming `--distill-from` and what is wrong with it.
     """
     if is_marian_model(source):
-        out = paths.workdir / "teacher"
-        if not (out / MODEL_FILE).is_file():
-            print(f"  --distill-from {source}: a Marian model, imported -> {out}", flush=True)
-            for line in import_marian(source, out).lines():
-                print(f"    {line}", flush=True)
-        directory = out
+        directory = imported_once("--distill-from", source, paths.teacher)
     else:
         # A recipe's work directory: its run.
         path = source / "run" if (source / RECORD_FILE).is_file() else source
