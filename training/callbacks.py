@@ -22,6 +22,9 @@ from training.summaries import SPLITS, EventWriter, last_step
 
 log = logging.getLogger(__name__)
 
+# Updates a run must make at its steady pace before it reports that pace (`Budget`).
+STEADY_UPDATES = 20
+
 
 def update_step(model) -> int:
     """The updates the trainer has made (across resumes)."""
@@ -106,6 +109,23 @@ class Budget(keras.callbacks.Callback):
         self.end_step = float(max_steps)
         self._started = self._elapsed_before = 0.0
         self._first: tuple[float, int] | None = None  # (time, step) of the first update
+        # The steady pace: seconds and target tokens of the looks after another look of
+        # the same epoch (no first update's tracing, no validation between epochs).
+        self.steady_seconds = self.steady_tokens = 0.0
+        self.steady_updates = 0
+        self._last_look: tuple[float, int] | None = None  # (time, step), this epoch
+
+    def steady_speed(self) -> tuple[float, float] | None:
+        """This process' steady pace: (target tokens per second, per update).
+
+        None before `STEADY_UPDATES` updates were seen at it.
+        """
+        if self.steady_updates < STEADY_UPDATES or self.steady_seconds <= 0:
+            return None
+        return (
+            self.steady_tokens / self.steady_seconds,
+            self.steady_tokens / self.steady_updates,
+        )
 
     def state(self) -> dict[str, object]:
         """What a checkpoint keeps so that a resumed run goes on with the same budget."""
@@ -124,12 +144,18 @@ class Budget(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch_tokens = 0.0
+        self._last_look = None
 
     def on_train_batch_end(self, batch, logs=None):
         now, step = self.clock(), update_step(self.model)
         elapsed = self._elapsed_before + now - self._started
         tokens = float((logs or {}).get("tokens", self._epoch_tokens))
         self.target_tokens.assign_add(tokens - self._epoch_tokens)
+        if self._last_look is not None and self._first is not None:
+            self.steady_seconds += now - self._last_look[0]
+            self.steady_tokens += tokens - self._epoch_tokens
+            self.steady_updates += step - self._last_look[1]
+        self._last_look = (now, step)
         self._epoch_tokens = tokens
         end = float(self.max_steps)
         if self._first is None:

@@ -26,16 +26,20 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 
-def training_dataset(config: RunConfig, vocabulary: Vocabulary, strategy, skip: int) -> Iterable:
+def training_dataset(
+    config: RunConfig, vocabulary: Vocabulary, strategy, skip: int, id_limit: int | None = None
+) -> Iterable:
     """Each replica's endless shard of the training corpora (`distribute_datasets_from_function`).
 
     One corpus repeats; several (or a tagged one) are mixed by weight
     (`make_mixed_dataset`); a prepared corpus is batched from its arrays. Either way the
     order is a function of the seed only, so skipping the `skip` batches already consumed
     puts a resumed run on exactly the batches an uninterrupted run would see.
+    `id_limit`: every id taken modulo it (the planner's timing of a smaller vocabulary).
     """
     if config.data.prepared:
-        return _prepared_dataset(config, open_prepared(config, vocabulary), strategy, skip)
+        corpus = open_prepared(config, vocabulary)
+        return _prepared_dataset(config, corpus, strategy, skip, id_limit=id_limit)
     import tensorflow as tf
 
     from translator.pipelines.dataset import WeightedCorpus, make_dataset, make_mixed_dataset
@@ -59,6 +63,8 @@ def training_dataset(config: RunConfig, vocabulary: Vocabulary, strategy, skip: 
                 training=True,
                 input_context=context,
             ).repeat()
+        if id_limit is not None:
+            dataset = dataset.map(lambda ids, labels: _ids_modulo((ids, labels), id_limit))
         return dataset.skip(skip).prefetch(tf.data.AUTOTUNE)
 
     return strategy.distribute_datasets_from_function(dataset_fn)
@@ -92,23 +98,31 @@ def batch_shapes(config: RunConfig, vocabulary: Vocabulary) -> tuple[tuple[int, 
 
 
 def timing_input(
-    config: RunConfig, vocabulary: Vocabulary, strategy, every_bucket: bool = False
+    config: RunConfig,
+    vocabulary: Vocabulary,
+    strategy,
+    every_bucket: bool = False,
+    id_limit: int | None = None,
 ) -> tuple[Iterable, tuple[tuple[int, int], ...]]:
     """What the planner times a shape on: `(input, batch shapes to compile ahead)`.
 
     From a prepared corpus under static shapes, only the batches of the bucket holding
     the most target tokens: one program to compile rather than one per bucket (on a GPU
     each takes seconds, and the run compiles its own with its planned dropout anyway).
-    Otherwise, or with `every_bucket`, the training input itself.
+    Otherwise, or with `every_bucket`, the training input itself. `id_limit`: every id
+    taken modulo it (timing a smaller vocabulary's model on the same batches).
     """
     if config.data.prepared and config.data.pipeline.static_shapes and not every_bucket:
         corpus = open_prepared(config, vocabulary)
         pipeline = corpus.buckets_for(config.data.pipeline)
         bucket = corpus.commonest_bucket(pipeline)
         if bucket is not None:
-            batches = _prepared_dataset(config, corpus, strategy, skip=0, only=bucket)
+            batches = _prepared_dataset(
+                config, corpus, strategy, skip=0, only=bucket, id_limit=id_limit
+            )
             return batches, ((bucket.batch_size, bucket.length),)
-    return training_dataset(config, vocabulary, strategy, skip=0), batch_shapes(config, vocabulary)
+    data = training_dataset(config, vocabulary, strategy, skip=0, id_limit=id_limit)
+    return data, batch_shapes(config, vocabulary)
 
 
 def open_prepared(config: RunConfig, vocabulary: Vocabulary) -> PreparedCorpus:
@@ -135,11 +149,12 @@ def _prepared_dataset(
     strategy,
     skip: int,
     only: Bucket | None = None,
+    id_limit: int | None = None,
 ) -> Iterable[Batch]:
     """The prepared corpus' batches: a Python iterator on JAX, a tf.data one on TensorFlow.
 
     `corpus`: the run's, opened and checked (`open_prepared`); `only`: just that bucket's
-    batches.
+    batches; `id_limit`: every id taken modulo it.
     """
     pipeline = corpus.buckets_for(config.data.pipeline)
     if pipeline is not config.data.pipeline and only is None:
@@ -152,7 +167,11 @@ def _prepared_dataset(
         # Input pipeline `shard` of `shards` takes every `shards`-th batch. (A generator:
         # what Keras' `fit` takes as a Python input.)
         start = shard + skip * shards
-        yield from itertools.islice(corpus.batches(pipeline, only=only), start, None, shards)
+        chosen = itertools.islice(corpus.batches(pipeline, only=only), start, None, shards)
+        if id_limit is None:
+            yield from chosen
+        else:
+            yield from (_ids_modulo(batch, id_limit) for batch in chosen)
 
     def dataset_fn(context: tf.distribute.InputContext | None):
         if context is None:
@@ -168,6 +187,12 @@ def _prepared_dataset(
         return dataset.prefetch(tf.data.AUTOTUNE)
 
     return strategy.distribute_datasets_from_function(dataset_fn)
+
+
+def _ids_modulo(batch: Batch, limit: int) -> Batch:
+    """A batch's ids modulo `limit` (padding, 0, stays 0): numpy arrays or tensors."""
+    features, labels = batch
+    return {name: ids % limit for name, ids in features.items()}, labels % limit
 
 
 def validation_dataset(config: RunConfig, vocabulary: Vocabulary, strategy) -> Iterable | None:

@@ -42,7 +42,7 @@ from training.finetune import (
 )
 from training.inputs import batch_shapes, log_mix, training_dataset, validation_dataset
 from training.planning.lifecycle import PlanRequest, resolve_plan, saved_or_new_plan
-from training.planning.measure import planned_config
+from training.planning.measure import learn_speed, planned_config
 from training.planning.rules import Plan
 from training.record import RunRecord, TrainResult
 from training.run_dir import check_inputs, load_run_vocabulary, prepare_run_dir
@@ -143,6 +143,10 @@ def _train(
     started = time.monotonic()
     history = _fit(config, run, train_data, valid_data, watch.callbacks)
     steps = _last_checkpoint(run, watch)
+    pace = run.budget.steady_speed()
+    if plan is not None and pace is not None and strategy.is_chief():
+        cache = setup.planning.cache_dir or run_dir
+        learn_speed(plan, pace, config, vocabulary, strategy, precision, cache)
     result = _finish(config, run, watch, history, steps, precision, time.monotonic() - started)
     return dataclasses.replace(result, plan=plan)
 

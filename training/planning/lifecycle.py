@@ -12,7 +12,7 @@ from pathlib import Path
 
 from training.config import MAX_MINUTES, ConfigError, ConfigKey, RunConfig
 from training.engines.backend import Strategy
-from training.planning.measure import PLAN_FILE, load_plan, plan_run, save_plan
+from training.planning.measure import PLAN_FILE, RUN_VOCABULARY, load_plan, plan_run, save_plan
 from training.planning.rules import Plan, Shape
 from translator.pipelines.vocabulary import Vocabulary
 
@@ -34,6 +34,12 @@ class PlanRequest:
     # A shape chosen before planning, and why (a distillation's student; the config's
     # model section is it): kept, as a shape the user set is.
     shape: tuple[Shape, str] | None = None
+    # Why the run's vocabulary is kept; None: the plan sizes it by the budget (the
+    # recipe's vocabulary stage then builds that size).
+    vocabulary: str | None = RUN_VOCABULARY
+    # Seconds already spent timing for this run (the plan that sized the vocabulary):
+    # charged to the budget.
+    measured_seconds: float = 0.0
 
 
 def resolve_plan(
@@ -86,7 +92,17 @@ def _chosen(
     """The saved plan (under the resume's new budget, if it gives one), else a new one."""
     if saved is None:
         cache = request.cache_dir or run_dir
-        return plan_run(config, request.keys, vocabulary, strategy, precision, cache, request.shape)
+        return plan_run(
+            config,
+            request.keys,
+            vocabulary,
+            strategy,
+            precision,
+            cache,
+            request.shape,
+            request.vocabulary,
+            request.measured_seconds,
+        )
     if MAX_MINUTES in request.set_keys:
         return rebudgeted(saved, config.train.max_minutes)
     return saved

@@ -25,6 +25,13 @@
    token costs more time in a smaller batch. It saves the plan (`plan.json` in the run
    directory): a resumed run trains the plan it started with.
 
+4. Where the plan may size the vocabulary (the recipe's vocabulary stage) and the budget
+   buys few epochs, it times the chosen shape and batch again under a smaller vocabulary
+   (`training.planning.vocabulary`): the output layer's share of a step's time, measured.
+
+A run that trains its plan reports its steady pace (`learn_speed`), which replaces the
+plan's timing in the caches: a timing is a few updates, taken once and then reused.
+
 Under an update budget nothing is timed: the tokens an update buys are `TARGET_FILL`
 of its batch tokens.
 """
@@ -76,6 +83,7 @@ from training.planning.rules import (
     speed_decides_something,
     tokens_bought,
 )
+from training.planning.vocabulary import VOCAB_MIN_EPOCHS, VocabularyTrade, vocab_candidates
 from translator.config import SHAPE_FIELDS
 from translator.flops import training_flops
 from translator.host_text import tensorflow_installed
@@ -91,6 +99,8 @@ T = TypeVar("T")
 
 PLAN_FILE = "plan.json"
 SPEED_FILE = "speed.json"
+# Why a run's vocabulary is kept by default: `translator train` is given one.
+RUN_VOCABULARY = "the run's (data.vocabulary)"
 # The most of a time budget spent timing shapes.
 MEASURE_SHARE = 0.10
 # Updates run before the timed ones (the first carries the tracing), and timed updates.
@@ -261,26 +271,26 @@ class SpeedCache:
         )
 
     @staticmethod
-    def key(shape: Shape, batch_tokens: int) -> str:
-        """The entry of one shape at one batch size."""
+    def key(shape: Shape, batch_tokens: int, output: int | None = None) -> str:
+        """The entry of one shape at one batch size (with a smaller vocabulary's `output`)."""
         # Equal depths keep the key of the cache files written before students.
         depth = str(shape.encoder_layers)
         if shape.decoder_layers != shape.encoder_layers:
             depth = shape.depth
         return (
             f"{shape.preset}:{depth}x{shape.d_model}:ffn{shape.ffn_dim}:"
-            f"h{shape.num_heads}@{batch_tokens}"
+            f"h{shape.num_heads}@{batch_tokens}" + (f":v{output}" if output else "")
         )
 
-    def get(self, shape: Shape, batch_tokens: int) -> Speed | None:
+    def get(self, shape: Shape, batch_tokens: int, output: int | None = None) -> Speed | None:
         """The cached speed, or None."""
-        key = self.key(shape, batch_tokens)
+        key = self.key(shape, batch_tokens, output)
         entry = self.speeds.get(key) or self.machine.get(key)
         return Speed(**entry) if entry else None
 
-    def put(self, shape: Shape, batch_tokens: int, speed: Speed) -> None:
+    def put(self, shape: Shape, batch_tokens: int, speed: Speed, output: int | None = None) -> None:
         """Records a measurement in the run's file and the machine's cache."""
-        self.speeds[self.key(shape, batch_tokens)] = dataclasses.asdict(speed)
+        self.speeds[self.key(shape, batch_tokens, output)] = dataclasses.asdict(speed)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(
             self.path, json.dumps({"signature": self.signature, "speeds": self.speeds}, indent=2)
@@ -315,6 +325,7 @@ def measure_speed(
     warmup: int = WARMUP_UPDATES,
     updates: int = TIMED_UPDATES,
     every_bucket: bool = False,
+    output: int | None = None,
 ) -> Speed:
     """Trains `shape` for a few updates on the real pipeline and times the steady ones.
 
@@ -340,6 +351,9 @@ def measure_speed(
             few (`training.engines.jax_engine.updates_unseen`).
         updates: Updates timed, at least (and two looks), unless `seconds` pass first.
         every_bucket: Train on the run's own batches, every bucket's (benchmarks).
+        output: Time the model of a smaller joint vocabulary of this size, on the same
+            batches, their ids taken modulo the size (a step's cost does not depend on
+            which ids it sees): the output layer's share of the time, measured.
     """
     from training.engines.backend import engine
     from training.engines.tf_trainer import build_trainer
@@ -349,6 +363,8 @@ def measure_speed(
         seconds = float("inf")
     config = with_shape(config, shape, batch_tokens)
     sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
+    if output is not None:
+        sizes = (output, output)
     trainer, _ = build_trainer(
         config,
         config.model.transformer_config(*sizes),
@@ -356,7 +372,7 @@ def measure_speed(
         steps_per_execution=1,
         trainer_class=engine().trainer,
     )
-    data, shapes = timing_input(config, vocabulary, strategy, every_bucket)
+    data, shapes = timing_input(config, vocabulary, strategy, every_bucket, id_limit=output)
     trainer.expect_shapes(shapes)
     clock = _clock(warmup, updates, seconds)
     trainer.fit(
@@ -500,17 +516,31 @@ class Timing:
             and not self.strategy.spans_workers()
         )
 
-    def speed(self, shape: Shape, batch_tokens: int, *, always: bool = False) -> Speed | None:
+    def speed(
+        self,
+        shape: Shape,
+        batch_tokens: int,
+        *,
+        always: bool = False,
+        output: int | None = None,
+        again: bool = False,
+    ) -> Speed | None:
         """The shape's speed at `batch_tokens`: cached, else timed, else None.
 
-        Timed if `always`, or if it fits (`may_time`).
+        Timed if `always`, or if it fits (`may_time`); `output`: under a smaller joint
+        vocabulary of that size (`measure_speed`); `again`: timed even if cached.
         """
-        speed = self.cache.get(shape, batch_tokens)
+        speed = None if again else self.cache.get(shape, batch_tokens, output)
         if speed is not None:
             return speed
         if not (always or self.may_time()):
             return None
-        log.info("plan: timing %s at %d batch tokens", shape.describe(), batch_tokens)
+        log.info(
+            "plan: timing %s at %d batch tokens%s",
+            shape.describe(),
+            batch_tokens,
+            f", {output:,} vocabulary entries" if output else "",
+        )
         started = self.clock()
         speed = measure_speed(
             shape,
@@ -519,10 +549,11 @@ class Timing:
             self.vocabulary,
             self.strategy,
             max(self.left(), MIN_MEASURE_SECONDS),
+            output=output,
         )
         self.compiled += speed.compile_seconds
         self.charged += max(self.clock() - started - speed.compile_seconds, 0.0)
-        self.cache.put(shape, batch_tokens, speed)
+        self.cache.put(shape, batch_tokens, speed, output)
         return speed
 
 
@@ -636,6 +667,8 @@ def plan_run(
     precision: str,
     cache_dir: Path,
     shape: tuple[Shape, str] | None = None,
+    vocabulary_kept: str | None = RUN_VOCABULARY,
+    measured_before: float = 0.0,
 ) -> Plan:
     """Counts, times and plans one run (see the module docstring).
 
@@ -648,6 +681,11 @@ def plan_run(
         cache_dir: Where `speed.json` is kept.
         shape: A shape chosen before planning and why (a distillation's student): kept
             as a shape the user set is; the config's model section must be it.
+        vocabulary_kept: Why the run's vocabulary is kept (the plan then only says what
+            size the budget would choose); None: the plan sizes it
+            (`training.planning.vocabulary`), for the recipe to build.
+        measured_before: Seconds this run already spent timing (the recipe's plan that
+            sized the vocabulary), charged to a time budget as this plan's own are.
     """
     counts = count_corpus(config, vocabulary)
     vocab_sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
@@ -673,8 +711,17 @@ def plan_run(
             Budget(seconds=minutes * 60) if minutes > 0 else Budget(updates=config.train.max_steps)
         )
 
-    def planned(batch_speeds=None) -> Plan:
+    length = counts.epoch_tokens / max(counts.pairs, 1)
+    ratio = vocabulary.source_vocab_size / vocabulary.target_vocab_size
+    trade = VocabularyTrade(
+        vocabulary.target_vocab_size,
+        lambda shape, size: flops_per_token(shape, config, (round(size * ratio), size), length),
+        vocabulary_kept,
+    )
+
+    def planned(batch_speeds=None, trade: VocabularyTrade = trade) -> Plan:
         spent, compiled = (0.0, 0.0) if timing is None else _agreed(timing)
+        spent += measured_before if timing is not None else 0.0
         return make_plan(
             counts,
             budget if timing is None else _net_budget(config, spent),
@@ -684,19 +731,78 @@ def plan_run(
             measuring_seconds=spent,
             compiling_seconds=compiled,
             batch_speeds=batch_speeds,
+            vocabulary=trade,
         )
 
-    plan = planned()
+    plan, batch_speeds = planned(), None
     chosen = plan.batch_tokens
-    if timing is None or chosen == batch:
+    if timing is not None and chosen != batch:
+        # The rule chose another batch than the one timed: what the budget buys (updates,
+        # epochs, and so dropout and warmup) comes from that batch's own speed, timed too
+        # while the measuring share has time left (or cached), else scaled from the timed one.
+        speed = timing.speed(plan.shape, chosen)
+        if speed is not None:
+            batch_speeds = {(plan.shape.name, chosen): speed}
+            plan = planned(batch_speeds)
+    if timing is None or plan.epochs >= VOCAB_MIN_EPOCHS:
         return plan
-    # The rule chose another batch than the one timed: what the budget buys (updates,
-    # epochs, and so dropout and warmup) comes from that batch's own speed, timed too
-    # while the measuring share has time left (or cached), else scaled from the timed one.
-    speed = timing.speed(plan.shape, chosen)
-    if speed is None:
+    if vocabulary_kept is not None:
+        # Kept: what the budget would choose is said where both sizes are timed already.
+        cached = _timed_output_cost(timing, plan, trade, time=False)
+        return plan if cached is None else planned(batch_speeds, cached[0])
+    # Few epochs: the vocabulary's size is weighed, on the output layer's measured share
+    # of the time (FLOPs mislead: bench/RESULTS.md, "Vocabulary by the budget").
+    measured = _timed_output_cost(timing, plan, trade)
+    if measured is None:
         return plan
-    return planned({(plan.shape.name, chosen): speed})
+    trade, warm = measured
+    if warm is not None:  # the data limit's size timed again, warm: what the budget buys
+        if batch_speeds is None:
+            speeds[plan.shape.name] = warm
+        else:
+            batch_speeds = {(plan.shape.name, plan.batch_tokens): warm}
+    return planned(batch_speeds, trade)
+
+
+def _timed_output_cost(
+    timing: Timing, plan: Plan, trade: VocabularyTrade, time: bool = True
+) -> tuple[VocabularyTrade, Speed | None] | None:
+    """`trade` with a token's seconds timed at its size and the smallest candidate's.
+
+    A step's time is linear in the vocabulary's size (one projection, one softmax), so two
+    timings of the chosen shape and batch give it at any size. The first timing in a
+    process pays first uses (kernels set up per batch shape) that a second, sharing every
+    shape but the output layer's, does not: after the smaller size, the run's own is timed
+    again, and the two warm timings give the split (the warm one is returned too). Timed
+    whatever the share left, as the first shape is, but where workers would have to agree
+    on it; `time=False`: from the cache only. None: not timed (a scale of FLOPs stays),
+    or no smaller candidate.
+    """
+    smallest = vocab_candidates(trade.size)[-1]
+    if smallest >= trade.size:
+        return None
+    always = time and not timing.strategy.spans_workers()
+    shape, batch = plan.shape, plan.batch_tokens
+    fresh = timing.cache.get(shape, batch, smallest) is None
+    if fresh and not time:
+        return None
+    at_smallest = timing.speed(shape, batch, always=always, output=smallest)
+    if at_smallest is None:
+        return None
+    warm = timing.speed(shape, batch, always=always, again=True) if fresh else None
+    if warm is not None:  # (its start is warm too; a run's own pays the tracing)
+        warm = dataclasses.replace(warm, startup_seconds=plan.speeds[shape.name].startup_seconds)
+        timing.cache.put(shape, batch, warm)
+    built = warm or plan.speeds[shape.name]
+    seconds, seconds_small = 1 / built.tokens_per_second, 1 / at_smallest.tokens_per_second
+    slope = max((seconds - seconds_small) / (trade.size - smallest), 0.0)  # (noise: >= 0)
+    base = seconds - slope * trade.size
+    measured = dataclasses.replace(
+        trade,
+        cost=lambda shape, size: base + slope * size,
+        basis=f"timed at {trade.size:,} and {smallest:,} entries",
+    )
+    return measured, warm
 
 
 def _timing(
@@ -708,15 +814,73 @@ def _timing(
     cache_dir: Path,
 ) -> Timing:
     """The run's `Timing`, over its speed cache (`speed.json`, and the machine's)."""
+    cache = _speed_cache(config, vocabulary, strategy, precision, counts, cache_dir)
+    return Timing(config.train.max_minutes * 60, config, vocabulary, strategy, cache)
+
+
+def _speed_cache(
+    config: RunConfig,
+    vocabulary: Vocabulary,
+    strategy: Strategy,
+    precision: str,
+    counts: CorpusCounts,
+    cache_dir: Path,
+) -> SpeedCache:
+    """The speeds measured under this run's signature: its own file's, then the machine's."""
     signature = machine_signature(
         config, vocabulary, strategy, precision, counts.epoch_tokens / max(counts.pairs, 1)
     )
     if strategy.spans_workers():
         # Every worker times, together: a cache one of them has could differ.
-        cache = SpeedCache(cache_dir / SPEED_FILE, signature, read=False)
-    else:
-        cache = SpeedCache(cache_dir / SPEED_FILE, signature, machine_cache_path())
-    return Timing(config.train.max_minutes * 60, config, vocabulary, strategy, cache)
+        return SpeedCache(cache_dir / SPEED_FILE, signature, read=False)
+    return SpeedCache(cache_dir / SPEED_FILE, signature, machine_cache_path())
+
+
+def learn_speed(
+    plan: Plan,
+    pace: tuple[float, float],
+    config: RunConfig,
+    vocabulary: Vocabulary,
+    strategy: Strategy,
+    precision: str,
+    cache_dir: Path,
+) -> None:
+    """A trained run's steady pace replaces its plan's timing in the speed caches.
+
+    A timing is a few updates, taken once and reused by every later plan on this machine;
+    it can be taken beside other work, and it misses what a run's own callbacks cost per
+    update. The run's pace, over all its updates, is the better measurement: the next plan
+    of this shape, batch and signature buys what this run did (its start-up cost kept).
+
+    Args:
+        plan: The plan the run trained.
+        pace: Target tokens per second and per update (`callbacks.Budget.steady_speed`).
+        config: The run's config, as planned.
+        vocabulary: The run's vocabulary.
+        strategy: The run's strategy.
+        precision: The run's dtype policy name.
+        cache_dir: Where the plan's speeds are cached.
+    """
+    if plan.budget.seconds is None or strategy.spans_workers():
+        return
+    cache = _speed_cache(config, vocabulary, strategy, precision, plan.corpus, cache_dir)
+    timed = plan.speeds[plan.shape.name]
+    learned = dataclasses.replace(
+        timed,
+        tokens_per_second=pace[0],
+        tokens_per_update=pace[1],
+        batch_tokens=plan.batch_tokens,
+        measured=True,
+    )
+    log.info(
+        "plan: the run trained %s at %s target tokens/s, its plan's timing %s; later plans "
+        "on this machine use the run's (%s)",
+        plan.shape.name,
+        f"{pace[0]:,.0f}",
+        f"{timed.tokens_per_second:,.0f}",
+        cache.path,
+    )
+    cache.put(plan.shape, plan.batch_tokens, learned)
 
 
 def _timed_speeds(

@@ -27,8 +27,10 @@ depends on them, by a few small rules, each a documented function below:
   fraction of the updates bought.
 - **Validation cadence** (`choose_eval_every`): validation takes time from updates; a
   short budget validates once, at the end.
-- **Vocabulary size** (`choose_vocab_size`): grows with the corpus' characters (small
-  corpora want small vocabularies; Sennrich and Zhang 2019).
+- **Vocabulary size** (`training.planning.vocabulary`): the data limit grows with the
+  corpus' characters (small corpora want small vocabularies; Sennrich and Zhang 2019);
+  where it buys few epochs, the compute limit takes a smaller one, whose output layer
+  costs less per token.
 
 The constants were fit on validation BLEU, never a test set (decision D18). Nothing is
 looked up by minutes: a 10x faster machine buys 10x the tokens and gets the plan of those
@@ -60,6 +62,12 @@ from training.config import (
     Change,
     ConfigKey,
 )
+from training.planning.vocabulary import (
+    VocabularyChoice,
+    VocabularyTrade,
+    choose_budget_vocab_size,
+    pieces_at,
+)
 from translator.constants import DEFAULT_LABEL_SMOOTHING
 from translator.pipelines.config import PipelineConfig
 
@@ -71,11 +79,6 @@ REFERENCE_WIDTH = 128
 # Target tokens (labels, EOS included) of one epoch of Multi30k's 29k training pairs
 # under an 8,000-piece joint vocabulary: the corpus the constants were first fit on.
 REFERENCE_CORPUS_TOKENS = 474_000
-# Characters of Multi30k's training pairs (both sides), the vocabulary rule's reference,
-# the joint vocabulary's pieces there, and how they grow with the characters.
-REFERENCE_CORPUS_CHARACTERS = 3_820_000
-REFERENCE_VOCAB_SIZE = 8000
-VOCAB_EXPONENT = 0.4
 # Non-embedding parameters the data limit allows on the reference corpus: between the
 # narrow shape and the next one up (D18).
 DATA_PARAMETERS = 3.5e6
@@ -302,6 +305,8 @@ class Plan:
     measuring_seconds: float = 0.0
     # Seconds the measuring spent compiling steps ahead, before its clocks (not counted).
     compiling_seconds: float = 0.0
+    # The vocabulary's size and why (None: a plan made before the budget sized it).
+    vocabulary: VocabularyChoice | None = None
 
     def changes(self) -> tuple[Change, ...]:
         """The planned (not user-set) values as typed changes of the run config, shape first."""
@@ -386,6 +391,8 @@ class Plan:
             )
         else:
             lines.append("buys: not measured (every planned value is set; nothing timed)")
+        if self.vocabulary is not None:
+            lines.append(f"vocabulary = {self.vocabulary.size:,} pieces: {self.vocabulary.reason}")
         for choice in self.choices:
             value = self.shape.describe() if choice.key == MODEL else choice.value
             lines.append(f"{choice.key} = {value}: {choice.reason}")
@@ -416,6 +423,7 @@ class Plan:
             ),
             measuring_seconds=data.get("measuring_seconds", 0.0),
             compiling_seconds=data.get("compiling_seconds", 0.0),
+            vocabulary=VocabularyChoice(**data["vocabulary"]) if data.get("vocabulary") else None,
         )
 
 
@@ -574,25 +582,6 @@ def choose_fine_tuning_eval_every(budget: Budget, updates: int) -> int:
     return max(1, min(regular, updates // FINE_TUNING_VALIDATIONS))
 
 
-def choose_vocab_size(characters: int) -> int:
-    """A joint vocabulary: 8,000 pieces at Multi30k's size, growing as characters ** 0.4.
-
-    Rounded to a thousand, within [1,000, 32,000] (the paper's 37k-piece vocabulary was
-    for 4.5M pairs, where this gives 32,000).
-    """
-    ideal = REFERENCE_VOCAB_SIZE * (characters / REFERENCE_CORPUS_CHARACTERS) ** VOCAB_EXPONENT
-    return int(min(max(round(ideal / 1000) * 1000, 1000), 32000))
-
-
-def vocab_size_reason(characters: int) -> str:
-    """`choose_vocab_size`'s reason, in the plan's words."""
-    reference = REFERENCE_CORPUS_CHARACTERS / 1e6
-    return (
-        f"{REFERENCE_VOCAB_SIZE:,} x ({characters:,} characters / Multi30k's {reference:.2f}M)"
-        f" ** {VOCAB_EXPONENT}"
-    )
-
-
 # ---- The plan ----------------------------------------------------------------------------
 
 
@@ -736,6 +725,7 @@ def make_plan(
     measuring_seconds: float = 0.0,
     compiling_seconds: float = 0.0,
     batch_speeds: Mapping[tuple[str, int], Speed] | None = None,
+    vocabulary: VocabularyTrade | None = None,
 ) -> Plan:
     """Applies the rules, keeping what the user fixed.
 
@@ -758,6 +748,8 @@ def make_plan(
         batch_speeds: Speeds timed at other batch sizes, by (shape name, batch tokens);
             the chosen shape's at the chosen batch is used (and the plan's `speeds` then
             holds it), any other is ignored.
+        vocabulary: The run's vocabulary, to size by the budget or keep (None: not
+            weighed; the plan names no vocabulary).
 
     Returns:
         The `Plan`.
@@ -790,4 +782,40 @@ def make_plan(
         choices,
         measuring_seconds,
         compiling_seconds,
+        _vocabulary_choice(corpus, budget, speed, shape, vocabulary),
     )
+
+
+def _vocabulary_choice(
+    corpus: CorpusCounts,
+    budget: Budget,
+    speed: Speed,
+    shape: Shape,
+    trade: VocabularyTrade | None,
+) -> VocabularyChoice | None:
+    """The vocabulary's size by the budget (`training.planning.vocabulary`), or the run's.
+
+    A size's epochs: the measured speed scaled by a token's cost (timed at two sizes, or
+    FLOPs), the corpus' pieces by `pieces_at`. A kept vocabulary says what the budget would choose.
+    """
+    if trade is None:
+        return None
+    if budget.seconds is None or not speed.tokens_per_second:
+        reason = trade.fixed or "the data limit (an update budget: nothing timed to weigh it by)"
+        return VocabularyChoice(trade.size, reason, planned=trade.fixed is None)
+    seconds = max(budget.seconds - speed.startup_seconds, 0.0)
+    pieces = corpus.epoch_tokens - corpus.pairs  # (+ EOS per pair, whatever the size)
+
+    def epochs_at(size: int) -> float:
+        rate = speed.tokens_per_second * trade.cost(shape, trade.size) / trade.cost(shape, size)
+        return rate * seconds / (pieces_at(pieces, size, trade.size) + corpus.pairs)
+
+    chosen = choose_budget_vocab_size(
+        epochs_at, trade.size, lambda size: trade.output_share(shape, size), trade.basis
+    )
+    if trade.fixed is None:
+        return chosen
+    # Advice only from timed sizes: FLOPs mislead (bench/RESULTS.md).
+    advise = chosen.size != trade.size and trade.timed
+    advice = f"; the budget would choose {chosen.size:,} ({trade.basis})" if advise else ""
+    return VocabularyChoice(trade.size, trade.fixed + advice, planned=False)

@@ -13,6 +13,7 @@ from training.config import DATA, TRAIN, ConfigKey, RunConfig, TrainCorpus
 from training.planning.lifecycle import PlanRequest
 from training.recipe.corpus import RecipeCorpus
 from training.recipe.settings import RecipePaths, RecipeSettings, TrainFiles, one_plain_pair
+from training.recipe.vocab import vocabulary_kept
 
 # A section's fields the recipe sets, by name.
 Fields = dict[str, str | float | tuple[TrainCorpus, ...]]
@@ -37,10 +38,13 @@ def run_request(
     recipe_keys = frozenset(
         section.child(name) for section, fields in sections.items() for name in fields
     )
+    vocabulary, measured = vocabulary_kept(paths, settings)
     request = PlanRequest(
         keys=settings.config.keys | recipe_keys,
         set_keys=user | recipe_keys,
         cache_dir=paths.workdir,
+        vocabulary=vocabulary,
+        measured_seconds=measured,
     )
     return config, request
 

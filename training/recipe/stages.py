@@ -9,7 +9,8 @@ r"""`translator recipe`: the whole job, one command, for any parallel corpus.
 gets the corpus (Multi30k from `--mirror` / `$TRANSLATOR_DATA_MIRROR` when no files are
 given; else the user's corpora, mixed by `--weight` and tagged by `--tag`, with a
 seeded slice of the first held out for validation when no `--valid` is given), builds a
-joint SentencePiece vocabulary of the planned size (keeping the tags one piece each), plans
+joint SentencePiece vocabulary of the planned size (keeping the tags one piece each: the
+corpus' size, then the budget's, built again smaller where the budget buys few epochs), plans
 and trains within the time budget (`training.planning.rules`: the corpus' size and this machine's
 measured speed decide the model, batch, dropout, learning rate...), translates every
 test set with beam search and scores it with sacreBLEU into a report, and exports a
@@ -30,7 +31,7 @@ from training.recipe.pretrained import with_imported_init
 from training.recipe.reports import RecipeSummary, evaluate_sets, summarize
 from training.recipe.run_config import run_request
 from training.recipe.settings import EXPORT_VERSION, RecipePaths, RecipeSettings
-from training.recipe.vocab import build_vocab
+from training.recipe.vocab import build_vocab, size_by_budget
 from training.record import summary_line
 from training.run import preview_plan, train
 from translator.artifacts import MODEL_FILE, RUN_MODEL_DIR
@@ -47,6 +48,7 @@ def run_recipe(paths: RecipePaths, settings: RecipeSettings) -> RecipeSummary:
     corpus = prepare_data(paths, settings)
     settings = with_imported_init(paths, settings)
     build_vocab(paths, settings, corpus)
+    size_vocabulary(paths, settings, corpus)
     train_model(paths, settings, corpus)
     evaluate_sets(paths, settings, corpus)
     export_model(paths, settings, corpus)
@@ -58,9 +60,21 @@ def plan_recipe(paths: RecipePaths, settings: RecipeSettings) -> Plan:
     corpus = prepare_data(paths, settings)
     settings = with_imported_init(paths, settings)
     build_vocab(paths, settings, corpus)
+    size_vocabulary(paths, settings, corpus)
     prepared = prepared_corpus(paths, settings, corpus, keras.backend.backend())
     config, request = run_request(paths, settings, corpus, prepared)
     return preview_plan(config, request, paths.run)
+
+
+def size_vocabulary(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus) -> None:
+    """Stage 2, continued: the budget weighs the vocabulary (`vocab.size_by_budget`)."""
+
+    def plan_on() -> Plan:
+        prepared = prepared_corpus(paths, settings, corpus, keras.backend.backend())
+        config, request = run_request(paths, settings, corpus, prepared)
+        return preview_plan(config, dataclasses.replace(request, vocabulary=None), paths.run)
+
+    size_by_budget(paths, settings, corpus, plan_on)
 
 
 def train_model(

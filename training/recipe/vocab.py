@@ -1,22 +1,37 @@
 """Stage 2 of the recipe: the joint SentencePiece vocabulary, of the planned size.
 
-The size is the planner's vocabulary rule of the corpus' characters, unless the user
-gave one; a planned size the corpus cannot fill falls back to the most SentencePiece
-supports. Fine-tuning keeps the model's own vocabulary: a copy of it.
+First the data limit's size (`training.planning.vocabulary.choose_vocab_size`, of the
+corpus' characters), unless the user gave one; a planned size the corpus cannot fill
+falls back to the most SentencePiece supports. Then the budget weighs it
+(`size_by_budget`): the plan is made on it, and where the plan takes a smaller size
+(few epochs bought: the compute limit), the vocabulary is built again at that size
+before training, which plans on it. SentencePiece's second training costs what its first
+did (seconds on Multi30k; bench/RESULTS.md), outside the training budget as the first is.
+Fine-tuning keeps the model's own vocabulary: a copy of it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import shutil
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from training.finetune import find_init_model
-from training.planning.rules import choose_vocab_size, vocab_size_reason
+from training.planning.measure import PLAN_FILE
+from training.planning.rules import Plan
+from training.planning.vocabulary import VocabularyChoice, choose_vocab_size, vocab_size_reason
 from training.recipe.corpus import RecipeCorpus
 from training.recipe.settings import RecipePaths, RecipeSettings
 from translator.errors import ConfigError
-from translator.io import atomic_directory, count_characters
+from translator.io import atomic_directory, count_characters, write_atomic
 from translator.pipelines import VocabularyError, build_vocabulary
+from translator.pipelines.vocabulary import load_vocabulary
+
+# Beside the vocabulary: the size the budget chose and why (`size_by_budget`).
+BUDGET_FILE = "budget.json"
 
 
 def build_vocab(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus) -> None:
@@ -32,17 +47,12 @@ def build_vocab(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorp
     if size is None:
         characters = sum(count_characters(*files.files) for files in corpus.train)
         size = choose_vocab_size(characters)
-        why = f"planned: {vocab_size_reason(characters)}"
+        why = f"the data limit: {vocab_size_reason(characters)}"
     tags = corpus.tags
     print(f"  {size:,} pieces ({why})" + (f"; tags {', '.join(tags)}" if tags else ""), flush=True)
-    sources = [files.source for files in corpus.train]
-    targets = [files.target for files in corpus.train]
-
-    def build(size: int) -> None:
-        build_vocabulary(sources, targets, paths.vocabulary, vocab_size=size, user_symbols=tags)
-
+    started = time.monotonic()
     try:
-        build(size)
+        _build(paths, corpus, size)
     except VocabularyError as error:
         # A planned size the corpus cannot fill (few distinct words): SentencePiece says
         # the most it supports; a size the user asked for stays an error.
@@ -50,7 +60,84 @@ def build_vocab(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorp
             raise
         size = error.supported_size
         print(f"  {size:,} pieces: all that the corpus supports", flush=True)
-        build(size)
+        _build(paths, corpus, size)
+    print(f"  built in {time.monotonic() - started:.1f} s", flush=True)
+
+
+def _build(paths: RecipePaths, corpus: RecipeCorpus, size: int) -> None:
+    """The joint vocabulary of the training data (the tags one piece each), replaced whole."""
+    sources = [files.source for files in corpus.train]
+    targets = [files.target for files in corpus.train]
+    with atomic_directory(paths.vocabulary) as staging:
+        build_vocabulary(sources, targets, staging, vocab_size=size, user_symbols=corpus.tags)
+
+
+def size_by_budget(
+    paths: RecipePaths,
+    settings: RecipeSettings,
+    corpus: RecipeCorpus,
+    plan_on: Callable[[], Plan],
+) -> None:
+    """The budget's say on the vocabulary's size: built again smaller where the plan says.
+
+    `plan_on` makes the plan on the vocabulary built (its speeds are cached in the work
+    directory, so training's plan measures nothing again when the size stays). Skipped
+    when the user set the size, when fine-tuning, and when decided already (a rerun, a
+    run trained or planned).
+    """
+    record = paths.vocabulary / BUDGET_FILE
+    if settings.vocab_size is not None or settings.init_from is not None:
+        return
+    if record.is_file() or (paths.run / PLAN_FILE).is_file():
+        return
+    plan = plan_on()
+    choice = plan.vocabulary
+    assert choice is not None  # (a plan made with a vocabulary trade names its size)
+    built = load_vocabulary(paths.vocabulary).target_vocab_size
+    if choice.size < built:
+        print(f"  by the budget: {choice.size:,} pieces ({choice.reason})", flush=True)
+        started = time.monotonic()
+        _build(paths, corpus, choice.size)
+        print(f"  built again in {time.monotonic() - started:.1f} s", flush=True)
+    else:
+        print(f"  by the budget: kept ({choice.reason})", flush=True)
+    sized = SizedVocabulary(choice, plan.measuring_seconds)
+    write_atomic(record, json.dumps(dataclasses.asdict(sized), indent=2))
+
+
+@dataclasses.dataclass(frozen=True)
+class SizedVocabulary:
+    """What the vocabulary stage tells training's plan (`BUDGET_FILE`)."""
+
+    choice: VocabularyChoice
+    # Seconds the stage's plan spent timing: the budget's, charged by training's plan.
+    measuring_seconds: float
+
+    @classmethod
+    def read(cls, path: Path) -> SizedVocabulary | None:
+        """The record, or None when there is none."""
+        if not path.is_file():
+            return None
+        data = json.loads(path.read_text("utf-8"))
+        return cls(VocabularyChoice(**data["choice"]), data["measuring_seconds"])
+
+
+def vocabulary_kept(paths: RecipePaths, settings: RecipeSettings) -> tuple[str, float]:
+    """Why training keeps the recipe's vocabulary, and the seconds already spent timing.
+
+    The reason is in the plan's words; the seconds are the vocabulary stage's timing,
+    charged to training's budget.
+    """
+    if settings.vocab_size is not None:
+        return "--vocab-size", 0.0
+    if settings.init_from is not None:
+        return f"the fine-tuned model's ({settings.init_from})", 0.0
+    if settings.distill_from is not None:
+        return f"the teacher's ({settings.distill_from})", 0.0
+    sized = SizedVocabulary.read(paths.vocabulary / BUDGET_FILE)
+    if sized is None:  # (a work directory planned before the budget weighed it)
+        return "the data limit's, built before training", 0.0
+    return f"sized by the budget before training: {sized.choice.reason}", sized.measuring_seconds
 
 
 def copy_init_vocabulary(paths: RecipePaths, init_from: Path) -> None:

@@ -350,3 +350,67 @@ def test_a_jax_plan_from_a_prepared_corpus_times_one_bucket_and_reports_its_comp
     assert "compiling their steps took" in budget and "outside it" in budget
     cached = json.loads((tmp_path / "run" / "speed.json").read_text())["speeds"]
     assert all(speed["compile_seconds"] > 0 for speed in cached.values())
+
+
+def test_a_smaller_vocabulary_is_timed_on_the_same_batches_their_ids_modulo_its_size(
+    copy_task, tmp_path
+):
+    """The output layer's share of the time is measured by timing the model of a smaller
+    vocabulary on the run's own batches: every id modulo its size (padding stays 0)."""
+    import numpy as np
+
+    from training.config import load_config
+    from training.inputs import timing_input
+    from training.planning.measure import SpeedCache, Timing, measure_speed
+    from training.planning.rules import SHAPES
+    from training.run import on_backend
+    from translator.pipelines.vocabulary import load_vocabulary
+
+    config, strategy, _ = on_backend(load_config(write_user_config(tmp_path, copy_task)))
+    vocabulary = load_vocabulary(copy_task["vocab"])
+    whole, _ = timing_input(config, vocabulary, strategy)
+    limited, _ = timing_input(config, vocabulary, strategy, id_limit=10)
+    for (ids, labels), (small_ids, small_labels), _ in zip(whole, limited, range(3), strict=False):
+        for name in ("source_ids", "decoder_input_ids"):
+            big, small = np.asarray(ids[name]), np.asarray(small_ids[name])
+            assert (big >= 10).any()  # the premise: ids the smaller model has no row for
+            np.testing.assert_array_equal(small, big % 10)
+        np.testing.assert_array_equal(np.asarray(small_labels), np.asarray(labels) % 10)
+
+    shape = dataclasses.replace(SHAPES[0], encoder_layers=1, decoder_layers=1, d_model=32)
+    speed = measure_speed(shape, 1024, config, vocabulary, strategy, 2.0, output=10)
+    assert speed.tokens_per_second > 0 and speed.measured
+    # Cached apart from the run's own size: another entry, read back by its size.
+    cache = SpeedCache(tmp_path / "speed.json", {"test": 1})
+    timing = Timing(300.0, config, vocabulary, strategy, cache)
+    cache.put(shape, 1024, speed, output=10)
+    assert timing.speed(shape, 1024, output=10) == speed
+    assert cache.get(shape, 1024) is None
+
+
+def test_a_trained_run_teaches_later_plans_the_pace_it_trained_at(copy_task, tmp_path, capsys):
+    """A timing is a few updates; the run's steady pace, over all its updates, replaces
+    it in the caches, and the next plan on this machine buys at that pace."""
+    from training.planning.measure import SpeedCache
+    from training.record import RunRecord
+
+    config = write_user_config(tmp_path, copy_task, max_minutes=0.5)
+    run_dir = tmp_path / "run"
+    trained = in_process(capsys, "train", "--config", config, "--run-dir", run_dir)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    assert "later plans on this machine use the run's" in trained.stderr, trained.stderr[-3000:]
+    plan = Plan.from_json((run_dir / "plan.json").read_text())
+    timed = plan.speeds[plan.shape.name]
+    cached = json.loads((run_dir / "speed.json").read_text())["speeds"]
+    learned = cached[SpeedCache.key(plan.shape, plan.batch_tokens)]
+    assert learned["tokens_per_second"] != timed.tokens_per_second  # the run's, not the timing's
+    # The pace leaves out the start and validation: at least the run's overall rate.
+    record = RunRecord.read(run_dir / "model")
+    overall = record.target_tokens / record.budget_seconds
+    assert learned["tokens_per_second"] >= overall
+    assert learned["startup_seconds"] == timed.startup_seconds
+
+    other = in_process(capsys, "train", "--config", config, "--run-dir", tmp_path / "b", "--plan")
+    assert other.returncode == 0, other.stderr[-3000:]
+    assert "plan: timing" not in other.stderr
+    assert f"yours {learned['tokens_per_second']:,.0f} target tokens/s" in other.stdout

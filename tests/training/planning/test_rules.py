@@ -22,7 +22,6 @@ from training.planning.rules import (
     batch_tokens_for_updates,
     choose_batch_tokens,
     choose_dropout,
-    choose_vocab_size,
     make_plan,
     speed_decides_something,
 )
@@ -139,12 +138,6 @@ def test_an_update_budget_gets_the_batch_a_time_budget_of_the_same_tokens_gets()
         assert bought in (batch, batch * 2, batch // 2)  # one power of two of rounding
     p = make_plan(MULTI30K, Budget(updates=1632), CPU)
     assert p.updates == 1632 and p.value("data.pipeline.batch_tokens") == 2048
-
-
-def test_the_vocabulary_grows_with_the_corpus_within_bounds():
-    sizes = [choose_vocab_size(132 * n) for n in (100, 3000, 29_000, 10**6, 10**8)]
-    assert sizes == sorted(sizes) and sizes[0] == 1000 and sizes[-1] == 32000
-    assert choose_vocab_size(3_820_000) == 8000  # Multi30k: the size its trials chose
 
 
 def test_what_the_user_set_is_kept_and_planned_around():

@@ -472,3 +472,51 @@ def test_on_jax_without_tensorflow_the_whole_recipe_runs_and_only_the_export_wai
     errors = [line for line in unprepared.stderr.splitlines() if "error:" in line]
     assert unprepared.returncode == 2 and len(errors) == 1, unprepared.stderr[-2000:]
     assert "TensorFlow is not installed here; run this recipe" in errors[0]
+
+
+def test_the_budget_rebuilds_a_smaller_vocabulary_once_and_training_plans_on_it(tmp_path):
+    """Stage 2's second half: where the plan on the data limit's vocabulary takes a
+    smaller size, the vocabulary is built again at it (tags kept), the choice recorded,
+    and training's plan keeps it and charges the timing already spent."""
+    from types import SimpleNamespace
+
+    from training.planning.vocabulary import VocabularyChoice
+    from training.recipe.vocab import BUDGET_FILE, size_by_budget
+    from translator.pipelines.vocabulary import load_vocabulary
+
+    files = write_copy_corpus(tmp_path / "c", 400, seed=14)
+    args = recipe_args("--workdir", tmp_path / "work", "--langs", "xx-yy", "--train", *files)
+    settings = RecipeSettings(2, None, None, langs="xx-yy", **settings_files(args))
+    paths = RecipePaths(tmp_path / "work")
+    corpus = prepare_data(paths, settings)
+    build_vocab(paths, settings, corpus)
+    built = load_vocabulary(paths.vocabulary)
+    plans = []
+
+    def plan_on(size: int):
+        def made():
+            plans.append(size)
+            choice = VocabularyChoice(size, f"the compute limit: {size}")
+            return SimpleNamespace(vocabulary=choice, measuring_seconds=12.5)
+
+        return made
+
+    # The control: a plan that keeps the size rebuilds nothing.
+    size_by_budget(paths, settings, corpus, plan_on(built.target_vocab_size))
+    assert load_vocabulary(paths.vocabulary).target_sha256 == built.target_sha256
+    (paths.vocabulary / BUDGET_FILE).unlink()
+
+    smaller = built.target_vocab_size - 10
+    size_by_budget(paths, settings, corpus, plan_on(smaller))
+    rebuilt = load_vocabulary(paths.vocabulary)
+    assert rebuilt.target_vocab_size == smaller and rebuilt.metadata.tags == built.metadata.tags
+    _, request = run_request(paths, settings, corpus)
+    reason = f"sized by the budget before training: the compute limit: {smaller}"
+    assert request.vocabulary == reason
+    assert request.measured_seconds == 12.5
+    size_by_budget(paths, settings, corpus, plan_on(smaller - 10))  # decided: not again
+    assert plans == [built.target_vocab_size, smaller]
+    assert load_vocabulary(paths.vocabulary).target_vocab_size == smaller
+    # A size the user gave is theirs: never weighed.
+    given = dataclasses.replace(settings, vocab_size=built.target_vocab_size)
+    assert run_request(paths, given, corpus)[1].vocabulary == "--vocab-size"
