@@ -497,6 +497,9 @@ class Timing:
         )  # fmt: skip
         self.charged = 0.0  # seconds counted inside the budget
         self.compiled = 0.0  # seconds compiling ahead, outside it
+        # Seconds timing the vocabulary's sizes: the vocabulary's cost, outside the budget
+        # as its SentencePiece training is.
+        self.for_vocabulary = 0.0
         self.clock = clock  # (tests pass a simulated one)
         self.started = clock()
 
@@ -775,8 +778,8 @@ def _timed_output_cost(
     shape but the output layer's, does not: after the smaller size, the run's own is timed
     again, and the two warm timings give the split (the warm one is returned too). Timed
     whatever the share left, as the first shape is, but where workers would have to agree
-    on it; `time=False`: from the cache only. None: not timed (a scale of FLOPs stays),
-    or no smaller candidate.
+    on it, and not charged to the budget (`Timing.for_vocabulary`). `time=False`: from
+    the cache only. None: not timed (a scale of FLOPs stays), or no smaller candidate.
     """
     smallest = vocab_candidates(trade.size)[-1]
     if smallest >= trade.size:
@@ -786,10 +789,20 @@ def _timed_output_cost(
     fresh = timing.cache.get(shape, batch, smallest) is None
     if fresh and not time:
         return None
+    charged = timing.charged
     at_smallest = timing.speed(shape, batch, always=always, output=smallest)
+    warm = None
+    if at_smallest is not None and fresh:
+        warm = timing.speed(shape, batch, always=always, again=True)
+    timing.for_vocabulary += timing.charged - charged
+    timing.charged = charged
+    if fresh and at_smallest is not None:
+        log.info(
+            "plan: timing the vocabulary's sizes took %.0f s, outside the budget",
+            timing.for_vocabulary,
+        )
     if at_smallest is None:
         return None
-    warm = timing.speed(shape, batch, always=always, again=True) if fresh else None
     if warm is not None:  # (its start is warm too; a run's own pays the tracing)
         warm = dataclasses.replace(warm, startup_seconds=plan.speeds[shape.name].startup_seconds)
         timing.cache.put(shape, batch, warm)

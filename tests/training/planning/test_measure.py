@@ -4,6 +4,7 @@ speeds measured on the real pipeline and cached."""
 import dataclasses
 import json
 
+import pytest
 import yaml
 
 from tests.support.cli import NOISE, in_process, translator
@@ -414,3 +415,42 @@ def test_a_trained_run_teaches_later_plans_the_pace_it_trained_at(copy_task, tmp
     assert other.returncode == 0, other.stderr[-3000:]
     assert "plan: timing" not in other.stderr
     assert f"yours {learned['tokens_per_second']:,.0f} target tokens/s" in other.stdout
+
+
+def test_the_vocabulary_split_is_timed_warm_and_outside_the_budget(tmp_path, monkeypatch):
+    """Under few epochs the chosen shape is timed under half the vocabulary, then again
+    under its own, warm: a token's cost is the line through those two, the warm speed is
+    what the budget buys, and neither timing is charged to the budget (the vocabulary's
+    cost, as building it is). From the cache nothing is timed again."""
+    from training.planning import measure as planning
+    from training.planning.rules import SHAPES, Budget, CorpusCounts, Speed, make_plan
+    from training.planning.vocabulary import VocabularyTrade
+
+    now, timed = [0.0], []
+
+    def measure(shape, batch, config, vocabulary, strategy, seconds, output=None, **timing):
+        timed.append(output)
+        now[0] += 10.0
+        rate = 9000.0 if output else 6000.0 + 1000.0 * (len(timed) > 1)  # cold, then warm
+        return Speed(rate, 1700.0, batch, measured=True, startup_seconds=0.5)
+
+    monkeypatch.setattr(planning, "measure_speed", measure)
+    timing = _timing(tmp_path, "cpu", 300.0, _Accelerator(), clock=lambda: now[0])
+    cold = timing.speed(SHAPES[0], 2048, always=True)
+    charged = timing.charged
+    assert charged == 10.0
+    counts = CorpusCounts(29_000, 3_820_000, 474_000)
+    trade = VocabularyTrade(32_000, lambda shape, size: float(size))
+    plan = make_plan(counts, Budget(seconds=300.0), {SHAPES[0].name: cold}, vocabulary=trade)
+    measured, warm = planning._timed_output_cost(timing, plan, trade)
+    assert timed == [None, 16_000, None]  # the run's size, half of it, the run's again
+    assert timing.charged == charged and timing.for_vocabulary == 20.0
+    assert warm.tokens_per_second == 7000.0 and warm.startup_seconds == cold.startup_seconds
+    # A token's seconds: 1/7000 at 32,000 entries, 1/9000 at 16,000, on a line.
+    assert measured.cost(SHAPES[0], 32_000) == pytest.approx(1 / 7000)
+    assert measured.cost(SHAPES[0], 16_000) == pytest.approx(1 / 9000)
+    assert measured.timed and measured.basis == "timed at 32,000 and 16,000 entries"
+    # Cached: the same question times nothing, and from the cache alone it is answered.
+    again = planning._timed_output_cost(timing, plan, trade, time=False)
+    assert timed == [None, 16_000, None] and again[1] is None
+    assert again[0].cost(SHAPES[0], 16_000) == pytest.approx(1 / 9000)
