@@ -13,13 +13,14 @@ Two limits, as the model's size has (`training.planning.rules.choose_shape`):
   plan takes the largest size, down to `VOCAB_SMALLEST_SHARE` of the data limit's, that
   buys `VOCAB_MIN_GAIN` more epochs than the data limit's (none: it keeps that). A size's
   speed: a step's time is linear in the size, so the chosen shape is timed at a second
-  size, the smallest candidate, on the same batches (`training.planning.measure`); where
-  workers would have to agree on it, scaled by FLOPs instead. The output layer's share of
-  the time can be far from its share of the FLOPs: on a CPU with AMX the matrix products
-  are cheap and the rest of the step is not.
+  size, the smallest candidate, on the same batches, then at its own again, warm, both
+  outside the budget (`training.planning.measure`); where workers would have to agree on
+  it, scaled by FLOPs instead. The output layer's share of the time can be far from its
+  share of the FLOPs: on a CPU with AMX the matrix products are cheap and the rest of the
+  step is not.
 
 The evidence is in bench/RESULTS.md, "Vocabulary by the budget" (decision D20): a smaller
-vocabulary that bought 14% more epochs gained, ones that bought 3% or fewer lost. The
+vocabulary that bought 14% or 18% more epochs gained, ones that bought 3% or fewer lost. The
 gain asked for lies between those cells; the epochs' threshold and the floor are set,
 not fit: no cell yet measures a budget of 3 to 20 epochs on a machine whose output layer
 is costly, nor sizes under half the data limit's. Pure Python.
@@ -29,6 +30,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from training.planning.rules import Shape
 
 # Characters of Multi30k's training pairs (both sides), the data limit's reference,
 # the joint vocabulary's pieces there, and how they grow with the characters.
@@ -52,9 +57,9 @@ VOCAB_MIN_GAIN = 0.08
 # 11,000 to 6,000: 0.10; bench/RESULTS.md).
 PIECES_EXPONENT = 0.12
 
-# The cost of a target token (FLOPs, or seconds) to a shape (a
-# `training.planning.rules.Shape`) under a joint vocabulary of a size.
-TokenCost = Callable[[object, int], float]
+# The cost of a target token (FLOPs, or seconds) to a shape under a joint vocabulary of a
+# size.
+TokenCost = Callable[["Shape", int], float]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,7 +93,7 @@ class VocabularyTrade:
         """Whether the costs are timed (else FLOPs)."""
         return self.basis != "FLOPs"
 
-    def output_share(self, shape: object, size: int) -> float:
+    def output_share(self, shape: Shape, size: int) -> float:
         """The output layer's share of a token's cost (linear in the size)."""
         whole, half = self.cost(shape, size), self.cost(shape, max(size // 2, 1))
         return (whole - half) / (size - max(size // 2, 1)) * size / whole
