@@ -70,6 +70,17 @@ def prepared_corpus(
     return target
 
 
+def fixed_vocabulary() -> str | None:
+    """Why the vocabulary cannot be built again here, or None where it can.
+
+    Without TensorFlow (a JAX-only accelerator machine) the corpus prepared on the
+    vocabulary cannot be prepared again on another: the vocabulary stays what it is.
+    """
+    if tensorflow_installed():
+        return None
+    return "the corpus is prepared on it, and TensorFlow, which prepares another, is not here"
+
+
 def _kept(
     path: Path, vocabulary: Vocabulary, pipeline: PipelineConfig, made: tuple[str, str, str]
 ) -> bool:

@@ -26,7 +26,7 @@ import keras
 
 from training.planning.rules import Plan, Shape
 from training.recipe.corpus import RecipeCorpus, prepare_data
-from training.recipe.prepared import prepared_corpus
+from training.recipe.prepared import fixed_vocabulary, prepared_corpus
 from training.recipe.pretrained import with_imported_init
 from training.recipe.reports import RecipeSummary, evaluate_sets, summarize
 from training.recipe.run_config import run_request
@@ -60,13 +60,15 @@ def plan_recipe(paths: RecipePaths, settings: RecipeSettings) -> Plan:
     corpus = prepare_data(paths, settings)
     settings = with_imported_init(paths, settings)
     build_vocab(paths, settings, corpus)
-    size_vocabulary(paths, settings, corpus)
+    size_vocabulary(paths, settings, corpus, preview=True)
     prepared = prepared_corpus(paths, settings, corpus, keras.backend.backend())
     config, request = run_request(paths, settings, corpus, prepared)
     return preview_plan(config, request, paths.run)
 
 
-def size_vocabulary(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus) -> None:
+def size_vocabulary(
+    paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus, preview: bool = False
+) -> None:
     """Stage 2, continued: the budget weighs the vocabulary (`vocab.size_by_budget`)."""
 
     def plan_on() -> Plan:
@@ -74,7 +76,7 @@ def size_vocabulary(paths: RecipePaths, settings: RecipeSettings, corpus: Recipe
         config, request = run_request(paths, settings, corpus, prepared)
         return preview_plan(config, dataclasses.replace(request, vocabulary=None), paths.run)
 
-    size_by_budget(paths, settings, corpus, plan_on)
+    size_by_budget(paths, settings, corpus, plan_on, fixed_vocabulary(), preview)
 
 
 def train_model(

@@ -77,23 +77,36 @@ def size_by_budget(
     settings: RecipeSettings,
     corpus: RecipeCorpus,
     plan_on: Callable[[], Plan],
+    fixed_by: str | None = None,
+    preview: bool = False,
 ) -> None:
     """The budget's say on the vocabulary's size: built again smaller where the plan says.
 
     `plan_on` makes the plan on the vocabulary built (its speeds are cached in the work
     directory, so training's plan measures nothing again when the size stays). Skipped
-    when the user set the size, when fine-tuning, and when decided already (a rerun, a
-    run trained or planned).
+    when the user set the size, when fine-tuning, when decided already (a rerun, a run
+    trained or planned), and where the vocabulary cannot change here (`fixed_by` says
+    why: a corpus prepared on it that cannot be prepared again, say). A `preview`
+    (`--plan`) says what a run here would take and changes nothing: the size follows
+    the speed of the machine that trains, and a work directory planned here may train
+    on another (README, a GPU without TensorFlow).
     """
     record = paths.vocabulary / BUDGET_FILE
     if settings.vocab_size is not None or settings.init_from is not None:
         return
     if record.is_file() or (paths.run / PLAN_FILE).is_file():
         return
+    if fixed_by is not None:
+        print(f"  by the budget: kept ({fixed_by})", flush=True)
+        return
     plan = plan_on()
     choice = plan.vocabulary
     assert choice is not None  # (a plan made with a vocabulary trade names its size)
     built = load_vocabulary(paths.vocabulary).target_vocab_size
+    if preview:
+        taken = f"{choice.size:,} pieces" if choice.size < built else "kept"
+        print(f"  by the budget, a run here: {taken} ({choice.reason}); --plan builds nothing")
+        return
     if choice.size < built:
         print(f"  by the budget: {choice.size:,} pieces ({choice.reason})", flush=True)
         started = time.monotonic()

@@ -451,6 +451,8 @@ def test_on_jax_without_tensorflow_the_whole_recipe_runs_and_only_the_export_wai
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     assert "(prepared before)" in out and "trained:     " in out
+    # The vocabulary the corpus was prepared on stays: no TensorFlow to prepare another.
+    assert "by the budget: kept (the corpus is prepared on it" in out
     skipped = [line for line in out.splitlines() if "skipped: a SavedModel" in line]
     assert len(skipped) == 1 and f"translator export --model {work / 'run'}" in skipped[0]
     assert "export:      not written here" in out and not (work / "export").exists()
@@ -501,6 +503,14 @@ def test_the_budget_rebuilds_a_smaller_vocabulary_once_and_training_plans_on_it(
 
         return made
 
+    # Where it cannot change (no TensorFlow to prepare the corpus again), it is not weighed.
+    size_by_budget(paths, settings, corpus, plan_on(10), fixed_by="no TensorFlow")
+    assert not plans and not (paths.vocabulary / BUDGET_FILE).exists()
+    # A preview (`--plan`) asks, and changes nothing: the run may be on another machine.
+    size_by_budget(paths, settings, corpus, plan_on(built.target_vocab_size - 5), preview=True)
+    assert plans == [built.target_vocab_size - 5] and not (paths.vocabulary / BUDGET_FILE).exists()
+    assert load_vocabulary(paths.vocabulary).target_sha256 == built.target_sha256
+    plans.clear()
     # The control: a plan that keeps the size rebuilds nothing.
     size_by_budget(paths, settings, corpus, plan_on(built.target_vocab_size))
     assert load_vocabulary(paths.vocabulary).target_sha256 == built.target_sha256
