@@ -106,6 +106,12 @@ MEASURE_SHARE = 0.10
 # Updates run before the timed ones (the first carries the tracing), and timed updates.
 WARMUP_UPDATES = 2
 TIMED_UPDATES = 8
+# The vocabulary's split is the difference of two timings, so it takes longer ones (eight
+# updates put the output layer's share anywhere from 0 to 31% where runs said ~0%;
+# bench/RESULTS.md, "Vocabulary by the budget"): this many updates each, for at most
+# this many seconds (outside the budget, as the vocabulary's cost).
+SPLIT_TIMED_UPDATES = 32
+SPLIT_MEASURE_SECONDS = 20.0
 ENDLESS = 2**31 - 1  # updates of a timing `fit`: it ends when timed enough
 # The batch tokens a shape is timed at, unless the user set the batch: the middle of what
 # plans on a CPU use (a token costs about the same at the others there).
@@ -169,8 +175,12 @@ def shape_of(model: TransformerConfig, preset: str) -> Shape:
     )
 
 
-def count_corpus(config: RunConfig, vocabulary: Vocabulary) -> CorpusCounts:
+def count_corpus(config: RunConfig, vocabulary: Vocabulary, replicas: int = 1) -> CorpusCounts:
     """Pairs, characters and target tokens of one epoch of the run's training corpus.
+
+    With the pairs per length bucket where an epoch's batches are counted by them: one
+    text corpus, batched anew each epoch (`make_dataset(...).repeat()`), by one replica,
+    without static shapes (`CorpusCounts.tokens_per_update`).
 
     Raises:
         CorpusError: the training or validation corpus has no pair to learn from (before
@@ -190,17 +200,24 @@ def count_corpus(config: RunConfig, vocabulary: Vocabulary) -> CorpusCounts:
         pairs = characters = target_tokens = 0
     from translator.pipelines.dataset import check_learnable, scan_corpus
 
+    buckets: tuple[tuple[int, int], ...] = ()
     for corpus in data.corpora():  # one epoch of a mix: each corpus once
         stats = scan_corpus(corpus.source, corpus.target, vocabulary, data.pipeline, tag=corpus.tag)
         check_learnable(stats, training=True)
         pairs, target_tokens = pairs + stats.pairs, target_tokens + stats.target_tokens
         characters += count_characters(corpus.source, corpus.target)
+        lengths = (bucket.length for bucket in data.pipeline.buckets())
+        buckets = tuple(zip(lengths, stats.bucket_counts, strict=True))
+    if data.is_mix() or data.pipeline.static_shapes or replicas > 1:
+        buckets = ()
     if data.valid_source:
         valid = scan_corpus(
             data.valid_source, data.valid_target, vocabulary, data.pipeline, tag=data.valid_tag
         )
         check_learnable(valid, training=False)
-    return CorpusCounts(pairs, characters, target_tokens)
+    return CorpusCounts(
+        pairs, characters, target_tokens, buckets, data.pipeline.batch_size_multiple
+    )
 
 
 # ---- Timing shapes -----------------------------------------------------------------------
@@ -527,11 +544,13 @@ class Timing:
         always: bool = False,
         output: int | None = None,
         again: bool = False,
+        split: bool = False,
     ) -> Speed | None:
         """The shape's speed at `batch_tokens`: cached, else timed, else None.
 
         Timed if `always`, or if it fits (`may_time`); `output`: under a smaller joint
-        vocabulary of that size (`measure_speed`); `again`: timed even if cached.
+        vocabulary of that size (`measure_speed`); `again`: timed even if cached;
+        `split`: one of the vocabulary's two timings, longer than a shape's.
         """
         speed = None if again else self.cache.get(shape, batch_tokens, output)
         if speed is not None:
@@ -551,7 +570,8 @@ class Timing:
             self.config,
             self.vocabulary,
             self.strategy,
-            max(self.left(), MIN_MEASURE_SECONDS),
+            SPLIT_MEASURE_SECONDS if split else max(self.left(), MIN_MEASURE_SECONDS),
+            updates=SPLIT_TIMED_UPDATES if split else TIMED_UPDATES,
             output=output,
         )
         self.compiled += speed.compile_seconds
@@ -690,7 +710,7 @@ def plan_run(
         measured_before: Seconds this run already spent timing (the recipe's plan that
             sized the vocabulary), charged to a time budget as this plan's own are.
     """
-    counts = count_corpus(config, vocabulary)
+    counts = count_corpus(config, vocabulary, strategy.num_replicas_in_sync)
     vocab_sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
     given = given_settings(config, keys, vocab_sizes)
     if shape is not None:
@@ -790,10 +810,10 @@ def _timed_output_cost(
     if fresh and not time:
         return None
     charged = timing.charged
-    at_smallest = timing.speed(shape, batch, always=always, output=smallest)
+    at_smallest = timing.speed(shape, batch, always=always, output=smallest, split=True)
     warm = None
     if at_smallest is not None and fresh:
-        warm = timing.speed(shape, batch, always=always, again=True)
+        warm = timing.speed(shape, batch, always=always, again=True, split=True)
     timing.for_vocabulary += timing.charged - charged
     timing.charged = charged
     if fresh and at_smallest is not None:

@@ -133,7 +133,15 @@ class PipelineConfig(DictConfig):
         lengths.append(longest)
         buckets = []
         for length in lengths:
-            size = self.batch_tokens // length
-            size -= size % self.batch_size_multiple
+            size = bucket_batch_size(self.batch_tokens, length, self.batch_size_multiple)
             buckets.append(Bucket(length=length, batch_size=size))
         return tuple(buckets)
+
+
+def bucket_batch_size(batch_tokens: int, length: int, multiple: int) -> int:
+    """Rows of a length bucket's batch: as many as `batch_tokens` hold, a multiple of `multiple`.
+
+    `PipelineConfig.buckets` sizes its batches by it; the planner counts an epoch's batches.
+    """
+    size = batch_tokens // length
+    return size - size % multiple

@@ -430,6 +430,10 @@ def test_the_vocabulary_split_is_timed_warm_and_outside_the_budget(tmp_path, mon
 
     def measure(shape, batch, config, vocabulary, strategy, seconds, output=None, **timing):
         timed.append(output)
+        # The split's two timings are longer than a shape's (a difference of two).
+        split = len(timed) > 1
+        assert timing["updates"] == (planning.SPLIT_TIMED_UPDATES if split else 8)
+        assert seconds == (planning.SPLIT_MEASURE_SECONDS if split else 30.0)
         now[0] += 10.0
         rate = 9000.0 if output else 6000.0 + 1000.0 * (len(timed) > 1)  # cold, then warm
         return Speed(rate, 1700.0, batch, measured=True, startup_seconds=0.5)
@@ -454,3 +458,42 @@ def test_the_vocabulary_split_is_timed_warm_and_outside_the_budget(tmp_path, mon
     again = planning._timed_output_cost(timing, plan, trade, time=False)
     assert timed == [None, 16_000, None] and again[1] is None
     assert again[0].cost(SHAPES[0], 16_000) == pytest.approx(1 / 9000)
+
+
+@pytest.mark.parametrize("batch_tokens", [256, 1024])
+def test_the_plan_counts_an_epochs_batches_as_the_pipeline_makes_them(
+    copy_task, tmp_path, batch_tokens
+):
+    """An epoch ends every length bucket's batch short, so the updates a budget buys come
+    from the epoch's batches, counted per bucket: exactly the tokens per update of one
+    epoch of the real pipeline, not the timing's (full) batches'."""
+    import numpy as np
+
+    from training.config import load_config
+    from training.planning.measure import count_corpus
+    from training.planning.rules import CorpusCounts, Speed
+    from translator.pipelines.dataset import make_dataset
+    from translator.pipelines.vocabulary import load_vocabulary
+
+    config = load_config(write_user_config(tmp_path, copy_task))
+    pipeline = dataclasses.replace(config.data.pipeline, batch_tokens=batch_tokens)
+    config = dataclasses.replace(config, data=dataclasses.replace(config.data, pipeline=pipeline))
+    vocabulary = load_vocabulary(copy_task["vocab"])
+    counts = count_corpus(config, vocabulary)
+    epoch = make_dataset(
+        config.data.train_source, config.data.train_target, vocabulary, pipeline, training=True
+    )
+    batches = tokens = 0
+    for _, labels in epoch:
+        batches, tokens = batches + 1, tokens + int(np.count_nonzero(np.asarray(labels)))
+    assert tokens == counts.target_tokens
+    full = Speed(1000.0, 0.95 * batch_tokens, batch_tokens, measured=True)  # a timing's
+    assert counts.tokens_per_update(full, batch_tokens) == pytest.approx(tokens / batches)
+    assert tokens / batches < full.tokens_per_update  # (the premise: short batches)
+    # Kept in plan.json; unknown (a mix, several replicas) it is the timing's.
+    assert CorpusCounts(**json.loads(json.dumps(dataclasses.asdict(counts)))) == counts
+    several = count_corpus(config, vocabulary, replicas=2)
+    assert (
+        several.buckets == ()
+        and several.tokens_per_update(full, batch_tokens) == 0.95 * batch_tokens
+    )
