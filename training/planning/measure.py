@@ -200,16 +200,17 @@ def count_corpus(config: RunConfig, vocabulary: Vocabulary, replicas: int = 1) -
         pairs = characters = target_tokens = 0
     from translator.pipelines.dataset import check_learnable, scan_corpus
 
-    buckets: tuple[tuple[int, int], ...] = ()
+    stats = None
     for corpus in data.corpora():  # one epoch of a mix: each corpus once
         stats = scan_corpus(corpus.source, corpus.target, vocabulary, data.pipeline, tag=corpus.tag)
         check_learnable(stats, training=True)
         pairs, target_tokens = pairs + stats.pairs, target_tokens + stats.target_tokens
         characters += count_characters(corpus.source, corpus.target)
+    buckets: tuple[tuple[int, int], ...] = ()
+    one_text_corpus = stats is not None and not data.is_mix()
+    if one_text_corpus and not data.pipeline.static_shapes and replicas == 1:
         lengths = (bucket.length for bucket in data.pipeline.buckets())
         buckets = tuple(zip(lengths, stats.bucket_counts, strict=True))
-    if data.is_mix() or data.pipeline.static_shapes or replicas > 1:
-        buckets = ()
     if data.valid_source:
         valid = scan_corpus(
             data.valid_source, data.valid_target, vocabulary, data.pipeline, tag=data.valid_tag
