@@ -3,8 +3,10 @@
 Two limits, as the model's size has (`training.planning.rules.choose_shape`):
 
 - **The data limit** (`choose_vocab_size`): a joint vocabulary grows with the corpus'
-  characters, 8,000 pieces at Multi30k's size, as characters ** 0.4 (small corpora want
-  small vocabularies; Sennrich and Zhang 2019). The recipe builds this one first.
+  characters, 8,000 pieces at Multi30k's size (small corpora want small vocabularies;
+  Sennrich and Zhang 2019): above that size as characters ** 0.4, below it faster, by
+  `VOCAB_SMALL_SLOPE` pieces per e-fold of characters (a tenth of Multi30k's text:
+  about 1,800 pieces, where the power law said 3,200). The recipe builds this one first.
 - **The compute limit** (`choose_budget_vocab_size`): where that vocabulary buys fewer
   than `VOCAB_MIN_EPOCHS` epochs, the output layer's cost decides. Its projection and
   softmax are a large share of a small model's FLOPs per token (43% of `narrow`'s at 8,000
@@ -29,6 +31,7 @@ is costly, nor sizes under half the data limit's. Pure Python.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -36,10 +39,16 @@ if TYPE_CHECKING:
     from training.planning.rules import Shape
 
 # Characters of Multi30k's training pairs (both sides), the data limit's reference,
-# the joint vocabulary's pieces there, and how they grow with the characters.
+# the joint vocabulary's pieces there, and how they grow with the characters above it
+# (set on Multi30k's subsets; no larger corpus has measured a gain from another size).
 REFERENCE_CORPUS_CHARACTERS = 3_820_000
 REFERENCE_VOCAB_SIZE = 8000
 VOCAB_EXPONENT = 0.4
+# Below the reference: pieces lost per e-fold fewer characters (log-linear, steeper
+# than the power law there). Fit on validation at 3,000, 5,000 and 10,000 of
+# Multi30k's pairs, whose best sizes (2,000, 3,000 and 5,000) hold for any slope from
+# 2,530 to 2,850 (bench/RESULTS.md, "Vocabulary by the budget").
+VOCAB_SMALL_SLOPE = 2700
 # The data limit's bounds (the paper's 37k-piece vocabulary was for 4.5M pairs, where the
 # rule gives the upper one).
 MIN_VOCAB_SIZE, MAX_VOCAB_SIZE = 1000, 32000
@@ -100,21 +109,26 @@ class VocabularyTrade:
 
 
 def choose_vocab_size(characters: int) -> int:
-    """The data limit: 8,000 pieces at Multi30k's size, growing as characters ** 0.4.
+    """The data limit: 8,000 pieces at Multi30k's size; above, as characters ** 0.4.
 
+    Below Multi30k's size, `VOCAB_SMALL_SLOPE` fewer pieces per e-fold fewer characters.
     Rounded to a thousand, within [`MIN_VOCAB_SIZE`, `MAX_VOCAB_SIZE`].
     """
-    ideal = REFERENCE_VOCAB_SIZE * (characters / REFERENCE_CORPUS_CHARACTERS) ** VOCAB_EXPONENT
+    ratio = max(characters, 1) / REFERENCE_CORPUS_CHARACTERS
+    if ratio >= 1:
+        ideal = REFERENCE_VOCAB_SIZE * ratio**VOCAB_EXPONENT
+    else:
+        ideal = REFERENCE_VOCAB_SIZE + VOCAB_SMALL_SLOPE * math.log(ratio)
     return int(min(max(round(ideal / 1000) * 1000, MIN_VOCAB_SIZE), MAX_VOCAB_SIZE))
 
 
 def vocab_size_reason(characters: int) -> str:
     """`choose_vocab_size`'s reason, in the plan's words."""
     reference = REFERENCE_CORPUS_CHARACTERS / 1e6
-    return (
-        f"{REFERENCE_VOCAB_SIZE:,} x ({characters:,} characters / Multi30k's {reference:.2f}M)"
-        f" ** {VOCAB_EXPONENT}"
-    )
+    ratio = f"{characters:,} characters / Multi30k's {reference:.2f}M"
+    if characters >= REFERENCE_CORPUS_CHARACTERS:
+        return f"{REFERENCE_VOCAB_SIZE:,} x ({ratio}) ** {VOCAB_EXPONENT}"
+    return f"{REFERENCE_VOCAB_SIZE:,} + {VOCAB_SMALL_SLOPE:,} x ln({ratio})"
 
 
 def vocab_candidates(size: int) -> tuple[int, ...]:

@@ -11,6 +11,7 @@ from training.planning.vocabulary import (
     choose_vocab_size,
     pieces_at,
     vocab_candidates,
+    vocab_size_reason,
 )
 
 MULTI30K = CorpusCounts(pairs=29_000, characters=3_820_000, target_tokens=474_000)
@@ -98,6 +99,18 @@ def test_the_data_limit_grows_with_the_corpus_within_bounds():
     sizes = [choose_vocab_size(132 * n) for n in (100, 3000, 29_000, 10**6, 10**8)]
     assert sizes == sorted(sizes) and sizes[0] == 1000 and sizes[-1] == 32000
     assert choose_vocab_size(3_820_000) == 8000  # Multi30k: the size its trials chose
+
+
+def test_the_data_limit_falls_faster_below_multi30k_than_it_grows_above():
+    # The best sizes on validation at 3,000, 5,000 and 10,000 of Multi30k's pairs
+    # (their characters, both sides); the power law above gave 3,000, 4,000 and 5,000.
+    assert [choose_vocab_size(c) for c in (389_447, 644_145, 1_274_906)] == [2000, 3000, 5000]
+    # Above Multi30k's size, as before: both its directions, and the 157,674 pairs.
+    assert [choose_vocab_size(c) for c in (7_638_388, 11_071_953)] == [11000, 12000]
+    # One curve: no step where the two branches meet.
+    assert choose_vocab_size(3_819_999) == choose_vocab_size(3_820_001) == 8000
+    assert "ln(389,447 characters" in vocab_size_reason(389_447)
+    assert "** 0.4" in vocab_size_reason(11_071_953)
 
 
 def test_candidates_and_pieces():
