@@ -115,18 +115,23 @@ def choose_vocab_size(characters: int) -> int:
     Rounded to a thousand, within [`MIN_VOCAB_SIZE`, `MAX_VOCAB_SIZE`].
     """
     ratio = max(characters, 1) / REFERENCE_CORPUS_CHARACTERS
-    if ratio >= 1:
+    if _power_law(characters):
         ideal = REFERENCE_VOCAB_SIZE * ratio**VOCAB_EXPONENT
     else:
         ideal = REFERENCE_VOCAB_SIZE + VOCAB_SMALL_SLOPE * math.log(ratio)
     return int(min(max(round(ideal / 1000) * 1000, MIN_VOCAB_SIZE), MAX_VOCAB_SIZE))
 
 
+def _power_law(characters: int) -> bool:
+    """Whether the data limit's power law (at or above Multi30k's size) sizes the corpus."""
+    return characters >= REFERENCE_CORPUS_CHARACTERS
+
+
 def vocab_size_reason(characters: int) -> str:
     """`choose_vocab_size`'s reason, in the plan's words."""
     reference = REFERENCE_CORPUS_CHARACTERS / 1e6
     ratio = f"{characters:,} characters / Multi30k's {reference:.2f}M"
-    if characters >= REFERENCE_CORPUS_CHARACTERS:
+    if _power_law(characters):
         return f"{REFERENCE_VOCAB_SIZE:,} x ({ratio}) ** {VOCAB_EXPONENT}"
     return f"{REFERENCE_VOCAB_SIZE:,} + {VOCAB_SMALL_SLOPE:,} x ln({ratio})"
 
