@@ -80,6 +80,10 @@ class Budget(keras.callbacks.Callback):
             spent (None: one process).
         scalar: Makes the two numbers the checkpoints keep, from a value and a name
             (`training.engines.backend.Engine.scalar`).
+        deadline: A `clock()` value by which this process' training must end, or None.
+            A job that owes its minutes as a whole (a distillation) sets it when its
+            training stage begins, so the stage's own start (the plan, building the model,
+            compiling) comes out of training's time rather than past the job's end.
     """
 
     # Any cadence of updates will do: it stops at the first look past the budget.
@@ -93,9 +97,11 @@ class Budget(keras.callbacks.Callback):
         clock: Callable[[], float] = time.monotonic,
         strategy=None,
         scalar: Callable[[float, str], HostScalar] = HostScalar,
+        deadline: float | None = None,
     ):
         super().__init__()
         self.max_steps = max_steps
+        self.deadline = deadline
         self.strategy = strategy
         self.max_seconds = max_minutes * 60.0
         self.schedule = schedule if hasattr(schedule, "total_updates") else None
@@ -139,6 +145,10 @@ class Budget(keras.callbacks.Callback):
         self._elapsed_before = float(self.elapsed_seconds.numpy())
         self._first = None
         self.reason = ""
+        if self.deadline is not None:
+            # (at least a millisecond: 0 would read as no time limit)
+            left = self._elapsed_before + max(self.deadline - self._started, 1e-3)
+            self.max_seconds = min(self.max_seconds or left, left)
         if self.schedule is not None and not self.max_seconds:
             self.schedule.total_updates.assign(float(self.max_steps))
 

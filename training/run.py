@@ -84,6 +84,7 @@ def train(
     translate_factory: TranslateFactory | None = None,
     verbose: int | None = None,
     planning: PlanRequest | None = None,
+    deadline: float | None = None,
 ) -> TrainResult:
     """Trains (or resumes) a model as `config` says, in `run_dir`.
 
@@ -97,6 +98,9 @@ def train(
         verbose: 0: no progress output. Otherwise a log line every
             `train.log_every_steps` updates and, if 1 (default: when stderr is a
             terminal), a progress bar against the budget.
+        deadline: A `time.monotonic()` value by which training must stop, whatever is
+            left of `train.max_minutes` (the whole-job budget of a distillation); None:
+            the minutes alone.
 
     Returns:
         The `TrainResult`.
@@ -112,7 +116,7 @@ def train(
     # after it (a later model built in this process, a test, is not the run's).
     policy = keras.config.dtype_policy()
     try:
-        return _train(config, Path(run_dir), translate_factory, verbose, planning)
+        return _train(config, Path(run_dir), translate_factory, verbose, planning, deadline)
     finally:
         keras.config.set_dtype_policy(policy)
 
@@ -123,6 +127,7 @@ def _train(
     translate_factory: TranslateFactory | None,
     verbose: int | None,
     planning: PlanRequest | None,
+    deadline: float | None,
 ) -> TrainResult:
     setup = _setup(config, planning)
     config, strategy, precision, vocabulary = setup.config, *setup.backend, setup.vocabulary
@@ -135,7 +140,7 @@ def _train(
     keras.utils.set_random_seed(config.train.seed)
     if strategy.is_chief():
         prepare_run_dir(run_dir, config, vocabulary)
-    run = _build(config, vocabulary, strategy, run_dir, setup.init)
+    run = _build(config, vocabulary, strategy, run_dir, setup.init, deadline)
     train_data, valid_data = _datasets(config, vocabulary, strategy)
     watch = _callbacks(
         config, run, vocabulary, strategy, valid_data is not None, verbose, translate_factory
@@ -232,7 +237,12 @@ class _Watch:
 
 
 def _build(
-    config: RunConfig, vocabulary: Vocabulary, strategy, run_dir: Path, init: InitModel | None
+    config: RunConfig,
+    vocabulary: Vocabulary,
+    strategy,
+    run_dir: Path,
+    init: InitModel | None,
+    deadline: float | None = None,
 ) -> _Run:
     """The model, trainer, optimizer, budget and checkpoints, restored if the run exists.
 
@@ -258,6 +268,7 @@ def _build(
         schedule,
         strategy=strategy,
         scalar=on.scalar,
+        deadline=deadline,
     )
     checkpoints = on.checkpoints(
         run_dir / "checkpoints",

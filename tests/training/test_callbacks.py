@@ -118,3 +118,25 @@ def test_durations_read_as_a_person_says_them(seconds, text):
     from training.callbacks import _duration
 
     assert _duration(seconds) == text
+
+
+@pytest.mark.parametrize(
+    ("deadline", "resumed_from", "updates"),
+    [
+        (None, 0.0, 120),  # the control: the minute alone, 0.5 s an update
+        (120.0, 0.0, 40),  # 20 s from the start: the deadline comes first
+        (200.0, 0.0, 120),  # past the minute: the minute comes first
+        (120.0, 30.0, 40),  # a resumed run: 20 s more, whatever it had spent
+        (90.0, 0.0, 1),  # already past: one update, then stop
+    ],
+)
+def test_a_deadline_ends_training_by_it_whatever_is_left_of_the_minutes(
+    deadline, resumed_from, updates
+):
+    run = FakeRun()
+    run.now = 100.0  # training begins at 100 s on the clock
+    budget = Budget(max_steps=10_000, max_minutes=1.0, clock=run.clock, deadline=deadline)
+    budget.elapsed_seconds.assign(resumed_from)
+    drive(Progress(budget, every_steps=0, clock=run.clock), budget, run, 1000)
+    assert run.updates_done() == updates and run.stop_training
+    assert budget.reason.startswith("time budget of ")

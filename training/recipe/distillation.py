@@ -123,7 +123,10 @@ def run_distillation(paths: RecipePaths, settings: RecipeSettings) -> RecipeSumm
         )
     student = _student_settings(settings, teacher, choice, corpus, distilled, minutes)
     student_corpus = dataclasses.replace(corpus, train=student.train)
-    train_model(paths, student, student_corpus, shape=(choice.shape, choice.reason))
+    # The stage's minutes run from here: its own start (preparing, planning, building the
+    # model, which a loaded machine slows) is spent from them, not past the job's end.
+    deadline = time.monotonic() + minutes * 60
+    train_model(paths, student, student_corpus, (choice.shape, choice.reason), deadline)
     clock.lap("training")
     _evaluate_teacher(paths, settings, corpus, teacher)
     evaluate_sets(paths, student, corpus, baseline=_teacher_reports(paths))

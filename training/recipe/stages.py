@@ -84,10 +84,13 @@ def train_model(
     settings: RecipeSettings,
     corpus: RecipeCorpus,
     shape: tuple[Shape, str] | None = None,
+    deadline: float | None = None,
 ) -> None:
     """Stage 3: planned training within the time budget (resumed if interrupted).
 
     `shape`: a shape chosen before planning, and why (a distillation's student).
+    `deadline`: a `time.monotonic()` value training ends by, whatever is left of
+    `settings.minutes` (a distillation's, whose minutes are the whole job's).
     """
     print(f"[3/5] training ({settings.minutes:.4g} minutes) -> {paths.run}", flush=True)
     if (paths.run / RUN_MODEL_DIR / MODEL_FILE).is_file():
@@ -97,7 +100,7 @@ def train_model(
     config, request = run_request(paths, settings, corpus, prepared)
     if shape is not None:
         request = dataclasses.replace(request, shape=shape)
-    result = train(config, paths.run, planning=request)
+    result = train(config, paths.run, planning=request, deadline=deadline)
     print(f"  {summary_line(result)}", flush=True)
 
 
