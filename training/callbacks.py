@@ -84,6 +84,8 @@ class Budget(keras.callbacks.Callback):
             A job that owes its minutes as a whole (a distillation) sets it when its
             training stage begins, so the stage's own start (the plan, building the model,
             compiling) comes out of training's time rather than past the job's end.
+            One process' clock: the workers of a multi-worker run would each stop by
+            their own, so a deadline is for a run of one process (as a distillation's).
     """
 
     # Any cadence of updates will do: it stops at the first look past the budget.

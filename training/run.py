@@ -99,8 +99,9 @@ def train(
             `train.log_every_steps` updates and, if 1 (default: when stderr is a
             terminal), a progress bar against the budget.
         deadline: A `time.monotonic()` value by which training must stop, whatever is
-            left of `train.max_minutes` (the whole-job budget of a distillation); None:
-            the minutes alone.
+            left of `train.max_minutes` (the whole-job budget of a distillation), for a
+            run of one process (each worker would read its own clock); None: the
+            minutes alone.
 
     Returns:
         The `TrainResult`.
