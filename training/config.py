@@ -240,11 +240,12 @@ class EvalSection:
 class CheckpointSection:
     """Checkpoints for resuming, and checkpoint averaging for the final model."""
 
-    # Save every this many steps (and at the end).
-    every_steps: int = 1000
+    # Save every this many steps (and at the end); a plan sets it to about a minute's.
+    every_steps: int = 500
     # Keep this many most recent checkpoints.
     keep_last: int = 5
-    # The final model averages the weights of this many last checkpoints (0 or 1 = none).
+    # The final model averages the weights of this many last checkpoints (0 or 1 = none;
+    # under a plan's cadence they are about a minute apart: set every_steps with it).
     average_last: int = 0
 
     def __post_init__(self) -> None:
@@ -363,6 +364,7 @@ PEAK_LEARNING_RATE = ConfigKey.of("optimizer.peak_learning_rate")
 WARMUP_FRACTION = ConfigKey.of("optimizer.warmup_fraction")
 LABEL_SMOOTHING = ConfigKey.of("optimizer.label_smoothing")
 EVAL_EVERY_STEPS = ConfigKey.of("eval.every_steps")
+CHECKPOINT_EVERY_STEPS = ConfigKey.of("checkpoint.every_steps")
 MAX_MINUTES = TRAIN.child("max_minutes")
 INIT_FROM = TRAIN.child("init_from")
 

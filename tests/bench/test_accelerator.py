@@ -75,6 +75,8 @@ def test_the_bundle_runs_the_recipe_without_tensorflow_and_publishes_what_it_lef
     assert re.search(r"\| [\d,]+ target tok/s", log), log[-3000:]
     assert result["tokens_per_second"] > 0
     assert result["compile_seconds"] is not None and result["test_sentences"] == LINES
+    # The compiling figure is the run's own, after its plan (whose timings compile too).
+    assert f"in {result['compile_seconds']:.1f} s, before" in log[log.index("plan: saved") :]
     plan = json.loads((out / "plan.json").read_text())
     assert result["plan"] == plan
 

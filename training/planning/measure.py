@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from training.config import (
     BATCH_TOKENS,
+    CHECKPOINT_EVERY_STEPS,
     DROPOUT,
     EVAL_EVERY_STEPS,
     LABEL_SMOOTHING,
@@ -156,6 +157,7 @@ def given_settings(
         warmup_fraction=value(WARMUP_FRACTION, lambda: config.optimizer.warmup_fraction),
         label_smoothing=value(LABEL_SMOOTHING, lambda: config.optimizer.label_smoothing),
         eval_every_steps=value(EVAL_EVERY_STEPS, lambda: config.eval.every_steps),
+        checkpoint_every_steps=value(CHECKPOINT_EVERY_STEPS, lambda: config.checkpoint.every_steps),
         subword_nbest=value(SUBWORD_NBEST, lambda: config.data.pipeline.subword_nbest),
         subword_alpha=value(SUBWORD_ALPHA, lambda: config.data.pipeline.subword_alpha),
         fine_tuning=bool(init_from),

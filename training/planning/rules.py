@@ -27,6 +27,10 @@ depends on them, by a few small rules, each a documented function below:
   fraction of the updates bought.
 - **Validation cadence** (`choose_eval_every`): validation takes time from updates; a
   short budget validates once, at the end.
+- **Checkpoint cadence** (`choose_checkpoint_every`): about a minute of updates, never
+  under `MIN_CHECKPOINT_UPDATES`: a kill loses at most that, and a save (the weights and
+  Adam's moments copied off the device and written) stays a small share of the time, on
+  a GPU's hundred updates a second as on a CPU's few.
 - **Vocabulary size** (`training.planning.vocabulary`): the data limit grows with the
   corpus' characters (small corpora want small vocabularies; Sennrich and Zhang 2019);
   where it buys few epochs, the compute limit takes a smaller one, whose output layer
@@ -49,6 +53,7 @@ from collections.abc import Mapping
 
 from training.config import (
     BATCH_TOKENS,
+    CHECKPOINT_EVERY_STEPS,
     DROPOUT,
     EVAL_EVERY_STEPS,
     LABEL_SMOOTHING,
@@ -106,6 +111,10 @@ REFERENCE_WARMUP_UPDATES = 80
 VALIDATE_ONCE_UNDER_SECONDS = 20 * 60
 # Validations in a longer run.
 VALIDATIONS_PER_RUN = 8
+# Seconds of training between checkpoints, and the fewest updates between two (a
+# multiple of the default logging cadence, 100, so neither adds looks at the step).
+CHECKPOINT_SECONDS = 60
+MIN_CHECKPOINT_UPDATES = 500
 # Fine-tuning a trained model (`--init-from`) continues a converged network on new data:
 # a tenth of the from-scratch peak rate (continued training for domain adaptation uses a
 # rate near the end of the original schedule, not its peak: Luong & Manning 2015, Chu &
@@ -295,6 +304,7 @@ class Given:
     warmup_fraction: float | None = None
     label_smoothing: float | None = None
     eval_every_steps: int | None = None
+    checkpoint_every_steps: int | None = None
     subword_nbest: int | None = None
     subword_alpha: float | None = None
     # Fine-tuning a trained model (`--init-from`): the fine-tuning rules apply.
@@ -566,10 +576,11 @@ def speed_decides_something(given: Given) -> bool:
     """Whether a measured speed could change the plan.
 
     It can when a value that depends on what the budget buys is unset. Subword sampling
-    depends on nothing: off, or at a constant strength.
+    depends on nothing: off, or at a constant strength; the checkpoint cadence follows
+    a speed where one is timed, but is no reason to time one.
     """
     unset = {f.name for f in dataclasses.fields(given) if getattr(given, f.name) is None}
-    return bool(unset - {"subword_nbest", "subword_alpha"})
+    return bool(unset - {"subword_nbest", "subword_alpha", "checkpoint_every_steps"})
 
 
 def choose_learning_rate(d_model: int) -> float:
@@ -597,6 +608,19 @@ def choose_eval_every(budget: Budget, updates: int) -> int:
     if short:
         return 0
     return max(100, round(updates / VALIDATIONS_PER_RUN / 100) * 100)
+
+
+def choose_checkpoint_every(budget: Budget, updates: int) -> int:
+    """Updates between checkpoints: `CHECKPOINT_SECONDS` of the planned pace, in hundreds.
+
+    At least `MIN_CHECKPOINT_UPDATES`; that alone where the pace is unknown (an update
+    budget, or nothing timed). A fixed cadence saved every few seconds on a GPU, a tenth
+    of a short run (decision D22).
+    """
+    if budget.seconds is None or updates <= 0:
+        return MIN_CHECKPOINT_UPDATES
+    per_minute = updates * CHECKPOINT_SECONDS / budget.seconds
+    return max(MIN_CHECKPOINT_UPDATES, round(per_minute / 100) * 100)
 
 
 def choose_fine_tuning_eval_every(budget: Budget, updates: int) -> int:
@@ -797,6 +821,12 @@ def make_plan(
         shape_choice,
         batch_choice,
         *_training_choices(given, budget, epochs, shape.d_model, updates),
+        _choice(
+            CHECKPOINT_EVERY_STEPS,
+            given.checkpoint_every_steps,
+            choose_checkpoint_every(budget, updates),
+            f"about {CHECKPOINT_SECONDS} s of updates, at least {MIN_CHECKPOINT_UPDATES:,}",
+        ),
     )
     return Plan(
         budget,

@@ -30,7 +30,7 @@ def write_user_config(tmp_path, task, **train):
     config = tiny_raw_config(task, train=train, eval={"bleu": False})
     config["model"]["overrides"] = {"dropout": 0.05}
     del config["optimizer"], config["data"]["pipeline"]["batch_tokens"]
-    del config["eval"]["every_steps"]
+    del config["eval"]["every_steps"], config["checkpoint"]["every_steps"]
     if "max_steps" not in train:
         del config["train"]["max_steps"]
     path = tmp_path / "user.yaml"
@@ -56,6 +56,8 @@ def test_train_plans_what_the_user_left_unset_keeps_the_rest_and_resumes_the_sam
     assert resolved["optimizer"]["peak_learning_rate"] == plan.value("optimizer.peak_learning_rate")
     assert plan.value("optimizer.peak_learning_rate") > 0.005  # narrower than 128: higher
     assert resolved["eval"]["every_steps"] == 0
+    # The checkpoint cadence: the floor, where an update budget gives no pace.
+    assert resolved["checkpoint"]["every_steps"] == plan.value("checkpoint.every_steps") == 500
     assert "plan: model.overrides.dropout = 0.05: set by you" in first.stderr
     summary = first.stdout.strip().splitlines()[0]
     assert summary.startswith("trained 20 updates of the plan's ~20 (yours (2+2 x 64")
@@ -185,6 +187,10 @@ def test_overrides_set_as_a_whole_fix_the_shape_and_its_dropout():
     sampling = ["data.pipeline.subword_nbest=4"]
     given = given_settings(load_config(None, sampling), explicit_keys(None, sampling), (90, 90))
     assert given.subword_nbest == 4 and given.subword_alpha is None  # alpha still planned
+    assert nothing.checkpoint_every_steps is None  # the cadence planned, unless set
+    cadence = ["checkpoint.every_steps=10"]
+    given = given_settings(load_config(None, cadence), explicit_keys(None, cadence), (90, 90))
+    assert given.checkpoint_every_steps == 10
 
 
 def test_a_config_that_sets_every_planned_value_spends_nothing_on_timing(

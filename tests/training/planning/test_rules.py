@@ -5,14 +5,19 @@ import dataclasses
 import pytest
 
 from training.config import (
+    CHECKPOINT_EVERY_STEPS,
+    DEFAULT_CONFIG,
     PEAK_LEARNING_RATE,
     SUBWORD_ALPHA,
     SUBWORD_NBEST,
     Change,
     RunConfig,
     apply_changes,
+    read_config,
 )
 from training.planning.rules import (
+    CHECKPOINT_SECONDS,
+    MIN_CHECKPOINT_UPDATES,
     SHAPES,
     Budget,
     CorpusCounts,
@@ -189,6 +194,43 @@ def test_subword_sampling_set_by_the_user_and_what_the_speed_decides():
     assert mine.value("data.pipeline.subword_nbest") == 4
     assert mine.value("data.pipeline.subword_alpha") == 0.2
     assert not any("subword" in str(change.key) for change in mine.changes())
+
+
+# The narrow shape on an H200 (bench/accelerator's run of 2026-12-04): 1.15M target tokens/s.
+H200 = {
+    name: dataclasses.replace(
+        speed, tokens_per_second=speed.tokens_per_second * 144, batch_tokens=8192
+    )
+    for name, speed in CPU.items()
+}
+
+
+@pytest.mark.parametrize("speeds", [CPU, H200], ids=["cpu", "h200"])
+@pytest.mark.parametrize("minutes", [3, 15, 60])
+def test_checkpoints_come_about_once_a_minute_of_training_whatever_the_machine(speeds, minutes):
+    p = plan(minutes=minutes, speeds=speeds)
+    every = int(p.value(CHECKPOINT_EVERY_STEPS))
+    seconds_per_update = minutes * 60 / p.updates
+    assert every % 100 == 0 and every >= MIN_CHECKPOINT_UPDATES
+    if every > MIN_CHECKPOINT_UPDATES:  # a minute, to the hundred updates
+        assert abs(every * seconds_per_update - CHECKPOINT_SECONDS) <= 100 * seconds_per_update
+    else:  # a minute holds no more than the floor
+        assert p.updates * CHECKPOINT_SECONDS / (minutes * 60) < MIN_CHECKPOINT_UPDATES + 50
+    assert apply_changes(RunConfig(), p.changes()).checkpoint.every_steps == every
+    # A 3-minute run on the GPU saves a few times, not every 500 of its ~30,000 updates.
+    if speeds is H200 and minutes == 3:
+        assert p.updates > 20_000 and p.updates // every <= 3
+
+
+def test_a_checkpoint_cadence_set_by_the_user_is_kept_and_no_reason_to_time():
+    mine = plan(minutes=3, speeds=H200, checkpoint_every_steps=10)
+    assert mine.value(CHECKPOINT_EVERY_STEPS) == 10
+    assert not any(change.key == CHECKPOINT_EVERY_STEPS for change in mine.changes())
+    # Without a timing (an update budget) the floor.
+    updates = make_plan(MULTI30K, Budget(updates=50_000), CPU)
+    assert updates.value(CHECKPOINT_EVERY_STEPS) == MIN_CHECKPOINT_UPDATES
+    # The recipe's default config leaves the cadence to the plan.
+    assert CHECKPOINT_EVERY_STEPS not in read_config(DEFAULT_CONFIG).keys
 
 
 def test_planned_changes_make_a_run_config():
