@@ -28,6 +28,7 @@ _OPTIMIZER = dict(
 _NARROW = ("model.preset=small", *(f"model.overrides.{k}={v}" for k, v in _SHAPE.items()))
 _NARROW += (*(f"optimizer.{k}={v}" for k, v in _OPTIMIZER.items()), "--vocab-size=8000")
 _NARROW += ("data.pipeline.subword_nbest=0",)  # the table had no subword sampling
+_NARROW += ("checkpoint.every_steps=500",)  # and saved as the default config did then
 _SHORT = (*_NARROW, "model.overrides.dropout=0.1", "data.pipeline.batch_tokens=2048")
 _LONG = (*_NARROW, "model.overrides.dropout=0.3", "data.pipeline.batch_tokens=4096")
 MINUTES_TABLE = {
