@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from bench import harness
+from training.config import CheckpointSection
 from training.planning.measure import PLAN_FILE
 from training.planning.rules import Plan
 from training.record import RunRecord
@@ -28,7 +29,7 @@ _OPTIMIZER = dict(
 _NARROW = ("model.preset=small", *(f"model.overrides.{k}={v}" for k, v in _SHAPE.items()))
 _NARROW += (*(f"optimizer.{k}={v}" for k, v in _OPTIMIZER.items()), "--vocab-size=8000")
 _NARROW += ("data.pipeline.subword_nbest=0",)  # the table had no subword sampling
-_NARROW += ("checkpoint.every_steps=500",)  # and saved as the default config did then
+_NARROW += (f"checkpoint.every_steps={CheckpointSection.every_steps}",)  # the config's cadence
 _SHORT = (*_NARROW, "model.overrides.dropout=0.1", "data.pipeline.batch_tokens=2048")
 _LONG = (*_NARROW, "model.overrides.dropout=0.3", "data.pipeline.batch_tokens=4096")
 MINUTES_TABLE = {

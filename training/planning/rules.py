@@ -65,6 +65,7 @@ from training.config import (
     SUBWORD_NBEST,
     WARMUP_FRACTION,
     Change,
+    CheckpointSection,
     ConfigKey,
 )
 from training.planning.vocabulary import (
@@ -111,10 +112,11 @@ REFERENCE_WARMUP_UPDATES = 80
 VALIDATE_ONCE_UNDER_SECONDS = 20 * 60
 # Validations in a longer run.
 VALIDATIONS_PER_RUN = 8
-# Seconds of training between checkpoints, and the fewest updates between two (a
-# multiple of the default logging cadence, 100, so neither adds looks at the step).
+# Seconds of training between checkpoints, and the fewest updates between two: the
+# config's own cadence (a multiple of the default logging cadence, 100, so neither adds
+# looks at the step).
 CHECKPOINT_SECONDS = 60
-MIN_CHECKPOINT_UPDATES = 500
+MIN_CHECKPOINT_UPDATES = CheckpointSection.every_steps
 # Fine-tuning a trained model (`--init-from`) continues a converged network on new data:
 # a tenth of the from-scratch peak rate (continued training for domain adaptation uses a
 # rate near the end of the original schedule, not its peak: Luong & Manning 2015, Chu &
