@@ -89,6 +89,7 @@ from translator.config import SHAPE_FIELDS
 from translator.flops import training_flops
 from translator.host_text import tensorflow_installed
 from translator.io import count_characters, machine_cache_dir, write_atomic
+from translator.pruning import is_cut_model
 
 if TYPE_CHECKING:
     from training.engines.backend import Strategy
@@ -161,6 +162,7 @@ def given_settings(
         subword_nbest=value(SUBWORD_NBEST, lambda: config.data.pipeline.subword_nbest),
         subword_alpha=value(SUBWORD_ALPHA, lambda: config.data.pipeline.subword_alpha),
         fine_tuning=bool(init_from),
+        cut=bool(init_from) and is_cut_model(init_from),
     )
 
 

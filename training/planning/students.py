@@ -3,9 +3,12 @@
 A student (`translator recipe --distill-from TEACHER`) learns from its teacher's
 translations (Kim & Rush 2016) and is served on CPUs, where a sentence's cost is mostly
 its decoder's: one step per target token, each through every decoder block and the
-output layer. So the candidates keep the teacher's width and a deep encoder (encoding
-runs once per sentence, in parallel) and cut the decoder to two blocks or one (Kasai et
-al. 2021), and the last one halves the width as well. The rule takes the largest
+output layer. So the candidates keep an encoder at least as deep as the decoder was
+(encoding runs once per sentence, in parallel) and cut the decoder to two blocks or one
+(Kasai et al. 2021). The two at the teacher's width are cut from the teacher itself: its
+encoder and some of its decoder blocks, weights and all (`teacher_blocks`), which learn
+the teacher's translations faster than random weights do; the last candidate halves the
+width, and starts from random weights with a deeper encoder. The rule takes the largest
 candidate whose decoding, timed beside the teacher's, is at least the asked-for times
 faster. Pure Python: the timing is `training.recipe.teacher`'s.
 """
@@ -17,10 +20,11 @@ from collections.abc import Mapping
 
 from training.planning.rules import Shape
 from translator.config import TransformerConfig
+from translator.pruning import evenly_spaced_blocks
 
 # How many times faster than the teacher a student must decode, unless the user says.
 DEFAULT_SPEEDUP = 2.0
-# Encoder blocks of a student: at least this many (or the teacher's, if it has more).
+# Encoder blocks of a half-width student: at least this many (or the teacher's, if more).
 STUDENT_ENCODER_LAYERS = 6
 
 
@@ -41,14 +45,35 @@ def student_shapes(teacher: TransformerConfig, preset: str) -> tuple[Shape, ...]
         teacher: The teacher's architecture (its width and depth).
         preset: The preset name the shapes carry (their other fields are the teacher's).
     """
-    encoder = max(teacher.num_encoder_layers, STUDENT_ENCODER_LAYERS)
+    cut = teacher.num_encoder_layers
+    deep = max(teacher.num_encoder_layers, STUDENT_ENCODER_LAYERS)
     d, heads, ffn = teacher.d_model, teacher.num_heads, teacher.ffn_dim
     half_heads = max(1, heads // 2) if (d // 2) % max(1, heads // 2) == 0 else heads
+    two = (Shape("student-2", preset, cut, 2, d, heads, ffn),)
     return (
-        Shape("student-2", preset, encoder, 2, d, heads, ffn),
-        Shape("student-1", preset, encoder, 1, d, heads, ffn),
-        Shape("student-1-half", preset, encoder, 1, d // 2, half_heads, ffn // 2),
+        *(two if teacher.num_decoder_layers > 2 else ()),
+        Shape("student-1", preset, cut, 1, d, heads, ffn),
+        Shape("student-1-half", preset, deep, 1, d // 2, half_heads, ffn // 2),
     )
+
+
+def teacher_blocks(teacher: TransformerConfig, student: Shape) -> tuple[int, ...]:
+    """The teacher's decoder blocks a student starts from; () if it starts from random.
+
+    A student is cut from its teacher when it has the teacher's width and encoder: it
+    keeps the teacher's embeddings, output layer and encoder, and decoder blocks evenly
+    spaced from the teacher's first to its last (one block: the last).
+    """
+    same_width = (student.d_model, student.num_heads, student.ffn_dim) == (
+        teacher.d_model,
+        teacher.num_heads,
+        teacher.ffn_dim,
+    )
+    if not same_width or student.encoder_layers != teacher.num_encoder_layers:
+        return ()
+    if student.decoder_layers > teacher.num_decoder_layers:
+        return ()
+    return evenly_spaced_blocks(teacher.num_decoder_layers, student.decoder_layers)
 
 
 def choose_student(

@@ -9,13 +9,16 @@ The stages, all within `--minutes` (the whole job, not only training):
 2. the teacher's vocabulary, which the student keeps;
 3. the student's shape: each candidate of `training.planning.students` is timed beside
    the teacher, and the largest that decodes `--student-speedup` times faster is taken
-   (or `--student NAME`);
+   (or `--student NAME`); one at the teacher's width is cut from the teacher
+   (`WORKDIR/student-init`: its encoder and some decoder blocks, weights and all);
 4. the teacher translates the training sources with beam search (`distill`: chunked,
    resumable, kept), unless the student learns the references (`--student-data
    original`, the control); if that would take over half the budget the job stops first
    and says how many pairs fit;
 5. the student trains on the teacher's translations (`--student-data both`: beside the
-   references), for what is left of the budget after a reserve for stages 6 and 7;
+   references), for what is left of the budget after a reserve for stages 6 and 7; a cut
+   student as a fine-tuning does (`--init-from`: its validation before the first update,
+   the best model kept);
 6. the teacher and the student translate each test set, scored side by side, with their
    decoding speeds (the student's report tests it against the teacher's translations);
 7. the student's SavedModel, and its CTranslate2 export at the compute type that decodes
@@ -39,6 +42,7 @@ from training.planning.students import (
     choose_student,
     named_student,
     student_shapes,
+    teacher_blocks,
 )
 from training.recipe.corpus import RecipeCorpus, languages, prepare_data
 from training.recipe.ct2_stage import CT2_COMPUTE_TYPES, CT2_TIMED_LINES, export_fastest_ctranslate2
@@ -55,8 +59,10 @@ from training.recipe.teacher import (
     sample_files,
     time_decoding,
 )
+from translator.artifacts import MODEL_FILE, VOCAB_DIR, load_model, read_model_dir, save_model_dir
 from translator.config import ARCHITECTURE_FIELDS
 from translator.io import atomic_directory, count_lines, read_lines, write_atomic
+from translator.pruning import CUT_FROM, keep_decoder_blocks
 
 # What the student learns: the teacher's translations, them beside the references, or
 # only the references (the control, with no teacher translation).
@@ -70,6 +76,8 @@ TRAINING_END_SECONDS = 10.0
 EVALUATION_OVERHEAD_SECONDS = 6.0
 EXPORT_SECONDS = 15.0
 DISTILL_FILE = "distill.json"
+# A student cut from its teacher: the model directory its training starts from.
+STUDENT_INIT_DIR = "student-init"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,6 +119,8 @@ def run_distillation(paths: RecipePaths, settings: RecipeSettings) -> RecipeSumm
     clock.lap("vocabulary")
     choice, timing = _student(paths, settings, teacher, corpus)
     clock.lap("timing")
+    init = _cut_student(paths, teacher, choice)
+    clock.lap("cut")
     distilled = _translated(paths, settings, teacher, corpus, timing, budget - clock.total)
     clock.lap("translation")
     reserve = _reserve(corpus, timing, choice)
@@ -121,7 +131,7 @@ def run_distillation(paths: RecipePaths, settings: RecipeSettings) -> RecipeSumm
             f"{clock.total:.0f} s of data, timing and translation and {reserve:.0f} s held "
             "for evaluation and export; give more minutes"
         )
-    student = _student_settings(settings, teacher, choice, corpus, distilled, minutes)
+    student = _student_settings(settings, teacher, choice, corpus, distilled, minutes, init)
     student_corpus = dataclasses.replace(corpus, train=student.train)
     # The stage's minutes run from here: its own start (preparing, planning, building the
     # model, which a loaded machine slows) is spent from them, not past the job's end.
@@ -205,6 +215,29 @@ def _student(
     return choice, timing
 
 
+def _cut_student(paths: RecipePaths, teacher: Teacher, choice: StudentChoice) -> Path | None:
+    """Stage 3's end: a student at the teacher's width, cut from it; None for another."""
+    blocks = teacher_blocks(teacher.config, choice.shape)
+    if not blocks:
+        return None
+    out = paths.workdir / STUDENT_INIT_DIR
+    numbers = ", ".join(str(block + 1) for block in blocks)
+    if not (out / MODEL_FILE).is_file():
+        files = read_model_dir(teacher.directory)
+        student = keep_decoder_blocks(load_model(files).model, blocks)
+        source, target = teacher.languages
+        metadata = {
+            CUT_FROM: {"model": str(teacher.directory), "decoder_blocks": list(blocks)},
+            "config": {"data": {"source_lang": source, "target_lang": target}},
+        }
+        save_model_dir(out, student, teacher.directory / VOCAB_DIR, metadata)
+    print(
+        f"  cut from the teacher: its encoder and decoder block(s) {numbers} -> {out}",
+        flush=True,
+    )
+    return out
+
+
 def _translated(
     paths: RecipePaths,
     settings: RecipeSettings,
@@ -260,8 +293,12 @@ def _student_settings(
     corpus: RecipeCorpus,
     distilled: tuple[Distilled, ...],
     minutes: float,
+    init: Path | None,
 ) -> RecipeSettings:
-    """The recipe's settings for training the student: its data, shape and minutes."""
+    """The recipe's settings for training the student: its data, shape, start and minutes.
+
+    `init`: the cut student's model directory, which training starts from.
+    """
     architecture = {
         name: getattr(teacher.config, name)
         for name in ARCHITECTURE_FIELDS
@@ -274,7 +311,9 @@ def _student_settings(
     train = tuple(d.files for d in distilled)
     if settings.student_data != "distilled":
         train += corpus.train
-    return dataclasses.replace(settings, config=config, train=train, minutes=minutes)
+    return dataclasses.replace(
+        settings, config=config, train=train, minutes=minutes, init_from=init
+    )
 
 
 def _teacher_reports(paths: RecipePaths) -> Path:

@@ -303,3 +303,9 @@ def test_fine_tuning_continues_a_trained_model_gently_and_validates_through_the_
         )
         == 1e-3
     )
+    # A model cut from a larger one (a distillation's student) takes three tenths.
+    cut = plan(topic, minutes, speeds, shape=shape, fine_tuning=True, cut=True)
+    cut_rate = cut.value("optimizer.peak_learning_rate")
+    assert cut_rate == pytest.approx(3 * rate, rel=0.05)
+    assert "cut from a larger one" in " ".join(choice.reason for choice in cut.choices)
+    assert cut.value("optimizer.warmup_fraction") == 0.05

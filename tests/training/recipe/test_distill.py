@@ -13,13 +13,19 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.support.cli import in_process
 from tests.support.corpora import write_copy_corpus, write_lines
 from tests.support.missing import DEV_EXTRA, need_module
 from tests.support.serving import run_saved_model_reference
 from training.planning.rules import SHAPES, Shape
-from training.planning.students import choose_student, named_student, student_shapes
+from training.planning.students import (
+    choose_student,
+    named_student,
+    student_shapes,
+    teacher_blocks,
+)
 from training.recipe import distill
 from training.recipe.corpus import RecipeCorpus
 from training.recipe.settings import RecipePaths, TrainFiles
@@ -48,9 +54,10 @@ def teacher_dir(tmp_path_factory, corpus_files) -> Path:
     build_vocabulary(
         [corpus_files[0]], [corpus_files[1]], vocab, vocab_size=39, byte_fallback=False
     )
-    # EOS made likely: the random model's sentences end at various lengths.
+    # EOS made likely: the random model's sentences end at various lengths. Two decoder
+    # blocks: its `student-1` is cut from it (the encoder and the last block).
     model = tiny_model(
-        39, seed=4, logit_scale=3.0, eos_bias=2.0, num_encoder_layers=1, num_decoder_layers=1
+        39, seed=6, logit_scale=3.0, eos_bias=2.0, num_encoder_layers=2, num_decoder_layers=2
     )
     return save_model_dir(root / "model", model, vocab, LANGS)
 
@@ -209,12 +216,34 @@ def test_a_translation_over_half_the_budget_stops_first_and_names_what_fits(
 def test_student_shapes_have_a_deep_encoder_and_a_shallow_decoder():
     teacher = TransformerConfig.preset("small", vocab_size=8000)
     candidates = student_shapes(teacher, "small")
-    assert [(s.encoder_layers, s.decoder_layers) for s in candidates] == [(6, 2), (6, 1), (6, 1)]
+    # The teacher's encoder at its width (they are cut from it), six blocks at half.
+    encoder = teacher.num_encoder_layers
+    assert [(s.encoder_layers, s.decoder_layers) for s in candidates] == [
+        (encoder, 2),
+        (encoder, 1),
+        (6, 1),
+    ]
     assert candidates[0].d_model == teacher.d_model and candidates[2].d_model < teacher.d_model
     assert [s.parameters for s in candidates] == sorted(
         (s.parameters for s in candidates), reverse=True
     )
-    assert candidates[1].describe().startswith("student-1 (6+1 x ")
+    assert candidates[1].describe().startswith(f"student-1 ({encoder}+1 x ")
+
+
+def test_students_at_the_teachers_width_are_cut_from_it():
+    """A narrow teacher (4+4 x 128): its encoder and its decoder's last, or first and last."""
+    teacher = TransformerConfig.preset(
+        "small", vocab_size=8000, num_encoder_layers=4, num_decoder_layers=4, d_model=128,
+        ffn_dim=256,
+    )  # fmt: skip
+    two, one, half = student_shapes(teacher, "small")
+    assert (two.depth, one.depth, half.depth) == ("4+2", "4+1", "6+1")
+    assert teacher_blocks(teacher, two) == (0, 3) and teacher_blocks(teacher, one) == (3,)
+    assert teacher_blocks(teacher, half) == ()  # another width: random weights
+    # A two-block teacher has no two-block student; its one is cut from its last block.
+    shallow = dataclasses.replace(teacher, num_decoder_layers=2)
+    (one, half) = student_shapes(shallow, "small")
+    assert one.name == "student-1" and teacher_blocks(shallow, one) == (1,)
 
 
 def test_the_largest_student_fast_enough_is_chosen_else_the_fastest():
@@ -255,14 +284,18 @@ def test_a_distilled_student_trains_evaluates_beside_its_teacher_and_exports(
     result = in_process(capsys, *args)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((work / "distill.json").read_text())
-    assert report["student"].startswith("student-1 (6+1 x 32")
+    assert report["student"].startswith("student-1 (2+1 x 32")
+    # Cut from the teacher: its encoder and last decoder block, and trained from there.
+    _assert_cut_from(work / "student-init", teacher_dir, block=1)
+    run = yaml.safe_load((work / "run" / "config.yaml").read_text())
+    assert run["train"]["init_from"] == str(work / "student-init")
     # The whole job within its budget, but for the test sets' translation: the reserve
     # predicts it at source lengths, and a student trained for seconds may write to the
     # length limit (52 s here once, against ~5 predicted).
     seconds = report["seconds"]
     assert sum(seconds.values()) - seconds["evaluation"] <= 1.05 * 150, str(seconds)
     plan = json.loads((work / "run" / "plan.json").read_text())
-    assert (plan["shape"]["encoder_layers"], plan["shape"]["decoder_layers"]) == (6, 1)
+    assert (plan["shape"]["encoder_layers"], plan["shape"]["decoder_layers"]) == (2, 1)
     out = result.stdout
     assert "vs teacher:  news: BLEU " in out and "minutes:     " in out
     assert (work / "eval-teacher" / "news" / "report.json").is_file()
@@ -281,3 +314,19 @@ def test_a_distilled_student_trains_evaluates_beside_its_teacher_and_exports(
     reloaded = run_saved_model_reference(work / "export" / "1", sentences)
     hypotheses = read_lines(work / "eval" / "news" / "translations.yy")[:8]
     assert reloaded["batch"]["translations"] == hypotheses
+
+
+def _assert_cut_from(student_dir: Path, teacher_dir: Path, block: int) -> None:
+    """The student's weights are the teacher's, its one decoder block the teacher's `block`."""
+    import numpy as np
+
+    from translator.artifacts import load_model_dir
+
+    student, teacher = (load_model_dir(d).model for d in (student_dir, teacher_dir))
+    assert student.config.num_decoder_layers == 1
+    pairs = [(student.decoder_blocks[0], teacher.decoder_blocks[block])]
+    pairs += list(zip(student.encoder_blocks, teacher.encoder_blocks, strict=True))
+    pairs += [(student.source_embedding, teacher.source_embedding)]
+    for ours, theirs in pairs:
+        for mine, original in zip(ours.weights, theirs.weights, strict=True):
+            np.testing.assert_array_equal(np.asarray(mine), np.asarray(original))
