@@ -156,9 +156,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=float,
         default=2.0,
         metavar="X",
-        help="the student is the largest shape (a deep encoder, a decoder of 2 or 1 "
-        "blocks) whose beam search, timed beside the teacher's here, is at least X times "
-        "faster (default: 2)",
+        help="the student is the largest shape (the teacher's encoder and 2 or 1 of its "
+        "decoder blocks, cut from it, weights and all; or a half-width one of 6+1 blocks "
+        "from random weights) whose beam search, timed beside the teacher's here, is at "
+        "least X times faster (default: 2)",
     )
     student.add_argument(
         "--student",

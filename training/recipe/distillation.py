@@ -59,7 +59,13 @@ from training.recipe.teacher import (
     sample_files,
     time_decoding,
 )
-from translator.artifacts import MODEL_FILE, VOCAB_DIR, load_model, read_model_dir, save_model_dir
+from translator.artifacts import (
+    METADATA_FILE,
+    VOCAB_DIR,
+    load_model,
+    read_model_dir,
+    save_model_dir,
+)
 from translator.config import ARCHITECTURE_FIELDS
 from translator.io import atomic_directory, count_lines, read_lines, write_atomic
 from translator.pruning import CUT_FROM, keep_decoder_blocks
@@ -222,12 +228,15 @@ def _cut_student(paths: RecipePaths, teacher: Teacher, choice: StudentChoice) ->
         return None
     out = paths.workdir / STUDENT_INIT_DIR
     numbers = ", ".join(str(block + 1) for block in blocks)
-    if not (out / MODEL_FILE).is_file():
+    record = {"model": str(teacher.directory), "decoder_blocks": list(blocks)}
+    kept = out / METADATA_FILE
+    # Kept for a resumed job; cut again if another student was asked for since.
+    if not kept.is_file() or json.loads(kept.read_text("utf-8")).get(CUT_FROM) != record:
         files = read_model_dir(teacher.directory)
         student = keep_decoder_blocks(load_model(files).model, blocks)
         source, target = teacher.languages
         metadata = {
-            CUT_FROM: {"model": str(teacher.directory), "decoder_blocks": list(blocks)},
+            CUT_FROM: record,
             "config": {"data": {"source_lang": source, "target_lang": target}},
         }
         save_model_dir(out, student, teacher.directory / VOCAB_DIR, metadata)

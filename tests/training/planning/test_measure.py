@@ -193,6 +193,22 @@ def test_overrides_set_as_a_whole_fix_the_shape_and_its_dropout():
     assert given.checkpoint_every_steps == 10
 
 
+def test_a_model_cut_from_a_larger_one_is_fine_tuned_as_a_cut(tmp_path):
+    """`train.init_from` naming a model whose metadata records a cut: `Given.cut`."""
+    from training.config import load_config
+    from training.planning.measure import given_settings
+
+    model = tmp_path / "student"
+    model.mkdir()
+    (model / "metadata.json").write_text(json.dumps({"cut_from": {"model": "t"}}))
+    cut = [f"train.init_from={model}"]
+    given = given_settings(load_config(None, cut), explicit_keys(None, cut), (90, 90))
+    assert given.fine_tuning and given.cut
+    (model / "metadata.json").write_text(json.dumps({"step": 100}))  # a trained model
+    given = given_settings(load_config(None, cut), explicit_keys(None, cut), (90, 90))
+    assert given.fine_tuning and not given.cut
+
+
 def test_a_config_that_sets_every_planned_value_spends_nothing_on_timing(
     copy_task, tmp_path, capsys
 ):

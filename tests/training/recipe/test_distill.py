@@ -330,3 +330,26 @@ def _assert_cut_from(student_dir: Path, teacher_dir: Path, block: int) -> None:
     for ours, theirs in pairs:
         for mine, original in zip(ours.weights, theirs.weights, strict=True):
             np.testing.assert_array_equal(np.asarray(mine), np.asarray(original))
+
+
+def test_a_cut_is_kept_for_a_resumed_job_and_made_again_for_another_student(teacher_dir, tmp_path):
+    from training.planning.students import StudentChoice
+    from training.recipe import distillation
+
+    paths = RecipePaths(tmp_path)
+    teacher = find_teacher(paths, teacher_dir)
+    one, half = student_shapes(teacher.config, "tiny")
+    out = distillation._cut_student(paths, teacher, StudentChoice(one, {}, ""))
+    weights, record = out / "model.keras", out / "metadata.json"
+    made = weights.stat().st_mtime_ns
+    assert distillation._cut_student(paths, teacher, StudentChoice(one, {}, "")) == out
+    assert weights.stat().st_mtime_ns == made  # kept
+    # A cut of other blocks (an earlier --student) is made again.
+    other = json.loads(record.read_text())
+    other["cut_from"]["decoder_blocks"] = [0]
+    record.write_text(json.dumps(other))
+    distillation._cut_student(paths, teacher, StudentChoice(one, {}, ""))
+    assert json.loads(record.read_text())["cut_from"]["decoder_blocks"] == [1]
+    _assert_cut_from(out, teacher_dir, block=1)
+    # The half-width student starts from random weights: nothing is cut.
+    assert distillation._cut_student(paths, teacher, StudentChoice(half, {}, "")) is None
