@@ -198,3 +198,32 @@ def test_the_prepared_validation_set_gives_the_texts_validation_loss(copy_task, 
     from_text, from_prepared = loss(text), loss(ours)
     assert from_prepared["tokens"] == from_text["tokens"] > 0  # every real target token
     assert from_prepared["loss"] == pytest.approx(from_text["loss"], rel=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_a_stepper_trains_as_fit_does(copy_task, tmp_path, backend):
+    """The planner's timing in turn steps two models outside `fit` (`stepper`): a few
+    updates a call, on the same batches, the model ends where `fit`'s ends and counts
+    the same tokens; fed one batch late (the control), it ends elsewhere."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.support.paths import SCRIPTS
+    from tests.support.runs import script_env, tiny_run_config
+    from training.config import dump_config
+
+    config = tiny_run_config(copy_task, train={"max_steps": 6, "backend": backend})
+    dump_config(config, tmp_path / "config.yaml")
+    done = subprocess.run(
+        [sys.executable, str(SCRIPTS / "stepper_as_fit.py"), backend,
+         str(tmp_path / "config.yaml"), str(tmp_path / "out.json")],
+        env=script_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((tmp_path / "out.json").read_text())
+    assert result["backend"] == backend
+    assert result["trained"] > 1e-3  # (the premise: six updates move the weights)
+    assert result["difference"] < 1e-6, result
+    assert result["stepper_tokens"] == result["fit_tokens"] > 0
+    assert result["control"] > 1e-3, result

@@ -23,6 +23,7 @@ import math
 import os
 import time
 import types
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -231,6 +232,32 @@ class JaxTranslationTrainer(TranslationTrainer):
             rate = self._schedule(self.updates_done())
         return float(ops.convert_to_numpy(rate))
 
+    def stepper(self, data) -> Callable[[int], float]:
+        """Updates on `data` outside `fit`, a few at a time: the loop's own step.
+
+        The planner times two models in turn with it (`training.planning.measure.
+        measure_in_turn`). The batch shapes are compiled first (`expect_shapes`), as
+        `fit` does before its clock; the state stays on the devices between calls, and
+        `sync_state` writes it back (until the next `fit`).
+
+        Args:
+            data: NumPy batches, or a dataset that gives them (`as_numpy_iterator`).
+
+        Returns:
+            `step(n)`: makes `n` updates on the next batches of `data` and returns, once
+            they are done, the target tokens they trained.
+        """
+        loop = _Loop(self, callbacks=())
+        loop.compile_ahead()
+        self._loop = loop
+        batches = data.as_numpy_iterator() if hasattr(data, "as_numpy_iterator") else iter(data)
+
+        def step(n: int) -> float:
+            tokens = [loop.update(loop.place(next(batches))).tokens for _ in range(n)]
+            return float(np.sum(jax.device_get(tokens)))  # (waits for them)
+
+        return step
+
     def fit(
         self,
         x,
@@ -295,7 +322,7 @@ class _Loop:
 
     def run(self, x, epochs, initial_epoch, steps_per_epoch, validation_data):
         batches = x.as_numpy_iterator() if hasattr(x, "as_numpy_iterator") else iter(x)
-        self._compile_ahead()
+        self.compile_ahead()
         history = {"loss": []}
         trainer, callbacks = self.trainer, self.callbacks
         trainer.stop_training = False
@@ -319,12 +346,7 @@ class _Loop:
         loss_sum = tokens = 0.0
         pending, looked = [], time.monotonic()
         for index in range(steps):
-            batch = self.place(next(batches))
-            # Nothing inside an interval reads from the device: a read would wait for it.
-            with jax.transfer_guard_device_to_host("disallow_explicit"):
-                self.state, result = self.step.update(self.state, batch)
-            pending.append(result)
-            self.updates += 1
+            pending.append(self.update(self.place(next(batches))))
             due = self.updates % self.every == 0 or index == steps - 1
             if not due and time.monotonic() - looked < MAX_SECONDS_UNSEEN:
                 continue
@@ -340,6 +362,14 @@ class _Loop:
                 break
         return {"loss": loss_sum / max(tokens, 1.0), "tokens": tokens}
 
+    def update(self, batch):
+        """One update on a batch placed on the devices; its (unread) loss sum and tokens."""
+        # Nothing between looks reads from the device: a read would wait for it.
+        with jax.transfer_guard_device_to_host("disallow_explicit"):
+            self.state, result = self.step.update(self.state, batch)
+        self.updates += 1
+        return result
+
     def _validation_loss(self, validation_data) -> float:
         """The token-weighted validation loss, summed on the devices, read once."""
         batches = validation_data
@@ -349,7 +379,7 @@ class _Loop:
         loss_sum, tokens = np.sum(jax.device_get(sums), axis=0)
         return float(loss_sum / max(tokens, 1.0))
 
-    def _compile_ahead(self) -> None:
+    def compile_ahead(self) -> None:
         """Compiles the step for every shape the input will bring, before the clock."""
         shapes = self.trainer.batch_shapes
         if not shapes:

@@ -9,6 +9,7 @@ as usual.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import keras
@@ -152,6 +153,38 @@ class TranslationTrainer(keras.Model):
 
     def sync_state(self) -> None:
         """Nothing on TensorFlow: its variables are current after every step."""
+
+    def stepper(self, data) -> Callable[[int], float]:
+        """Updates on `data` outside `fit`, a few at a time: `fit`'s own step function.
+
+        The planner times two models in turn with it (`training.planning.measure.
+        measure_in_turn`), which `fit`, one model's loop to its end, cannot do.
+
+        Args:
+            data: The training input (a dataset, distributed or not).
+
+        Returns:
+            `step(n)`: makes `n` updates on the next batches of `data` and returns, once
+            they are done, the target tokens they trained (all replicas').
+        """
+        import numpy as np
+        import tensorflow as tf
+
+        self.make_train_function()
+        if not isinstance(data, tf.distribute.DistributedDataset):
+            data = self.distribute_strategy.experimental_distribute_dataset(data)
+        batches = iter(data)
+        self.reset_metrics()
+        seen = [0.0]  # the token counter's total (it sums since the reset)
+
+        def step(n: int) -> float:
+            for _ in range(n):
+                logs = self.train_function(batches)
+            total = float(np.asarray(logs["tokens"]).reshape(-1)[0])  # (waits for them)
+            done, seen[0] = total - seen[0], total
+            return done
+
+        return step
 
     def current_learning_rate(self) -> float:
         """The rate of the current update (a schedule's value, or a plain float)."""

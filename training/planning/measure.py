@@ -108,12 +108,15 @@ MEASURE_SHARE = 0.10
 # Updates run before the timed ones (the first carries the tracing), and timed updates.
 WARMUP_UPDATES = 2
 TIMED_UPDATES = 8
-# The vocabulary's split is the difference of two timings, so it takes longer ones (eight
-# updates put the output layer's share anywhere from 0 to 31% where runs said ~0%;
-# bench/RESULTS.md, "Vocabulary by the budget"): this many updates each, for at most
-# this many seconds (outside the budget, as the vocabulary's cost).
+# The vocabulary's split is the difference of two speeds, so it takes longer timings
+# (eight updates put the output layer's share anywhere from 0 to 31% where runs said
+# ~0%), of both models in turn (two timings one after the other drift apart as the
+# machine does; bench/RESULTS.md, "Vocabulary by the budget"): this many updates each,
+# in turns of `TURN_UPDATES`, for at most this many seconds each (outside the budget,
+# as the vocabulary's cost).
 SPLIT_TIMED_UPDATES = 32
 SPLIT_MEASURE_SECONDS = 20.0
+TURN_UPDATES = 4
 ENDLESS = 2**31 - 1  # updates of a timing `fit`: it ends when timed enough
 # The batch tokens a shape is timed at, unless the user set the batch: the middle of what
 # plans on a CPU use (a token costs about the same at the others there).
@@ -408,6 +411,84 @@ def measure_speed(
     return _speed(clock, warmup, batch_tokens, strategy, trainer.compiled_seconds)
 
 
+def measure_in_turn(
+    shape: Shape,
+    batch_tokens: int,
+    config: RunConfig,
+    vocabulary: Vocabulary,
+    strategy: Strategy,
+    output: int,
+    seconds: float,
+    *,
+    updates: int = SPLIT_TIMED_UPDATES,
+    turn: int = TURN_UPDATES,
+) -> tuple[Speed, Speed]:
+    """Times `shape` under the run's vocabulary and under `output` entries, in turn.
+
+    Two models, the run's and one whose joint vocabulary has `output` entries (its batches
+    the run's, every id taken modulo the size: `measure_speed`), make `turn` updates
+    each in turn, in the order ABBA ABBA..., each turn timed on its own: the machine's
+    drift over the timing, which two timings one after the other each read apart, falls
+    on both alike. Each model's first turn (its tracing, first kernels) is not timed.
+
+    Args:
+        shape: The chosen shape.
+        batch_tokens: Batch tokens per replica.
+        config: The run config.
+        vocabulary: The run's vocabulary.
+        strategy: The run's strategy (on one worker: the turns are timed on its clock).
+        output: The smaller joint vocabulary's size.
+        seconds: Stop after the turn that passes this many seconds for both models
+            together (at least two turns each are timed).
+        updates: Updates timed per model, at most.
+        turn: Updates per turn.
+
+    Returns:
+        The speeds under the run's vocabulary and under `output` entries.
+    """
+    from training.engines.backend import engine
+    from training.engines.tf_trainer import build_trainer
+    from training.inputs import timing_input
+
+    config = with_shape(config, shape, batch_tokens)
+    run_sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
+    steps, compiled = [], 0.0
+    for sizes, limit in ((run_sizes, None), ((output, output), output)):
+        trainer, _ = build_trainer(
+            config,
+            config.model.transformer_config(*sizes),
+            strategy,
+            steps_per_execution=1,
+            trainer_class=engine().trainer,
+        )
+        data, shapes = timing_input(config, vocabulary, strategy, id_limit=limit)
+        trainer.expect_shapes(shapes)
+        steps.append(trainer.stepper(data))
+        compiled += trainer.compiled_seconds
+    for step in steps:
+        step(turn)  # (untimed)
+    spent, tokens, turns = [0.0, 0.0], [0.0, 0.0], 0
+    started = time.monotonic()
+    while turns * turn < updates and (turns < 2 or time.monotonic() - started < seconds):
+        for model in (0, 1) if turns % 2 == 0 else (1, 0):
+            begun = time.monotonic()
+            tokens[model] += steps[model](turn)
+            spent[model] += time.monotonic() - begun
+        turns += 1
+    timed = turns * turn
+    rates = strategy.worker_means(*(tokens[m] / max(spent[m], 1e-9) for m in (0, 1)))
+    return tuple(
+        Speed(
+            rates[m],
+            tokens[m] / timed,
+            batch_tokens,
+            measured=True,
+            compile_seconds=compiled / 2,
+        )
+        for m in (0, 1)
+    )
+
+
 def _clock(warmup: int, updates: int, seconds: float):
     """A callback that looks at the clock after each batch, and stops the timing.
 
@@ -548,16 +629,13 @@ class Timing:
         *,
         always: bool = False,
         output: int | None = None,
-        again: bool = False,
-        split: bool = False,
     ) -> Speed | None:
         """The shape's speed at `batch_tokens`: cached, else timed, else None.
 
         Timed if `always`, or if it fits (`may_time`); `output`: under a smaller joint
-        vocabulary of that size (`measure_speed`); `again`: timed even if cached;
-        `split`: one of the vocabulary's two timings, longer than a shape's.
+        vocabulary of that size (`measure_speed`).
         """
-        speed = None if again else self.cache.get(shape, batch_tokens, output)
+        speed = self.cache.get(shape, batch_tokens, output)
         if speed is not None:
             return speed
         if not (always or self.may_time()):
@@ -575,14 +653,43 @@ class Timing:
             self.config,
             self.vocabulary,
             self.strategy,
-            SPLIT_MEASURE_SECONDS if split else max(self.left(), MIN_MEASURE_SECONDS),
-            updates=SPLIT_TIMED_UPDATES if split else TIMED_UPDATES,
+            max(self.left(), MIN_MEASURE_SECONDS),
             output=output,
         )
         self.compiled += speed.compile_seconds
         self.charged += max(self.clock() - started - speed.compile_seconds, 0.0)
         self.cache.put(shape, batch_tokens, speed, output)
         return speed
+
+    def split(self, shape: Shape, batch_tokens: int, output: int) -> tuple[Speed, Speed]:
+        """The shape's speeds under the run's vocabulary and under `output` entries.
+
+        Timed in turn (`measure_in_turn`), whatever the share left, and not charged to
+        the budget: the vocabulary's cost (`for_vocabulary`). The smaller one is cached
+        here; the run's, the caller's to keep.
+        """
+        log.info(
+            "plan: timing %s at %d batch tokens under %s and %s vocabulary entries, in turn",
+            shape.describe(),
+            batch_tokens,
+            f"{self.vocabulary.target_vocab_size:,}",
+            f"{output:,}",
+        )
+        started = self.clock()
+        full, small = measure_in_turn(
+            shape,
+            batch_tokens,
+            self.config,
+            self.vocabulary,
+            self.strategy,
+            output,
+            2 * SPLIT_MEASURE_SECONDS,
+        )
+        compiled = full.compile_seconds + small.compile_seconds
+        self.compiled += compiled
+        self.for_vocabulary += max(self.clock() - started - compiled, 0.0)
+        self.cache.put(shape, batch_tokens, small, output)
+        return full, small
 
 
 def time_shapes(
@@ -797,38 +904,28 @@ def _timed_output_cost(
 ) -> tuple[VocabularyTrade, Speed | None] | None:
     """`trade` with a token's seconds timed at its size and the smallest candidate's.
 
-    A step's time is linear in the vocabulary's size (one projection, one softmax), so two
-    timings of the chosen shape and batch give it at any size. The first timing in a
-    process pays first uses (kernels set up per batch shape) that a second, sharing every
-    shape but the output layer's, does not: after the smaller size, the run's own is timed
-    again, and the two warm timings give the split (the warm one is returned too). Timed
-    whatever the share left, as the first shape is, but where workers would have to agree
-    on it, and not charged to the budget (`Timing.for_vocabulary`). `time=False`: from
-    the cache only. None: not timed (a scale of FLOPs stays), or no smaller candidate.
+    A step's time is linear in the vocabulary's size (one projection, one softmax), so the
+    chosen shape and batch timed at two sizes give it at any size. Both are timed in
+    turn (`Timing.split`), warm, whatever the share left, but where workers would have to
+    agree on it, and not charged to the budget; the run's speed so timed, warm and longer
+    than the shape's first timing, is returned too (what the budget buys). `time=False`:
+    from the cache only. None: not timed (a scale of FLOPs stays), or no smaller
+    candidate.
     """
     smallest = vocab_candidates(trade.size)[-1]
     if smallest >= trade.size:
         return None
-    always = time and not timing.strategy.spans_workers()
     shape, batch = plan.shape, plan.batch_tokens
-    fresh = timing.cache.get(shape, batch, smallest) is None
-    if fresh and not time:
-        return None
-    charged = timing.charged
-    at_smallest = timing.speed(shape, batch, always=always, output=smallest, split=True)
-    warm = None
-    if at_smallest is not None and fresh:
-        warm = timing.speed(shape, batch, always=always, again=True, split=True)
-    timing.for_vocabulary += timing.charged - charged
-    timing.charged = charged
-    if fresh and at_smallest is not None:
+    at_smallest, warm = timing.cache.get(shape, batch, smallest), None
+    if at_smallest is None:
+        if not time or timing.strategy.spans_workers():
+            return None
+        warm, at_smallest = timing.split(shape, batch, smallest)
         log.info(
             "plan: timing the vocabulary's sizes took %.0f s, outside the budget",
             timing.for_vocabulary,
         )
-    if at_smallest is None:
-        return None
-    if warm is not None:  # (its start is warm too; a run's own pays the tracing)
+        # (Its start is warm; a run's own pays the tracing, as the first timing did.)
         warm = dataclasses.replace(warm, startup_seconds=plan.speeds[shape.name].startup_seconds)
         timing.cache.put(shape, batch, warm)
     built = warm or plan.speeds[shape.name]
@@ -838,7 +935,7 @@ def _timed_output_cost(
     measured = dataclasses.replace(
         trade,
         cost=lambda shape, size: base + slope * size,
-        basis=f"timed at {trade.size:,} and {smallest:,} entries",
+        basis=f"timed at {trade.size:,} and {smallest:,} entries, in turn",
     )
     return measured, warm
 

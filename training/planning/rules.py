@@ -267,7 +267,7 @@ class Speed:
     # Seconds the start of training costs beyond the steady pace (TensorFlow traces the
     # step in its first update): spent by every run before its updates count.
     startup_seconds: float = 0.0
-    # Seconds compiling the step ahead, before the clock (JAX: `_compile_ahead`): a run
+    # Seconds compiling the step ahead, before the clock (JAX: `_Loop.compile_ahead`): a run
     # spends them too, but outside its time budget.
     compile_seconds: float = 0.0
 

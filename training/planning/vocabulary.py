@@ -14,12 +14,12 @@ Two limits, as the model's size has (`training.planning.rules.choose_shape`):
   in coverage: more pieces per sentence (`PIECES_EXPONENT`) and rarer words split. The
   plan takes the largest size, down to `VOCAB_SMALLEST_SHARE` of the data limit's, that
   buys `VOCAB_MIN_GAIN` more epochs than the data limit's (none: it keeps that). A size's
-  speed: a step's time is linear in the size, so the chosen shape is timed at a second
-  size, the smallest candidate, on the same batches, then at its own again, warm, both
-  outside the budget (`training.planning.measure`); where workers would have to agree on
-  it, scaled by FLOPs instead. The output layer's share of the time can be far from its
-  share of the FLOPs: on a CPU with AMX the matrix products are cheap and the rest of the
-  step is not.
+  speed: a step's time is linear in the size, so the chosen shape is timed at its own
+  size and at the smallest candidate's, on the same batches, the two models in turn (the
+  machine's drift falls on both), outside the budget (`training.planning.measure`); where
+  workers would have to agree on it, scaled by FLOPs instead. The output layer's share
+  of the time can be far from its share of the FLOPs: on a CPU with AMX the matrix
+  products are cheap and the rest of the step is not.
 
 The evidence is in bench/RESULTS.md, "Vocabulary by the budget" (decision D20): a smaller
 vocabulary that bought 14% or 18% more epochs gained, ones that bought 3% or fewer lost. The
