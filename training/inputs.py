@@ -35,7 +35,8 @@ def training_dataset(
     (`make_mixed_dataset`); a prepared corpus is batched from its arrays. Either way the
     order is a function of the seed only, so skipping the `skip` batches already consumed
     puts a resumed run on exactly the batches an uninterrupted run would see.
-    `id_limit`: every id taken modulo it (the planner's timing of a smaller vocabulary).
+    `id_limit`: every real id folded into that many entries (`_ids_folded`: the planner's
+    timing of a smaller vocabulary).
     """
     if config.data.prepared:
         corpus = open_prepared(config, vocabulary)
@@ -64,7 +65,7 @@ def training_dataset(
                 input_context=context,
             ).repeat()
         if id_limit is not None:
-            dataset = dataset.map(lambda ids, labels: _ids_modulo((ids, labels), id_limit))
+            dataset = dataset.map(lambda ids, labels: _ids_folded((ids, labels), id_limit))
         return dataset.skip(skip).prefetch(tf.data.AUTOTUNE)
 
     return strategy.distribute_datasets_from_function(dataset_fn)
@@ -110,7 +111,7 @@ def timing_input(
     the most target tokens: one program to compile rather than one per bucket (on a GPU
     each takes seconds, and the run compiles its own with its planned dropout anyway).
     Otherwise, or with `every_bucket`, the training input itself. `id_limit`: every id
-    taken modulo it (timing a smaller vocabulary's model on the same batches).
+    folded into that many entries (timing a smaller vocabulary's model on the same batches).
     """
     if config.data.prepared and config.data.pipeline.static_shapes and not every_bucket:
         corpus = open_prepared(config, vocabulary)
@@ -154,7 +155,7 @@ def _prepared_dataset(
     """The prepared corpus' batches: a Python iterator on JAX, a tf.data one on TensorFlow.
 
     `corpus`: the run's, opened and checked (`open_prepared`); `only`: just that bucket's
-    batches; `id_limit`: every id taken modulo it.
+    batches; `id_limit`: every real id folded into that many entries.
     """
     pipeline = corpus.buckets_for(config.data.pipeline)
     if pipeline is not config.data.pipeline and only is None:
@@ -171,7 +172,7 @@ def _prepared_dataset(
         if id_limit is None:
             yield from chosen
         else:
-            yield from (_ids_modulo(batch, id_limit) for batch in chosen)
+            yield from (_ids_folded(batch, id_limit) for batch in chosen)
 
     def dataset_fn(context: tf.distribute.InputContext | None):
         if context is None:
@@ -189,10 +190,22 @@ def _prepared_dataset(
     return strategy.distribute_datasets_from_function(dataset_fn)
 
 
-def _ids_modulo(batch: Batch, limit: int) -> Batch:
-    """A batch's ids modulo `limit` (padding, 0, stays 0): numpy arrays or tensors."""
+def _ids_folded(batch: Batch, limit: int) -> Batch:
+    """A batch's ids folded into `limit` entries: numpy arrays or tensors.
+
+    Padding (0) stays 0 and every real id stays real (1 to `limit - 1`: `(id - 1) modulo
+    (limit - 1) + 1`), so the smaller model trains exactly the run's real tokens.
+    """
+
+    def fold(ids):
+        real = (ids + _ABOVE_ANY_ID - 1) // _ABOVE_ANY_ID  # 1 for a real id, 0 for padding
+        return ((ids - 1) % (limit - 1) + 1) * real
+
     features, labels = batch
-    return {name: ids % limit for name, ids in features.items()}, labels % limit
+    return {name: fold(ids) for name, ids in features.items()}, fold(labels)
+
+
+_ABOVE_ANY_ID = 2**30  # (int32 ids: a real id plus this stays under 2**31)
 
 
 def validation_dataset(config: RunConfig, vocabulary: Vocabulary, strategy) -> Iterable | None:

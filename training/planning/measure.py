@@ -350,7 +350,6 @@ def measure_speed(
     warmup: int = WARMUP_UPDATES,
     updates: int = TIMED_UPDATES,
     every_bucket: bool = False,
-    output: int | None = None,
 ) -> Speed:
     """Trains `shape` for a few updates on the real pipeline and times the steady ones.
 
@@ -376,9 +375,6 @@ def measure_speed(
             few (`training.engines.jax_engine.updates_unseen`).
         updates: Updates timed, at least (and two looks), unless `seconds` pass first.
         every_bucket: Train on the run's own batches, every bucket's (benchmarks).
-        output: Time the model of a smaller joint vocabulary of this size, on the same
-            batches, their ids taken modulo the size (a step's cost does not depend on
-            which ids it sees): the output layer's share of the time, measured.
     """
     from training.engines.backend import engine
     from training.engines.tf_trainer import build_trainer
@@ -388,8 +384,6 @@ def measure_speed(
         seconds = float("inf")
     config = with_shape(config, shape, batch_tokens)
     sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
-    if output is not None:
-        sizes = (output, output)
     trainer, _ = build_trainer(
         config,
         config.model.transformer_config(*sizes),
@@ -397,7 +391,7 @@ def measure_speed(
         steps_per_execution=1,
         trainer_class=engine().trainer,
     )
-    data, shapes = timing_input(config, vocabulary, strategy, every_bucket, id_limit=output)
+    data, shapes = timing_input(config, vocabulary, strategy, every_bucket)
     trainer.expect_shapes(shapes)
     clock = _clock(warmup, updates, seconds)
     trainer.fit(
@@ -426,7 +420,8 @@ def measure_in_turn(
     """Times `shape` under the run's vocabulary and under `output` entries, in turn.
 
     Two models, the run's and one whose joint vocabulary has `output` entries (its batches
-    the run's, every id taken modulo the size: `measure_speed`), make `turn` updates
+    the run's, every real id folded into the size: a step's cost does not depend on which ids
+    it sees), make `turn` updates
     each in turn, in the order ABBA ABBA..., each turn timed on its own: the machine's
     drift over the timing, which two timings one after the other each read apart, falls
     on both alike. Each model's first turn (its tracing, first kernels) is not timed.
@@ -468,15 +463,30 @@ def measure_in_turn(
     for step in steps:
         step(turn)  # (untimed)
     spent, tokens, turns = [0.0, 0.0], [0.0, 0.0], 0
+    paces: tuple[list[float], list[float]] = ([], [])  # each turn's (for the log)
     started = time.monotonic()
     while turns * turn < updates and (turns < 2 or time.monotonic() - started < seconds):
         for model in (0, 1) if turns % 2 == 0 else (1, 0):
             begun = time.monotonic()
-            tokens[model] += steps[model](turn)
-            spent[model] += time.monotonic() - begun
+            done = steps[model](turn)
+            took = time.monotonic() - begun
+            tokens[model], spent[model] = tokens[model] + done, spent[model] + took
+            paces[model].append(done / max(took, 1e-9))
         turns += 1
     timed = turns * turn
     rates = strategy.worker_means(*(tokens[m] / max(spent[m], 1e-9) for m in (0, 1)))
+    log.info(
+        "plan: in %d turns of %d updates each: %s target tokens/s at %s entries (turns %s), "
+        "%s at %s (turns %s)",
+        turns,
+        turn,
+        f"{rates[0]:,.0f}",
+        f"{run_sizes[1]:,}",
+        _spread(paces[0]),
+        f"{rates[1]:,.0f}",
+        f"{output:,}",
+        _spread(paces[1]),
+    )
     return tuple(
         Speed(
             rates[m],
@@ -487,6 +497,11 @@ def measure_in_turn(
         )
         for m in (0, 1)
     )
+
+
+def _spread(values: list[float]) -> str:
+    """'lowest to highest' of some rates, for a log line."""
+    return f"{min(values):,.0f} to {max(values):,.0f}"
 
 
 def _clock(warmup: int, updates: int, seconds: float):
@@ -628,24 +643,17 @@ class Timing:
         batch_tokens: int,
         *,
         always: bool = False,
-        output: int | None = None,
     ) -> Speed | None:
         """The shape's speed at `batch_tokens`: cached, else timed, else None.
 
-        Timed if `always`, or if it fits (`may_time`); `output`: under a smaller joint
-        vocabulary of that size (`measure_speed`).
+        Timed if `always`, or if it fits (`may_time`).
         """
-        speed = self.cache.get(shape, batch_tokens, output)
+        speed = self.cache.get(shape, batch_tokens)
         if speed is not None:
             return speed
         if not (always or self.may_time()):
             return None
-        log.info(
-            "plan: timing %s at %d batch tokens%s",
-            shape.describe(),
-            batch_tokens,
-            f", {output:,} vocabulary entries" if output else "",
-        )
+        log.info("plan: timing %s at %d batch tokens", shape.describe(), batch_tokens)
         started = self.clock()
         speed = measure_speed(
             shape,
@@ -654,11 +662,10 @@ class Timing:
             self.vocabulary,
             self.strategy,
             max(self.left(), MIN_MEASURE_SECONDS),
-            output=output,
         )
         self.compiled += speed.compile_seconds
         self.charged += max(self.clock() - started - speed.compile_seconds, 0.0)
-        self.cache.put(shape, batch_tokens, speed, output)
+        self.cache.put(shape, batch_tokens, speed)
         return speed
 
     def split(self, shape: Shape, batch_tokens: int, output: int) -> tuple[Speed, Speed]:

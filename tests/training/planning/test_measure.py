@@ -375,16 +375,17 @@ def test_a_jax_plan_from_a_prepared_corpus_times_one_bucket_and_reports_its_comp
     assert all(speed["compile_seconds"] > 0 for speed in cached.values())
 
 
-def test_a_smaller_vocabulary_is_timed_on_the_same_batches_their_ids_modulo_its_size(
+def test_a_smaller_vocabulary_is_timed_on_the_same_batches_their_ids_folded_into_its_size(
     copy_task, tmp_path
 ):
     """The output layer's share of the time is measured by timing the model of a smaller
-    vocabulary on the run's own batches: every id modulo its size (padding stays 0)."""
+    vocabulary on the run's own batches, every real id folded into its size (padding stays
+    0, real tokens stay real), the two models in turn."""
     import numpy as np
 
     from training.config import load_config
     from training.inputs import timing_input
-    from training.planning.measure import SpeedCache, Timing, measure_speed
+    from training.planning.measure import SpeedCache, Timing
     from training.planning.rules import SHAPES
     from training.run import on_backend
     from translator.pipelines.vocabulary import load_vocabulary
@@ -393,22 +394,32 @@ def test_a_smaller_vocabulary_is_timed_on_the_same_batches_their_ids_modulo_its_
     vocabulary = load_vocabulary(copy_task["vocab"])
     whole, _ = timing_input(config, vocabulary, strategy)
     limited, _ = timing_input(config, vocabulary, strategy, id_limit=10)
+
+    def folded(ids):  # every real id into 1..9, padding 0
+        return np.where(ids > 0, (ids - 1) % 9 + 1, 0)
+
     for (ids, labels), (small_ids, small_labels), _ in zip(whole, limited, range(3), strict=False):
         for name in ("source_ids", "decoder_input_ids"):
             big, small = np.asarray(ids[name]), np.asarray(small_ids[name])
             assert (big >= 10).any()  # the premise: ids the smaller model has no row for
-            np.testing.assert_array_equal(small, big % 10)
-        np.testing.assert_array_equal(np.asarray(small_labels), np.asarray(labels) % 10)
+            assert (big == 10).any()  # (and one that modulo 10 would make padding)
+            np.testing.assert_array_equal(small, folded(big))
+        np.testing.assert_array_equal(np.asarray(small_labels), folded(np.asarray(labels)))
 
+    # Both models timed in turn on the real pipeline, each through its stepper.
     shape = dataclasses.replace(SHAPES[0], encoder_layers=1, decoder_layers=1, d_model=32)
-    speed = measure_speed(shape, 1024, config, vocabulary, strategy, 2.0, output=10)
-    assert speed.tokens_per_second > 0 and speed.measured
-    # Cached apart from the run's own size: another entry, read back by its size.
     cache = SpeedCache(tmp_path / "speed.json", {"test": 1})
     timing = Timing(300.0, config, vocabulary, strategy, cache)
-    cache.put(shape, 1024, speed, output=10)
-    assert timing.speed(shape, 1024, output=10) == speed
-    assert cache.get(shape, 1024) is None
+    full, small = timing.split(shape, 1024, 10)
+    for speed in (full, small):
+        assert speed.tokens_per_second > 0 and speed.measured
+        assert 0 < speed.tokens_per_update <= 1024
+    # The same batches, so the same tokens an update: the ids differ, not the lengths.
+    assert full.tokens_per_update == small.tokens_per_update
+    assert timing.for_vocabulary > 0 and timing.charged == 0.0
+    # The smaller size is cached apart from the run's own: another entry, by its size.
+    assert cache.get(shape, 1024, 10) == small
+    assert cache.get(shape, 1024) is None  # (the run's: the caller's to keep)
 
 
 def test_a_trained_run_teaches_later_plans_the_pace_it_trained_at(copy_task, tmp_path, capsys):
