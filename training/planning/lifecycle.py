@@ -13,7 +13,7 @@ from pathlib import Path
 from training.config import MAX_MINUTES, ConfigError, ConfigKey, RunConfig
 from training.engines.backend import Strategy
 from training.planning.measure import PLAN_FILE, RUN_VOCABULARY, load_plan, plan_run, save_plan
-from training.planning.rules import Plan, Shape
+from training.planning.rules import Plan, Shape, Speed
 from translator.pipelines.vocabulary import Vocabulary
 
 log = logging.getLogger(__name__)
@@ -40,6 +40,9 @@ class PlanRequest:
     # Seconds already spent timing for this run (the plan that sized the vocabulary):
     # charged to the budget.
     measured_seconds: float = 0.0
+    # Speeds known without a timing, by speed-cache entry (a vocabulary built again at
+    # the size that plan chose: `training.planning.measure.resized_speeds`).
+    known_speeds: tuple[tuple[str, Speed], ...] = ()
 
 
 def resolve_plan(
@@ -102,6 +105,7 @@ def _chosen(
             request.shape,
             request.vocabulary,
             request.measured_seconds,
+            request.known_speeds,
         )
     if MAX_MINUTES in request.set_keys:
         return rebudgeted(saved, config.train.max_minutes)

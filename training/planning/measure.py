@@ -313,6 +313,15 @@ class SpeedCache:
         entry = self.speeds.get(key) or self.machine.get(key)
         return Speed(**entry) if entry else None
 
+    def seed(self, known: tuple[tuple[str, Speed], ...]) -> None:
+        """Speeds known without a timing (`resized_speeds`), by entry, where none is cached.
+
+        Held for this plan; written with the next measurement.
+        """
+        for key, speed in known:
+            if key not in self.speeds and key not in self.machine:
+                self.speeds[key] = dataclasses.asdict(speed)
+
     def put(self, shape: Shape, batch_tokens: int, speed: Speed, output: int | None = None) -> None:
         """Records a measurement in the run's file and the machine's cache."""
         self.speeds[self.key(shape, batch_tokens, output)] = dataclasses.asdict(speed)
@@ -329,6 +338,29 @@ class SpeedCache:
             write_atomic(self.shared, json.dumps(shared, indent=2))
         except OSError as error:
             log.warning("plan: cannot write the speed cache %s: %s", self.shared, error)
+
+
+def resized_speeds(cache_dir: Path, shape: Shape, speedup: float) -> tuple[tuple[str, Speed], ...]:
+    """`shape`'s speeds cached in `cache_dir` by the last plan, times `speedup`.
+
+    The recipe builds its vocabulary again where the budget takes a smaller size; the
+    plan that chose it had just timed the shape at the old size and, in turn, at a
+    smaller one (their line gives `speedup`). Training's plan, on the new vocabulary (a
+    new signature), reads these rather than timing the shape a third time: on a slow CPU
+    each timing's start alone is 35 to 40 s of a 5-minute budget (bench/RESULTS.md,
+    "Vocabulary by the budget").
+
+    Returns:
+        `(cache entry, speed)` pairs for `SpeedCache.seed`.
+    """
+    speeds = _read_json(cache_dir / SPEED_FILE).get("speeds", {})
+    known = []
+    for key, entry in speeds.items():
+        speed = Speed(**entry)
+        if key == SpeedCache.key(shape, speed.batch_tokens):  # (not a smaller size's)
+            rate = speed.tokens_per_second * speedup
+            known.append((key, dataclasses.replace(speed, tokens_per_second=rate)))
+    return tuple(known)
 
 
 def _read_json(path: Path) -> dict:
@@ -811,6 +843,7 @@ def plan_run(
     shape: tuple[Shape, str] | None = None,
     vocabulary_kept: str | None = RUN_VOCABULARY,
     measured_before: float = 0.0,
+    known_speeds: tuple[tuple[str, Speed], ...] = (),
 ) -> Plan:
     """Counts, times and plans one run (see the module docstring).
 
@@ -828,6 +861,8 @@ def plan_run(
             (`training.planning.vocabulary`), for the recipe to build.
         measured_before: Seconds this run already spent timing (the recipe's plan that
             sized the vocabulary), charged to a time budget as this plan's own are.
+        known_speeds: Speeds known without a timing, by cache entry (the vocabulary
+            built again: `resized_speeds`), where none is cached.
     """
     counts = count_corpus(config, vocabulary, strategy.num_replicas_in_sync)
     vocab_sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
@@ -842,6 +877,12 @@ def plan_run(
     }
     if config.train.max_minutes > 0 and not settled:
         timing = _timing(config, vocabulary, strategy, precision, counts, cache_dir)
+        if known_speeds:
+            log.info(
+                "plan: %s's speeds from the timings that sized the vocabulary, not timed again",
+                ", ".join(sorted({key.split("@")[0] for key, _ in known_speeds})),
+            )
+            timing.cache.seed(known_speeds)
         speeds = _timed_speeds(candidates, counts, config, timing, given, memory)
     else:
         # An update budget, or every planned value set (the speed would decide nothing):

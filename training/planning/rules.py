@@ -882,7 +882,11 @@ def _vocabulary_choice(
         return rate * seconds / (pieces_at(pieces, size, trade.size) + corpus.pairs)
 
     chosen = choose_budget_vocab_size(
-        epochs_at, trade.size, lambda size: trade.output_share(shape, size), trade.basis
+        epochs_at,
+        trade.size,
+        lambda size: trade.output_share(shape, size),
+        trade.basis,
+        lambda size: trade.cost(shape, trade.size) / trade.cost(shape, size),
     )
     if trade.fixed is None:
         return chosen

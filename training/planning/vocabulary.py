@@ -81,6 +81,9 @@ class VocabularyChoice:
     # False: the run's vocabulary is given (the user's, a fine-tuned model's, or sized
     # before this plan); it is kept.
     planned: bool = True
+    # A target token's cost under the vocabulary the plan weighed (the data limit's) over
+    # under this size, as the plan weighed it: the speed this size trains at, relative.
+    speedup: float = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,6 +156,7 @@ def choose_budget_vocab_size(
     built: int,
     share_at: Callable[[int], float],
     basis: str = "FLOPs",
+    speedup_at: Callable[[int], float] | None = None,
 ) -> VocabularyChoice:
     """The compute limit: the largest smaller size buying `VOCAB_MIN_GAIN` more epochs.
 
@@ -163,6 +167,7 @@ def choose_budget_vocab_size(
             supports).
         share_at: The output layer's share of a token's cost at a size (to report).
         basis: What the costs are: FLOPs, or timed sizes (to report).
+        speedup_at: A size's speed over the built size's (`VocabularyChoice.speedup`).
 
     Returns:
         The choice, its reason naming both limits.
@@ -192,4 +197,5 @@ def choose_budget_vocab_size(
         f"{VOCAB_MIN_GAIN:.0%} more: {epochs_at(chosen):,.1f} epochs (its output layer "
         f"{share_at(built):.0%} of a token's cost at {built:,}, {share_at(chosen):.0%} at "
         f"{chosen:,}; {basis})",
+        speedup=speedup_at(chosen) if speedup_at else 1.0,
     )

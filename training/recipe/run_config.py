@@ -38,13 +38,14 @@ def run_request(
     recipe_keys = frozenset(
         section.child(name) for section, fields in sections.items() for name in fields
     )
-    vocabulary, measured = vocabulary_kept(paths, settings)
+    kept = vocabulary_kept(paths, settings)
     request = PlanRequest(
         keys=settings.config.keys | recipe_keys,
         set_keys=user | recipe_keys,
         cache_dir=paths.workdir,
-        vocabulary=vocabulary,
-        measured_seconds=measured,
+        vocabulary=kept.choice.reason,
+        measured_seconds=kept.measuring_seconds,
+        known_speeds=kept.known_speeds,
     )
     return config, request
 

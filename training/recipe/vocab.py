@@ -20,8 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from training.finetune import find_init_model
-from training.planning.measure import PLAN_FILE
-from training.planning.rules import Plan
+from training.planning.measure import PLAN_FILE, resized_speeds
+from training.planning.rules import Plan, Speed
 from training.planning.vocabulary import VocabularyChoice, choose_vocab_size, vocab_size_reason
 from training.recipe.corpus import RecipeCorpus
 from training.recipe.settings import RecipePaths, RecipeSettings
@@ -114,7 +114,10 @@ def size_by_budget(
         print(f"  built again in {time.monotonic() - started:.1f} s", flush=True)
     else:
         print(f"  by the budget: kept ({choice.reason})", flush=True)
-    sized = SizedVocabulary(choice, plan.measuring_seconds)
+    known = ()
+    if choice.size < built:  # (training's plan takes the timed speeds, scaled to the size)
+        known = resized_speeds(paths.workdir, plan.shape, choice.speedup)
+    sized = SizedVocabulary(choice, plan.measuring_seconds, known)
     write_atomic(record, json.dumps(dataclasses.asdict(sized), indent=2))
 
 
@@ -125,6 +128,9 @@ class SizedVocabulary:
     choice: VocabularyChoice
     # Seconds the stage's plan spent timing: the budget's, charged by training's plan.
     measuring_seconds: float
+    # The chosen shape's speeds at the size built, by speed-cache entry (`resized_speeds`):
+    # training's plan times them no more.
+    known_speeds: tuple[tuple[str, Speed], ...] = ()
 
     @classmethod
     def read(cls, path: Path) -> SizedVocabulary | None:
@@ -132,25 +138,32 @@ class SizedVocabulary:
         if not path.is_file():
             return None
         data = json.loads(path.read_text("utf-8"))
-        return cls(VocabularyChoice(**data["choice"]), data["measuring_seconds"])
+        known = tuple((key, Speed(**speed)) for key, speed in data.get("known_speeds", ()))
+        return cls(VocabularyChoice(**data["choice"]), data["measuring_seconds"], known)
 
 
-def vocabulary_kept(paths: RecipePaths, settings: RecipeSettings) -> tuple[str, float]:
-    """Why training keeps the recipe's vocabulary, and the seconds already spent timing.
+def vocabulary_kept(paths: RecipePaths, settings: RecipeSettings) -> SizedVocabulary:
+    """Why training keeps the recipe's vocabulary, and what sizing it already timed.
 
-    The reason is in the plan's words; the seconds are the vocabulary stage's timing,
-    charged to training's budget.
+    The reason (`choice.reason`) is in the plan's words; the seconds are the vocabulary
+    stage's timing, charged to training's budget; the known speeds, that timing's at the
+    size built.
     """
+
+    def kept(reason: str) -> SizedVocabulary:
+        return SizedVocabulary(VocabularyChoice(0, reason, planned=False), 0.0)
+
     if settings.vocab_size is not None:
-        return "--vocab-size", 0.0
+        return kept("--vocab-size")
     if settings.init_from is not None:
-        return f"the fine-tuned model's ({settings.init_from})", 0.0
+        return kept(f"the fine-tuned model's ({settings.init_from})")
     if settings.distill_from is not None:
-        return f"the teacher's ({settings.distill_from})", 0.0
+        return kept(f"the teacher's ({settings.distill_from})")
     sized = SizedVocabulary.read(paths.vocabulary / BUDGET_FILE)
     if sized is None:  # (a work directory planned before the budget weighed it)
-        return "the data limit's, built before training", 0.0
-    return f"sized by the budget before training: {sized.choice.reason}", sized.measuring_seconds
+        return kept("the data limit's, built before training")
+    reason = f"sized by the budget before training: {sized.choice.reason}"
+    return dataclasses.replace(sized, choice=dataclasses.replace(sized.choice, reason=reason))
 
 
 def copy_init_vocabulary(paths: RecipePaths, init_from: Path) -> None:

@@ -552,6 +552,36 @@ def test_turns_alternate_abba_and_the_drift_falls_on_both_models(copy_task, tmp_
     assert small.tokens_per_second / full.tokens_per_second == pytest.approx(2.0, rel=0.01)
 
 
+def test_speeds_known_from_the_vocabulary_stage_are_not_timed_again(tmp_path, monkeypatch):
+    """Training's plan on a vocabulary built again takes the chosen shape's speeds the
+    plan that sized it timed (`resized_speeds`): nothing is timed for them, and a speed
+    cached under the new signature (measured here) is kept over them."""
+    from training.planning import measure as planning
+    from training.planning.rules import SHAPES, Speed
+
+    timed = []
+
+    def measure(shape, batch, *args, **kwargs):
+        timed.append((shape.name, batch))
+        return Speed(4000.0, 900.0, batch, measured=True)
+
+    monkeypatch.setattr(planning, "measure_speed", measure)
+    known = (
+        (planning.SpeedCache.key(SHAPES[0], 2048), Speed(1500.0, 900.0, 2048, measured=True)),
+        (planning.SpeedCache.key(SHAPES[0], 1024), Speed(1400.0, 900.0, 1024, measured=True)),
+    )
+    timing = _timing(tmp_path, "cpu", 300.0, _Accelerator())
+    timing.cache.put(SHAPES[0], 1024, Speed(1300.0, 900.0, 1024, measured=True))
+    timing.cache.seed(known)
+    assert timing.speed(SHAPES[0], 2048, always=True).tokens_per_second == 1500.0
+    assert timing.speed(SHAPES[0], 1024, always=True).tokens_per_second == 1300.0  # (cached)
+    assert not timed and timing.charged == 0.0
+    # The control: without them, the shape is timed.
+    fresh = _timing(tmp_path, "cpu2", 300.0, _Accelerator())
+    assert fresh.speed(SHAPES[0], 2048, always=True).tokens_per_second == 4000.0
+    assert timed == [(SHAPES[0].name, 2048)]
+
+
 @pytest.mark.parametrize("batch_tokens", [256, 1024])
 def test_the_plan_counts_an_epochs_batches_as_the_pipeline_makes_them(
     copy_task, tmp_path, batch_tokens

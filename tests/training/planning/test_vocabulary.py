@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from training.planning.rules import SHAPES, Budget, CorpusCounts, Plan, Speed, make_plan
 from training.planning.vocabulary import (
     MIN_VOCAB_SIZE,
@@ -70,6 +72,9 @@ def test_the_largest_size_that_gains_enough_is_taken():
     # Not 12,000 (the size the 8,000-piece run beat by 1.55), nor under the winner's 8,000.
     assert 8000 <= p.vocabulary.size < 12_000, p.vocabulary.reason
     assert p.vocabulary.reason.endswith("; timed at 12,000 and 8,000 entries)")
+    # The speed the size trains at, relative, as weighed (what training's plan reads).
+    speedup = seconds(None, 12_000) / seconds(None, p.vocabulary.size)
+    assert p.vocabulary.speedup == pytest.approx(speedup) and speedup > 1.05
 
 
 def test_a_kept_vocabulary_stays_and_says_what_timed_sizes_would_choose():

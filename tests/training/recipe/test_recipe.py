@@ -484,6 +484,8 @@ def test_the_budget_rebuilds_a_smaller_vocabulary_once_and_training_plans_on_it(
     and training's plan keeps it and charges the timing already spent."""
     from types import SimpleNamespace
 
+    from training.planning.measure import SpeedCache
+    from training.planning.rules import SHAPES, Speed
     from training.planning.vocabulary import VocabularyChoice
     from training.recipe.vocab import BUDGET_FILE, size_by_budget
     from translator.pipelines.vocabulary import load_vocabulary
@@ -497,13 +499,23 @@ def test_the_budget_rebuilds_a_smaller_vocabulary_once_and_training_plans_on_it(
     built = load_vocabulary(paths.vocabulary)
     plans = []
 
+    shape = SHAPES[0]
+
     def plan_on(size: int):
         def made():
             plans.append(size)
-            choice = VocabularyChoice(size, f"the compute limit: {size}")
-            return SimpleNamespace(vocabulary=choice, measuring_seconds=12.5)
+            choice = VocabularyChoice(size, f"the compute limit: {size}", speedup=1.25)
+            return SimpleNamespace(vocabulary=choice, measuring_seconds=12.5, shape=shape)
 
         return made
+
+    # What the plan on the data limit's size timed: its shape at two batches, and in
+    # turn at a smaller size; another shape.
+    timed = SpeedCache(paths.workdir / "speed.json", {"vocabulary_sizes": [61, 61]})
+    for batch in (1024, 2048):
+        timed.put(shape, batch, Speed(1000.0 + batch, 900.0, batch, measured=True))
+    timed.put(shape, 1024, Speed(3000.0, 900.0, 1024, measured=True), output=30)
+    timed.put(SHAPES[1], 2048, Speed(500.0, 900.0, 2048, measured=True))
 
     # Where it cannot change (no TensorFlow to prepare the corpus again), it is not weighed.
     size_by_budget(paths, settings, corpus, plan_on(10), fixed_by="no TensorFlow")
@@ -526,6 +538,12 @@ def test_the_budget_rebuilds_a_smaller_vocabulary_once_and_training_plans_on_it(
     reason = f"sized by the budget before training: the compute limit: {smaller}"
     assert request.vocabulary == reason
     assert request.measured_seconds == 12.5
+    # Training's plan, on the new vocabulary, gets the chosen shape's speeds at the new
+    # size from those timings (the plan's speedup), not a third timing.
+    assert dict(request.known_speeds) == {
+        SpeedCache.key(shape, batch): Speed(1.25 * (1000.0 + batch), 900.0, batch, measured=True)
+        for batch in (1024, 2048)
+    }
     size_by_budget(paths, settings, corpus, plan_on(smaller - 10))  # decided: not again
     assert plans == [built.target_vocab_size, smaller]
     assert load_vocabulary(paths.vocabulary).target_vocab_size == smaller
