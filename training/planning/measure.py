@@ -879,8 +879,9 @@ def plan_run(
         timing = _timing(config, vocabulary, strategy, precision, counts, cache_dir)
         if known_speeds:
             log.info(
-                "plan: %s's speeds from the timings that sized the vocabulary, not timed again",
-                ", ".join(sorted({key.split("@")[0] for key, _ in known_speeds})),
+                "plan: speeds at %s batch tokens from the timings that sized the vocabulary "
+                "(scaled to its size), not timed again",
+                " and ".join(f"{speed.batch_tokens:,}" for _, speed in known_speeds),
             )
             timing.cache.seed(known_speeds)
         speeds = _timed_speeds(candidates, counts, config, timing, given, memory)
