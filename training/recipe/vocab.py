@@ -150,7 +150,7 @@ def vocabulary_kept(paths: RecipePaths, settings: RecipeSettings) -> SizedVocabu
     size built.
     """
 
-    def kept(reason: str) -> SizedVocabulary:
+    def kept(reason: str) -> SizedVocabulary:  # (its size unread: training loads the vocabulary)
         return SizedVocabulary(VocabularyChoice(0, reason, planned=False), 0.0)
 
     if settings.vocab_size is not None:
