@@ -408,23 +408,10 @@ def measure_speed(
         updates: Updates timed, at least (and two looks), unless `seconds` pass first.
         every_bucket: Train on the run's own batches, every bucket's (benchmarks).
     """
-    from training.engines.backend import engine
-    from training.engines.tf_trainer import build_trainer
-    from training.inputs import timing_input
-
     if strategy.spans_workers():
         seconds = float("inf")
     config = with_shape(config, shape, batch_tokens)
-    sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
-    trainer, _ = build_trainer(
-        config,
-        config.model.transformer_config(*sizes),
-        strategy,
-        steps_per_execution=1,
-        trainer_class=engine().trainer,
-    )
-    data, shapes = timing_input(config, vocabulary, strategy, every_bucket)
-    trainer.expect_shapes(shapes)
+    trainer, data = _timed_trainer(config, vocabulary, strategy, every_bucket=every_bucket)
     clock = _clock(warmup, updates, seconds)
     trainer.fit(
         data,
@@ -435,6 +422,36 @@ def measure_speed(
         shuffle=False,  # the pipeline shuffles
     )
     return _speed(clock, warmup, batch_tokens, strategy, trainer.compiled_seconds)
+
+
+def _timed_trainer(
+    config: RunConfig,
+    vocabulary: Vocabulary,
+    strategy: Strategy,
+    *,
+    output: int | None = None,
+    every_bucket: bool = False,
+):
+    """A fresh trainer of `config`'s model and its timing input (`timing_input`).
+
+    One update per execution; `output`: the model of a joint vocabulary of that size,
+    on the run's batches with their ids folded into it.
+    """
+    from training.engines.backend import engine
+    from training.engines.tf_trainer import build_trainer
+    from training.inputs import timing_input
+
+    sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
+    trainer, _ = build_trainer(
+        config,
+        config.model.transformer_config(*(sizes if output is None else (output, output))),
+        strategy,
+        steps_per_execution=1,
+        trainer_class=engine().trainer,
+    )
+    data, shapes = timing_input(config, vocabulary, strategy, every_bucket, id_limit=output)
+    trainer.expect_shapes(shapes)
+    return trainer, data
 
 
 def measure_in_turn(
@@ -473,23 +490,10 @@ def measure_in_turn(
     Returns:
         The speeds under the run's vocabulary and under `output` entries.
     """
-    from training.engines.backend import engine
-    from training.engines.tf_trainer import build_trainer
-    from training.inputs import timing_input
-
     config = with_shape(config, shape, batch_tokens)
-    run_sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
     steps, compiled = [], 0.0
-    for sizes, limit in ((run_sizes, None), ((output, output), output)):
-        trainer, _ = build_trainer(
-            config,
-            config.model.transformer_config(*sizes),
-            strategy,
-            steps_per_execution=1,
-            trainer_class=engine().trainer,
-        )
-        data, shapes = timing_input(config, vocabulary, strategy, id_limit=limit)
-        trainer.expect_shapes(shapes)
+    for limit in (None, output):
+        trainer, data = _timed_trainer(config, vocabulary, strategy, output=limit)
         steps.append(trainer.stepper(data))
         compiled += trainer.compiled_seconds
     for step in steps:
@@ -513,7 +517,7 @@ def measure_in_turn(
         turns,
         turn,
         f"{rates[0]:,.0f}",
-        f"{run_sizes[1]:,}",
+        f"{vocabulary.target_vocab_size:,}",
         _spread(paces[0]),
         f"{rates[1]:,.0f}",
         f"{output:,}",
