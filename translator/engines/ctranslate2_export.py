@@ -177,9 +177,11 @@ def transformer_spec(model: Transformer, vocabulary: Vocabulary) -> TransformerS
 
 
 def _array(variable) -> np.ndarray:
+    """A variable's or a tensor's values as float32 numpy, whatever the backend."""
+    import keras
     import numpy as np
 
-    return np.asarray(variable.numpy(), dtype=np.float32)
+    return np.asarray(keras.ops.convert_to_numpy(variable), dtype=np.float32)
 
 
 def _set_embeddings(side, embedding, positions, config: TransformerConfig) -> None:

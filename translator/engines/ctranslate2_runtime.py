@@ -213,7 +213,7 @@ class CTranslate2Decoder:
         limits, _ = output_length_limits(
             tf.constant(source_ids, tf.int32), self.config, self.position_limit
         )  # [batch], ours: the same rule as our search's
-        limits = limits.numpy()
+        limits = np.asarray(limits)  # (a backend's tensor: Keras' ops compute it)
         prefixes = None
         if prefix_ids is not None:
             prefix_ids = np.asarray(prefix_ids)[:, : self.position_limit - 1]

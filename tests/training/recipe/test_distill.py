@@ -316,6 +316,44 @@ def test_a_distilled_student_trains_evaluates_beside_its_teacher_and_exports(
     assert reloaded["batch"]["translations"] == hypotheses
 
 
+@pytest.mark.slow
+def test_on_jax_the_teacher_translates_as_on_tensorflow_and_its_cut_student_trains(
+    uninterrupted, teacher_dir, corpus_files, tmp_path
+):
+    """The job on JAX: the distilled corpus is line for line the one TensorFlow made, and
+    the student, cut from the teacher, trains on JAX from there and is evaluated beside it."""
+    from tests.support.cli import translator
+
+    test = write_copy_corpus(tmp_path / "test", 20, seed=12, reverse=True)
+    test = (test[0].rename(tmp_path / "news.xx"), test[1].rename(tmp_path / "news.yy"))
+    work = tmp_path / "work"
+    args = ["recipe", "--workdir", work, "--minutes", "1.5", "--train", *corpus_files]
+    args += ["--test", *test, "--distill-from", teacher_dir, "--student", "student-1"]
+    args += ["--set", "train.backend=jax", "--set", "eval.max_sentences=20"]
+    # (Batches the 184 training pairs fill under the static shapes JAX compiles for.)
+    args += ["--set", "data.pipeline.batch_tokens=256"]
+    done = translator(*args, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # TF == JAX: the teacher's beam output, searched by the JAX decoder, for the pairs the
+    # job kept for training (the rest validate it).
+    record = json.loads((work / "distilled" / "train.yy.json").read_text())["made_by"]
+    sources, ours = read_lines(record["source"]), read_lines(work / "distilled" / "train.yy.gz")
+    by_tensorflow = dict(
+        zip(read_lines(corpus_files[0]), read_lines(uninterrupted.files.target), strict=True)
+    )
+    assert len(ours) == len(sources) > 150
+    assert ours == [by_tensorflow[line] for line in sources] and len(set(ours)) > 40
+    _assert_cut_from(work / "student-init", teacher_dir, block=1)
+    plan = json.loads((work / "run" / "plan.json").read_text())
+    assert (plan["shape"]["encoder_layers"], plan["shape"]["decoder_layers"]) == (2, 1)
+    assert sorted((work / "run" / "checkpoints").glob("ckpt-*.npz"))  # the JAX loop's
+    assert "vs teacher:  news: BLEU " in done.stdout
+    assert (work / "eval" / "news" / "report.json").is_file()
+    # Both exports from the JAX model: the SavedModel and CTranslate2's (timed on JAX).
+    assert (work / "export" / "1" / "saved_model.pb").is_file()
+    assert (work / "export-ct2" / "translator.json").is_file()
+
+
 def _assert_cut_from(student_dir: Path, teacher_dir: Path, block: int) -> None:
     """The student's weights are the teacher's, its one decoder block the teacher's `block`."""
     import numpy as np
