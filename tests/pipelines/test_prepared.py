@@ -11,6 +11,7 @@ import collections
 import dataclasses
 import itertools
 import json
+import re
 
 import numpy as np
 import pytest
@@ -122,6 +123,21 @@ def test_batches_follow_the_pipelines_bucket_rules(prepared):
     )
     given = dataclasses.replace(CONFIG, static_shapes=True, bucket_boundaries=(16, 32))
     assert prepared.buckets_for(given) is given  # the user's win
+
+
+def test_a_corpus_too_small_for_a_static_batch_is_one_error_naming_a_batch_that_fills(prepared):
+    """Static shapes drop incomplete batches: the error names the largest batch that fills."""
+    config = prepared.buckets_for(dataclasses.replace(CONFIG, static_shapes=True))
+    big = dataclasses.replace(config, batch_tokens=2**20)
+    with pytest.raises(CorpusError) as error:
+        next(prepared.batches(big))
+    found = re.search(r"--set data.pipeline.batch_tokens=(\d+) fills one", str(error.value))
+    assert found and str(prepared.path) in str(error.value), str(error.value)
+    fills = int(found.group(1))
+    assert prepared.epoch(dataclasses.replace(big, batch_tokens=fills), 0)
+    assert not prepared.epoch(dataclasses.replace(big, batch_tokens=2 * fills), 0)
+    _, labels = next(prepared.batches(dataclasses.replace(big, batch_tokens=fills)))
+    assert labels.shape[0] * labels.shape[1] <= fills
 
 
 def test_epochs_are_seeded_and_a_resume_continues_at_its_batch(prepared):

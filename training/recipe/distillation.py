@@ -67,7 +67,13 @@ from translator.artifacts import (
     save_model_dir,
 )
 from translator.config import ARCHITECTURE_FIELDS
-from translator.io import atomic_directory, count_lines, read_lines, write_atomic
+from translator.io import (
+    atomic_directory,
+    count_lines,
+    machine_cache_dir,
+    read_lines,
+    write_atomic,
+)
 from translator.pruning import CUT_FROM, keep_decoder_blocks
 
 # What the student learns: the teacher's translations, them beside the references, or
@@ -81,6 +87,11 @@ MAX_TRANSLATION_SHARE = 0.5
 TRAINING_END_SECONDS = 10.0
 EVALUATION_OVERHEAD_SECONDS = 6.0
 EXPORT_SECONDS = 15.0
+# The export's seconds as last measured on this machine (in `machine_cache_dir()`), held
+# back instead of `EXPORT_SECONDS` where there is one: the export is mostly tracing, which
+# a slower or busier machine stretches (41 s alone and 99 s beside a test on a 2-core AVX2
+# CPU, bench/RESULTS.md).
+EXPORT_SECONDS_FILE = "export-seconds.json"
 DISTILL_FILE = "distill.json"
 # A student cut from its teacher: the model directory its training starts from.
 STUDENT_INIT_DIR = "student-init"
@@ -129,7 +140,8 @@ def run_distillation(paths: RecipePaths, settings: RecipeSettings) -> RecipeSumm
     clock.lap("cut")
     distilled = _translated(paths, settings, teacher, corpus, timing, budget - clock.total)
     clock.lap("translation")
-    reserve = _reserve(corpus, timing, choice)
+    export, measured = _export_seconds()
+    reserve = _reserve(corpus, timing, choice) + export
     minutes = (budget - clock.total - reserve) / 60
     if minutes <= 0:
         raise ConfigError(
@@ -137,6 +149,11 @@ def run_distillation(paths: RecipePaths, settings: RecipeSettings) -> RecipeSumm
             f"{clock.total:.0f} s of data, timing and translation and {reserve:.0f} s held "
             "for evaluation and export; give more minutes"
         )
+    print(
+        f"  {reserve:.0f} s held back for evaluation and export (the export's {export:.0f} s: "
+        f"{'as last measured on this machine' if measured else 'no export measured here yet'})",
+        flush=True,
+    )
     student = _student_settings(settings, teacher, choice, corpus, distilled, minutes, init)
     student_corpus = dataclasses.replace(corpus, train=student.train)
     # The stage's minutes run from here: its own start (preparing, planning, building the
@@ -147,9 +164,12 @@ def run_distillation(paths: RecipePaths, settings: RecipeSettings) -> RecipeSumm
     _evaluate_teacher(paths, settings, corpus, teacher)
     evaluate_sets(paths, student, corpus, baseline=_teacher_reports(paths))
     clock.lap("evaluation")
+    exported = _exported(paths)
     export_model(paths, student, corpus)
     ctranslate2 = export_fastest_ctranslate2(paths, settings.beam_size, corpus)
     clock.lap("export")
+    if not exported:  # not a resumed job's (it exported nothing)
+        _learn_export_seconds(clock.laps["export"] - _ctranslate2_timing(timing, choice))
     _write_report(paths, settings, teacher, choice, distilled, clock, budget, ctranslate2)
     return summarize(paths, corpus)
 
@@ -285,14 +305,53 @@ def _translated(
 
 
 def _reserve(corpus: RecipeCorpus, timing: DecodeTiming, choice: StudentChoice) -> float:
-    """Seconds held back for evaluating teacher and student, and the export."""
+    """Seconds held back for evaluating teacher and student, and CTranslate2's timing.
+
+    The export's own seconds come on top (`_export_seconds`).
+    """
     lines = sum(count_lines(test.source) for test in corpus.reports)
     rate = timing.teacher_sentences_per_second
-    student_rate = rate * timing.speedups()[choice.shape.name]
-    translating = lines / rate + lines / student_rate
-    ctranslate2 = len(CT2_COMPUTE_TYPES) * CT2_TIMED_LINES / student_rate
-    overheads = TRAINING_END_SECONDS + 2 * EVALUATION_OVERHEAD_SECONDS + EXPORT_SECONDS
-    return translating + ctranslate2 + overheads
+    translating = lines / rate + lines / _student_rate(timing, choice)
+    overheads = TRAINING_END_SECONDS + 2 * EVALUATION_OVERHEAD_SECONDS
+    return translating + _ctranslate2_timing(timing, choice) + overheads
+
+
+def _student_rate(timing: DecodeTiming, choice: StudentChoice) -> float:
+    """The student's predicted sentences per second (beam search, our engine)."""
+    return timing.teacher_sentences_per_second * timing.speedups()[choice.shape.name]
+
+
+def _ctranslate2_timing(timing: DecodeTiming, choice: StudentChoice) -> float:
+    """Predicted seconds of the export stage's timed CTranslate2 translations."""
+    return len(CT2_COMPUTE_TYPES) * CT2_TIMED_LINES / _student_rate(timing, choice)
+
+
+def _exported(paths: RecipePaths) -> bool:
+    """Whether either export of the student is there already (a resumed job's)."""
+    ctranslate2 = paths.workdir / "export-ct2" / "translator_ct2.json"
+    return (paths.export_version / "saved_model.pb").is_file() or ctranslate2.is_file()
+
+
+def _export_seconds() -> tuple[float, bool]:
+    """The export's reserve: `(seconds, measured)`, as last measured here, else the default."""
+    path = machine_cache_dir() / EXPORT_SECONDS_FILE
+    try:
+        return float(json.loads(path.read_text("utf-8"))["seconds"]), True
+    except FileNotFoundError:
+        return EXPORT_SECONDS, False
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        print(f"  cannot read {path} ({error}); the export's default reserve is held")
+        return EXPORT_SECONDS, False
+
+
+def _learn_export_seconds(seconds: float) -> None:
+    """Keeps an export's seconds for the next job's reserve on this machine."""
+    path = machine_cache_dir() / EXPORT_SECONDS_FILE
+    try:  # a cache that cannot be written (read-only home) only costs the default reserve
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps({"seconds": round(max(seconds, 0.0), 1)}) + "\n")
+    except OSError as error:
+        print(f"  cannot keep the export's seconds in {path}: {error}")
 
 
 def _student_settings(

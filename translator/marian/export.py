@@ -57,7 +57,10 @@ def _params(model) -> dict[str, np.ndarray]:
 
 
 def _array(variable) -> np.ndarray:
-    return np.asarray(variable.numpy(), np.float32)
+    """A variable's values as float32 numpy, on any backend."""
+    import keras
+
+    return np.asarray(keras.ops.convert_to_numpy(variable), np.float32)
 
 
 def _norm(params: dict, layer, scope: str, pre: bool) -> None:

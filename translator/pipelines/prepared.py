@@ -276,6 +276,18 @@ class PreparedCorpus:
         counts = np.bincount(self._buckets_of(buckets), minlength=len(buckets))
         return [i for i, b in enumerate(buckets) if b.batch_size and counts[i] >= b.batch_size]
 
+    def largest_filled_batch_tokens(self, config: PipelineConfig) -> int | None:
+        """The largest of `config.batch_tokens` halved until a bucket's pairs fill a batch.
+
+        None if none does down to one token (static shapes drop incomplete batches).
+        """
+        tokens = config.batch_tokens
+        while tokens >= 1:
+            if self._filled(dataclasses.replace(config, batch_tokens=tokens).buckets()):
+                return tokens
+            tokens //= 2
+        return None
+
     def commonest_bucket(self, config: PipelineConfig) -> Bucket | None:
         """The bucket holding the most target tokens, of those an epoch fills a batch of.
 
@@ -364,9 +376,15 @@ class PreparedCorpus:
         """
         per_epoch = len(self.epoch(config, 0))
         if per_epoch == 0:
+            fills = self.largest_filled_batch_tokens(config)
+            remedy = (
+                f"--set data.pipeline.batch_tokens={fills} fills one"
+                if fills
+                else "no batch size fills one"
+            )
             raise CorpusError(
                 f"{self.path}: no pair to train on; {self.pairs:,} kept pairs fill no "
-                f"batch of {config.batch_tokens:,} tokens with static shapes"
+                f"batch of {config.batch_tokens:,} tokens with static shapes ({remedy})"
             )
         epoch, offset = divmod(skip, per_epoch)
         while True:

@@ -31,7 +31,7 @@ from training.recipe.corpus import RecipeCorpus
 from training.recipe.settings import RecipePaths, TrainFiles
 from training.recipe.teacher import find_teacher
 from translator.config import TransformerConfig
-from translator.io import read_lines
+from translator.io import machine_cache_dir, read_lines
 
 LANGS = {"config": {"data": {"source_lang": "xx", "target_lang": "yy"}}}
 
@@ -268,6 +268,16 @@ def test_a_plan_before_students_reads_back_with_equal_depths():
     assert student.parameters < Shape("x", "small", 6, 6, 128, 4, 256).parameters
 
 
+def test_the_export_held_back_is_the_last_one_measured_on_this_machine(capsys):
+    assert distillation._export_seconds() == (distillation.EXPORT_SECONDS, False)
+    distillation._learn_export_seconds(41.26)
+    assert distillation._export_seconds() == (41.3, True)
+    kept = machine_cache_dir() / distillation.EXPORT_SECONDS_FILE
+    kept.write_text("{", "utf-8")  # broken: the default, said
+    assert distillation._export_seconds() == (distillation.EXPORT_SECONDS, False)
+    assert f"cannot read {kept}" in capsys.readouterr().out
+
+
 @pytest.mark.slow
 def test_a_distilled_student_trains_evaluates_beside_its_teacher_and_exports(
     teacher_dir, corpus_files, tmp_path, capsys
@@ -295,6 +305,10 @@ def test_a_distilled_student_trains_evaluates_beside_its_teacher_and_exports(
     seconds = report["seconds"]
     before_export = sum(seconds.values()) - seconds["evaluation"] - seconds["export"]
     assert before_export <= 1.05 * (150 - distillation.EXPORT_SECONDS), str(seconds)
+    # The export's own seconds are kept for the next job's reserve on this machine.
+    assert "no export measured here yet" in result.stdout
+    learned, measured = distillation._export_seconds()
+    assert measured and 0 < learned <= seconds["export"], (learned, seconds)
     plan = json.loads((work / "run" / "plan.json").read_text())
     assert (plan["shape"]["encoder_layers"], plan["shape"]["decoder_layers"]) == (2, 1)
     out = result.stdout
