@@ -169,7 +169,8 @@ def run_distillation(paths: RecipePaths, settings: RecipeSettings) -> RecipeSumm
     ctranslate2 = export_fastest_ctranslate2(paths, settings.beam_size, corpus)
     clock.lap("export")
     if not exported:  # not a resumed job's (it exported nothing)
-        _learn_export_seconds(clock.laps["export"] - _ctranslate2_timing(timing, choice))
+        timed = _ctranslate2_timing(corpus, timing, choice) if ctranslate2 else 0.0
+        _learn_export_seconds(clock.laps["export"] - timed)
     _write_report(paths, settings, teacher, choice, distilled, clock, budget, ctranslate2)
     return summarize(paths, corpus)
 
@@ -313,7 +314,7 @@ def _reserve(corpus: RecipeCorpus, timing: DecodeTiming, choice: StudentChoice) 
     rate = timing.teacher_sentences_per_second
     translating = lines / rate + lines / _student_rate(timing, choice)
     overheads = TRAINING_END_SECONDS + 2 * EVALUATION_OVERHEAD_SECONDS
-    return translating + _ctranslate2_timing(timing, choice) + overheads
+    return translating + _ctranslate2_timing(corpus, timing, choice) + overheads
 
 
 def _student_rate(timing: DecodeTiming, choice: StudentChoice) -> float:
@@ -321,9 +322,10 @@ def _student_rate(timing: DecodeTiming, choice: StudentChoice) -> float:
     return timing.teacher_sentences_per_second * timing.speedups()[choice.shape.name]
 
 
-def _ctranslate2_timing(timing: DecodeTiming, choice: StudentChoice) -> float:
+def _ctranslate2_timing(corpus: RecipeCorpus, timing: DecodeTiming, choice: StudentChoice) -> float:
     """Predicted seconds of the export stage's timed CTranslate2 translations."""
-    return len(CT2_COMPUTE_TYPES) * CT2_TIMED_LINES / _student_rate(timing, choice)
+    lines = min(CT2_TIMED_LINES, count_lines(corpus.reports[0].source)) if corpus.reports else 0
+    return len(CT2_COMPUTE_TYPES) * lines / _student_rate(timing, choice)
 
 
 def _exported(paths: RecipePaths) -> bool:
