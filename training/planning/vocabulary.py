@@ -50,11 +50,14 @@ VOCAB_EXPONENT = 0.4
 # Multi30k's pairs, whose best sizes (2,000, 3,000 and 5,000) hold for any slope from
 # 2,530 to 2,850 (bench/RESULTS.md, "Vocabulary by the budget").
 VOCAB_SMALL_SLOPE = 2700
-# The data limit's bounds. Below about 2,600 pairs the line falls under 2,000 pieces,
-# yet 2,000 beat 1,000 by 3 BLEU on 1,500 pairs (two seeds) and was the best tried at
-# 3,000 (bench/RESULTS.md). The paper's 37k-piece vocabulary was for 4.5M pairs, where
-# the rule gives the upper one.
-MIN_VOCAB_SIZE, MAX_VOCAB_SIZE = 2000, 32000
+# The data limit's bounds (the paper's 37k-piece vocabulary was for 4.5M pairs, where the
+# rule gives the upper one).
+MIN_VOCAB_SIZE, MAX_VOCAB_SIZE = 1000, 32000
+# The line falls under 2,000 pieces below about 2,600 pairs, yet 2,000 beat 1,000 by 3
+# BLEU on 1,500 pairs (196,102 characters; two seeds, and the other direction) and was
+# the best tried at 3,000, while on 750 pairs (99,087) 1,000 won (bench/RESULTS.md): at
+# least this many pieces down to the log midpoint of those two corpora.
+SMALL_VOCAB_FLOOR, SMALL_CORPUS_CHARACTERS = 2000, 140_000
 # Below this many epochs bought at the data limit's size, the budget limits the
 # vocabulary (set, not fit: see the module docstring).
 VOCAB_MIN_EPOCHS = 6.0
@@ -118,9 +121,15 @@ def choose_vocab_size(characters: int) -> int:
     """The data limit: 8,000 pieces at Multi30k's size; above, as characters ** 0.4.
 
     Below Multi30k's size, `VOCAB_SMALL_SLOPE` fewer pieces per e-fold fewer characters.
-    Rounded to a thousand, within [`MIN_VOCAB_SIZE`, `MAX_VOCAB_SIZE`].
+    Rounded to a thousand, within [`MIN_VOCAB_SIZE`, `MAX_VOCAB_SIZE`], and at least
+    `SMALL_VOCAB_FLOOR` from `SMALL_CORPUS_CHARACTERS` on.
     """
-    return min(max(_rounded(characters), MIN_VOCAB_SIZE), MAX_VOCAB_SIZE)
+    return min(max(_rounded(characters), _floor(characters)), MAX_VOCAB_SIZE)
+
+
+def _floor(characters: int) -> int:
+    """The fewest pieces the data limit gives a corpus of `characters`."""
+    return SMALL_VOCAB_FLOOR if characters >= SMALL_CORPUS_CHARACTERS else MIN_VOCAB_SIZE
 
 
 def _rounded(characters: int) -> int:
@@ -147,8 +156,8 @@ def vocab_size_reason(characters: int) -> str:
     else:
         rule = f"{REFERENCE_VOCAB_SIZE:,} + {VOCAB_SMALL_SLOPE:,} x ln({ratio})"
     rounded = _rounded(characters)
-    if rounded < MIN_VOCAB_SIZE:
-        return f"{rule}, at least {MIN_VOCAB_SIZE:,}"
+    if rounded < _floor(characters):
+        return f"{rule}, at least {_floor(characters):,}"
     if rounded > MAX_VOCAB_SIZE:
         return f"{rule}, at most {MAX_VOCAB_SIZE:,}"
     return rule

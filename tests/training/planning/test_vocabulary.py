@@ -7,6 +7,7 @@ import pytest
 from training.planning.rules import SHAPES, Budget, CorpusCounts, Plan, Speed, make_plan
 from training.planning.vocabulary import (
     MIN_VOCAB_SIZE,
+    SMALL_VOCAB_FLOOR,
     VOCAB_MIN_EPOCHS,
     VOCAB_MIN_GAIN,
     VocabularyTrade,
@@ -102,10 +103,13 @@ def test_the_choice_survives_the_plan_file():
 
 def test_the_data_limit_grows_with_the_corpus_within_bounds():
     sizes = [choose_vocab_size(132 * n) for n in (100, 3000, 29_000, 10**6, 10**8)]
-    assert sizes == sorted(sizes) and sizes[0] == 2000 and sizes[-1] == 32000
-    # The floor: 2,000 pieces beat 1,000 on 1,500 pairs, where the line gives under 1,000.
-    assert choose_vocab_size(196_102) == MIN_VOCAB_SIZE == 2000
+    assert sizes == sorted(sizes) and sizes[0] == 1000 and sizes[-1] == 32000
+    # The floors: on 1,500 pairs 2,000 pieces beat 1,000, where the line gives under 0;
+    # on 750 pairs 1,000 won.
+    assert choose_vocab_size(196_102) == SMALL_VOCAB_FLOOR == 2000
     assert vocab_size_reason(196_102).endswith(", at least 2,000")
+    assert choose_vocab_size(99_087) == MIN_VOCAB_SIZE == 1000
+    assert vocab_size_reason(99_087).endswith(", at least 1,000")
     assert vocab_size_reason(10**10).endswith(", at most 32,000")
     assert choose_vocab_size(3_820_000) == 8000  # Multi30k: the size its trials chose
 
@@ -125,7 +129,6 @@ def test_the_data_limit_falls_faster_below_multi30k_than_it_grows_above():
 def test_candidates_and_pieces():
     assert vocab_candidates(8000) == (8000, 7000, 6000, 5000, 4000)
     assert vocab_candidates(11_000)[-1] == 6000  # 5,500 rounded up to a thousand
-    assert vocab_candidates(2000) == (2000,)
-    assert vocab_candidates(4000) == (4000, 3000, 2000)
-    assert min(vocab_candidates(4500)) >= MIN_VOCAB_SIZE
+    assert vocab_candidates(1000) == (1000,)
+    assert min(vocab_candidates(1500)) >= MIN_VOCAB_SIZE
     assert pieces_at(1000.0, 4000, 8000) > 1000.0 > pieces_at(1000.0, 16_000, 8000)
