@@ -20,6 +20,15 @@ CT2_COMPUTE_TYPES = ("float32", "int8")
 CT2_TIMED_LINES = 300
 
 
+# Where the kept export goes in the work directory, and its record (speeds, compute type).
+CT2_DIR, CT2_INFO_FILE = "export-ct2", "translator_ct2.json"
+
+
+def ctranslate2_exported(paths: RecipePaths) -> bool:
+    """Whether the job's CTranslate2 export is there already (a resumed job's)."""
+    return (paths.workdir / CT2_DIR / CT2_INFO_FILE).is_file()
+
+
 def export_fastest_ctranslate2(
     paths: RecipePaths, beam_size: int, corpus: RecipeCorpus
 ) -> dict[str, float]:
@@ -29,10 +38,10 @@ def export_fastest_ctranslate2(
     `CT2_TIMED_LINES` sources (beam search as the reports'); the faster is kept in
     `WORKDIR/export-ct2`. Returns target tokens/s per compute type ({}: not installed).
     """
-    out = paths.workdir / "export-ct2"
+    out = paths.workdir / CT2_DIR
     print(f"[7/7] CTranslate2 -> {out}", flush=True)
-    info = out / "translator_ct2.json"
-    if info.is_file():
+    info = out / CT2_INFO_FILE
+    if ctranslate2_exported(paths):
         print("  already exported")
         return json.loads(info.read_text("utf-8"))["speeds"]
     try:

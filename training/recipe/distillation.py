@@ -45,7 +45,12 @@ from training.planning.students import (
     teacher_blocks,
 )
 from training.recipe.corpus import RecipeCorpus, languages, prepare_data
-from training.recipe.ct2_stage import CT2_COMPUTE_TYPES, CT2_TIMED_LINES, export_fastest_ctranslate2
+from training.recipe.ct2_stage import (
+    CT2_COMPUTE_TYPES,
+    CT2_TIMED_LINES,
+    ctranslate2_exported,
+    export_fastest_ctranslate2,
+)
 from training.recipe.distill import Distilled, distilled_corpora
 from training.recipe.reports import RecipeSummary, evaluate_sets, summarize
 from training.recipe.settings import RecipePaths, RecipeSettings
@@ -330,8 +335,7 @@ def _ctranslate2_timing(corpus: RecipeCorpus, timing: DecodeTiming, choice: Stud
 
 def _exported(paths: RecipePaths) -> bool:
     """Whether either export of the student is there already (a resumed job's)."""
-    ctranslate2 = paths.workdir / "export-ct2" / "translator_ct2.json"
-    return (paths.export_version / "saved_model.pb").is_file() or ctranslate2.is_file()
+    return (paths.export_version / "saved_model.pb").is_file() or ctranslate2_exported(paths)
 
 
 def _export_seconds() -> tuple[float, bool]:

@@ -162,7 +162,7 @@ def transformer_spec(model: Transformer, vocabulary: Vocabulary) -> TransformerS
     if model.output_projection is None:  # tied: CTranslate2 stores the shared array once
         decoder.projection.weight = decoder.embeddings.weight
         if model.output_bias is not None:
-            decoder.projection.bias = _array(model.output_bias)
+            decoder.projection.bias = float32_values(model.output_bias)
     else:
         _set_linear(decoder.projection, model.output_projection)
 
@@ -176,7 +176,7 @@ def transformer_spec(model: Transformer, vocabulary: Vocabulary) -> TransformerS
     return spec
 
 
-def _array(variable) -> np.ndarray:
+def float32_values(variable) -> np.ndarray:
     """A variable's or a tensor's values as float32 numpy, whatever the backend."""
     import keras
     import numpy as np
@@ -187,26 +187,26 @@ def _array(variable) -> np.ndarray:
 def _set_embeddings(side, embedding, positions, config: TransformerConfig) -> None:
     """Token table, sqrt(d_model) scale and the position table of one side."""
     table = side.embeddings[0] if isinstance(side.embeddings, list) else side.embeddings
-    table.weight = _array(embedding.embeddings)  # [vocab, d_model]
+    table.weight = float32_values(embedding.embeddings)  # [vocab, d_model]
     side.scale_embeddings = bool(embedding.scale)
     if positions is None:
         return
     if hasattr(positions, "position_embeddings"):  # learned: [max_length, d_model]
-        side.position_encodings.encodings = _array(positions.position_embeddings)
+        side.position_encodings.encodings = float32_values(positions.position_embeddings)
     else:  # ours interleaves sin/cos per channel pair; CTranslate2's built-in does not
         encoding = positions.encoding(default_max_source_length(config), config.d_model)
-        side.position_encodings.encodings = _array(encoding)
+        side.position_encodings.encodings = float32_values(encoding)
 
 
 def _set_norm(spec, norm) -> None:
-    spec.gamma, spec.beta = _array(norm.gamma), _array(norm.beta)
+    spec.gamma, spec.beta = float32_values(norm.gamma), float32_values(norm.beta)
 
 
 def _set_linear(spec, dense) -> None:
     """A Keras Dense (`[in, out]` kernel) as a CTranslate2 linear (`[out, in]` weight)."""
-    spec.weight = _array(dense.kernel).T
+    spec.weight = float32_values(dense.kernel).T
     if dense.bias is not None:
-        spec.bias = _array(dense.bias)
+        spec.bias = float32_values(dense.bias)
 
 
 def _projection(einsum_dense, transpose: bool) -> tuple[np.ndarray, np.ndarray | None]:
@@ -215,12 +215,12 @@ def _projection(einsum_dense, transpose: bool) -> tuple[np.ndarray, np.ndarray |
     Query/key/value kernels `[d_model, heads, head_dim]` (`transpose=True`), the output
     kernel `[heads, head_dim, d_model]`; heads stay contiguous, CTranslate2's split.
     """
-    kernel = _array(einsum_dense.kernel)
+    kernel = float32_values(einsum_dense.kernel)
     if transpose:
         weight = kernel.reshape(kernel.shape[0], -1).T  # [heads * head_dim, d_model]
     else:
         weight = kernel.reshape(-1, kernel.shape[-1]).T  # [d_model, heads * head_dim]
-    bias = None if einsum_dense.bias is None else _array(einsum_dense.bias).reshape(-1)
+    bias = None if einsum_dense.bias is None else float32_values(einsum_dense.bias).reshape(-1)
     return weight, bias
 
 

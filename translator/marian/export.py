@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from translator.constants import EOS_ID, UNK_ID
+from translator.engines.ctranslate2_export import float32_values as _array
 from translator.marian.files import OPTIONS_KEY, MarianImportError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -54,13 +55,6 @@ def _params(model) -> dict[str, np.ndarray]:
     _embeddings(params, model)
     _positions(params, model)
     return params
-
-
-def _array(variable) -> np.ndarray:
-    """A variable's values as float32 numpy, on any backend."""
-    import keras
-
-    return np.asarray(keras.ops.convert_to_numpy(variable), np.float32)
 
 
 def _norm(params: dict, layer, scope: str, pre: bool) -> None:
