@@ -74,8 +74,8 @@ def training_dataset(
 def batch_shapes(config: RunConfig, vocabulary: Vocabulary) -> tuple[tuple[int, int], ...]:
     """`(rows, length)` of the training batches under static shapes; () without them.
 
-    Every bucket whose pairs fill a batch in an epoch (in a mix, every bucket with a pair:
-    its corpora repeat before batching, so any bucket fills in time).
+    Every bucket holding a pair: its last batch of an epoch is padded with rows of
+    padding (`translator.pipelines.dataset`), so each bucket with a pair brings its shape.
     """
     pipeline = config.data.pipeline
     if not pipeline.static_shapes:
@@ -90,11 +90,10 @@ def batch_shapes(config: RunConfig, vocabulary: Vocabulary) -> tuple[tuple[int, 
     for corpus in data.corpora():
         stats = scan_corpus(corpus.source, corpus.target, vocabulary, pipeline, tag=corpus.tag)
         counts = [a + b for a, b in zip(counts, stats.bucket_counts, strict=True)]
-    least = 1 if data.is_mix() else None
     return tuple(
         (bucket.batch_size, bucket.length)
         for bucket, count in zip(pipeline.buckets(), counts, strict=True)
-        if count >= (least or bucket.batch_size)
+        if count
     )
 
 

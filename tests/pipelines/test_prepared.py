@@ -11,7 +11,6 @@ import collections
 import dataclasses
 import itertools
 import json
-import re
 
 import numpy as np
 import pytest
@@ -110,12 +109,12 @@ def test_batches_follow_the_pipelines_bucket_rules(prepared):
             assert longest.max() <= bucket.length  # the first bucket that fits
             smaller = [b.length for b in config.buckets() if b.length < bucket.length]
             assert not smaller or longest.max() > max(smaller)
-            if static:
-                assert labels.shape == (bucket.batch_size, bucket.length)
+            assert len(indices) <= bucket.batch_size  # (a bucket's last batch: fewer rows)
+            if static:  # (`batches` pads a short one's rows: test_static_shapes_train_...)
+                assert labels.shape == (len(indices), bucket.length)
                 assert features["source_ids"].shape == labels.shape
             else:  # padded to the longest row of each side, as tf.data pads
                 assert labels.shape[1] == prepared.target_lengths[indices].max()
-                assert len(indices) <= bucket.batch_size
     # Under static shapes the buckets are the corpus' own, chosen when it was prepared.
     chosen = prepared.buckets_for(dataclasses.replace(CONFIG, static_shapes=True))
     assert chosen.bucket_boundaries == tuple(
@@ -125,19 +124,28 @@ def test_batches_follow_the_pipelines_bucket_rules(prepared):
     assert prepared.buckets_for(given) is given  # the user's win
 
 
-def test_a_corpus_too_small_for_a_static_batch_is_one_error_naming_a_batch_that_fills(prepared):
-    """Static shapes drop incomplete batches: the error names the largest batch that fills."""
+@pytest.mark.parametrize("batch_tokens", [256, 2**16])
+def test_static_shapes_train_every_pair_each_epoch_padding_short_batches(prepared, batch_tokens):
+    """Under static shapes a bucket's last batch of an epoch is padded with rows of
+    padding, not dropped: every pair once per epoch, even from buckets holding fewer
+    pairs than a batch's rows (at 2**16 batch tokens, all of them), in the bucket's shape.
+    """
     config = prepared.buckets_for(dataclasses.replace(CONFIG, static_shapes=True))
-    big = dataclasses.replace(config, batch_tokens=2**20)
-    with pytest.raises(CorpusError) as error:
-        next(prepared.batches(big))
-    found = re.search(r"--set data.pipeline.batch_tokens=(\d+) fills one", str(error.value))
-    assert found and str(prepared.path) in str(error.value), str(error.value)
-    fills = int(found.group(1))
-    assert prepared.epoch(dataclasses.replace(big, batch_tokens=fills), 0)
-    assert not prepared.epoch(dataclasses.replace(big, batch_tokens=2 * fills), 0)
-    _, labels = next(prepared.batches(dataclasses.replace(big, batch_tokens=fills)))
-    assert labels.shape[0] * labels.shape[1] <= fills
+    config = dataclasses.replace(config, batch_tokens=batch_tokens, seed=7)
+    counts = dict(zip(config.buckets(), prepared.bucket_counts(config), strict=True))
+    assert sum(counts.values()) == prepared.pairs
+    held = {(b.batch_size, b.length) for b, n in counts.items() if n}
+    assert held == set(prepared.batch_shapes(config))
+    if batch_tokens > 256:  # (the premise: no bucket fills a batch here)
+        assert all(n < b.batch_size for b, n in counts.items())
+    trained = collections.Counter()
+    for _, labels in itertools.islice(prepared.batches(config), len(prepared.epoch(config, 0))):
+        assert labels.shape in held
+        trained.update(tuple(row[row != PAD_ID]) for row in labels)
+    padding = trained.pop((), 0)
+    assert padding > 0
+    every = prepared.batch(np.arange(prepared.pairs))[1]
+    assert trained == collections.Counter(tuple(row[row != PAD_ID]) for row in every)
 
 
 def test_epochs_are_seeded_and_a_resume_continues_at_its_batch(prepared):

@@ -186,20 +186,30 @@ def count_corpus(config: RunConfig, vocabulary: Vocabulary, replicas: int = 1) -
     """Pairs, characters and target tokens of one epoch of the run's training corpus.
 
     With the pairs per length bucket where an epoch's batches are counted by them: one
-    text corpus, batched anew each epoch (`make_dataset(...).repeat()`), by one replica,
-    without static shapes (`CorpusCounts.tokens_per_update`).
+    corpus batched anew each epoch, a prepared one or a text one by one replica
+    (`make_dataset(...).repeat()`; `CorpusCounts.tokens_per_update`).
 
     Raises:
         CorpusError: the training or validation corpus has no pair to learn from (before
             anything is timed), or a file is bad (naming it).
     """
     data = config.data
+    static = data.pipeline.static_shapes
     if data.prepared:  # counted when it was prepared (a prepared set has a pair at least)
         from training.inputs import open_prepared
 
         prepared = open_prepared(config, vocabulary)
         manifest = prepared.manifest
-        counts = CorpusCounts(manifest.pairs, manifest.characters, manifest.target_tokens)
+        pipeline = prepared.buckets_for(data.pipeline)
+        lengths = (bucket.length for bucket in pipeline.buckets())
+        counts = CorpusCounts(
+            manifest.pairs,
+            manifest.characters,
+            manifest.target_tokens,
+            tuple(zip(lengths, prepared.bucket_counts(pipeline), strict=True)),
+            pipeline.batch_size_multiple,
+            static,
+        )
         if prepared.validation() is not None or not tensorflow_installed():
             return counts  # (no TensorFlow: the text validation set is checked by BLEU)
         pairs, characters, target_tokens = counts.pairs, counts.characters, counts.target_tokens
@@ -214,8 +224,9 @@ def count_corpus(config: RunConfig, vocabulary: Vocabulary, replicas: int = 1) -
         pairs, target_tokens = pairs + stats.pairs, target_tokens + stats.target_tokens
         characters += count_characters(corpus.source, corpus.target)
     buckets: tuple[tuple[int, int], ...] = ()
-    one_text_corpus = stats is not None and not data.is_mix()
-    if one_text_corpus and not data.pipeline.static_shapes and replicas == 1:
+    if data.prepared:
+        buckets = counts.buckets
+    elif stats is not None and not data.is_mix() and replicas == 1:
         lengths = (bucket.length for bucket in data.pipeline.buckets())
         buckets = tuple(zip(lengths, stats.bucket_counts, strict=True))
     if data.valid_source:
@@ -224,7 +235,7 @@ def count_corpus(config: RunConfig, vocabulary: Vocabulary, replicas: int = 1) -
         )
         check_learnable(valid, training=False)
     return CorpusCounts(
-        pairs, characters, target_tokens, buckets, data.pipeline.batch_size_multiple
+        pairs, characters, target_tokens, buckets, data.pipeline.batch_size_multiple, static
     )
 
 

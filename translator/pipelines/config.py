@@ -42,15 +42,16 @@ class PipelineConfig(DictConfig):
     max_target_length: int = 256
     # Bucket lengths are multiples of this: 4 -> buckets 4, 8, 12, ... Narrower buckets
     # mean less padding but more distinct shapes and partial batches (decision D4). With
-    # static_shapes every bucket is
-    # one compiled shape: prefer 16 or explicit bucket_boundaries there.
+    # static_shapes every bucket is one compiled shape: prefer 16 or explicit
+    # bucket_boundaries there.
     bucket_width: int = 4
     # Explicit bucket lengths (ascending), replacing bucket_width; the longest length
     # max(max_source_length, max_target_length) is appended when missing.
     bucket_boundaries: tuple[int, ...] = ()
     # Static shapes for TPUs / XLA: pad every batch to its bucket length (source and
-    # target alike) and drop each bucket's last incomplete batch, so a batch has one of
-    # len(buckets()) shapes. The pairs left out per epoch are counted in CorpusStats.
+    # target alike) and each bucket's last incomplete batch with rows of padding (no pair
+    # left out; the planner prices such a batch as a full one), so a batch has one of
+    # len(buckets()) shapes.
     static_shapes: bool = False
     # Round each bucket's batch size down to a multiple of this (8 suits TPUs and tensor
     # cores).

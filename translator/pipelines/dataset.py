@@ -66,8 +66,6 @@ class CorpusStats:
     num_shards: int
     # Kept pairs per shard.
     kept_per_shard: tuple[int, ...]
-    # With static_shapes: kept pairs per shard left out of incomplete last batches.
-    static_remainder: tuple[int, ...]
 
     @property
     def skipped(self) -> int:
@@ -86,11 +84,6 @@ class CorpusStats:
             f"line, {self.too_long:,} longer than {self.max_source_length} source / "
             f"{self.max_target_length} target tokens"
         )
-        if any(self.static_remainder):
-            text += (
-                f"; static shapes leave {sum(self.static_remainder):,} kept pairs out of each "
-                "epoch (incomplete last batches of buckets)"
-            )
         return text
 
 
@@ -207,7 +200,7 @@ def make_dataset(
     """
     config = config or PipelineConfig()
     pairs = _pairs(source_path, target_path, vocabulary, config, training, input_context, tag)
-    return _batch_by_bucket(pairs, config, training).prefetch(tf.data.AUTOTUNE)
+    return _batch_by_bucket(pairs, config).prefetch(tf.data.AUTOTUNE)
 
 
 def tokenized_corpus(
@@ -295,7 +288,7 @@ def make_mixed_dataset(
     mixed = tf.data.Dataset.sample_from_datasets(
         streams, weights=[corpus.weight / total for corpus in corpora], seed=config.seed
     )  # (([s], [t], [t], []), []) one pair and its corpus
-    return _batch_by_bucket(mixed, config, training=True).prefetch(tf.data.AUTOTUNE)
+    return _batch_by_bucket(mixed, config).prefetch(tf.data.AUTOTUNE)
 
 
 def drawn_shares(mix: tf.data.Dataset, corpora: int, batches: int) -> list[float]:
@@ -325,10 +318,8 @@ def _pairs(
     tag_id = vocabulary.tag_id(tag) if tag else None
     num_shards = input_context.num_input_pipelines if input_context else 1
     shard = input_context.input_pipeline_id if input_context else 0
-    # (Evaluation keeps the pairs of incomplete static batches: see `_batch_by_bucket`.)
-    scanned = config if training else dataclasses.replace(config, static_shapes=False)
     stats = _scan(
-        source_path, target_path, vocabulary, scanned, num_shards, log=shard == 0, tag_id=tag_id
+        source_path, target_path, vocabulary, config, num_shards, log=shard == 0, tag_id=tag_id
     )
     check_learnable(stats, training)
 
@@ -366,14 +357,13 @@ def _check_samples(vocabulary: Vocabulary) -> None:
         )
 
 
-def _batch_by_bucket(
-    dataset: tf.data.Dataset, config: PipelineConfig, training: bool
-) -> tf.data.Dataset:
+def _batch_by_bucket(dataset: tf.data.Dataset, config: PipelineConfig) -> tf.data.Dataset:
     """Pairs `([s], [t], [t], bucket)` -> padded batches of one length bucket each.
 
-    With static shapes, training drops each bucket's incomplete last batch; evaluation
-    keeps it, padded with rows of padding to the bucket's batch size (no pair left out,
-    the same shapes).
+    With static shapes, each bucket's incomplete last batch is padded with rows of padding
+    to the bucket's batch size, in training as in evaluation: the same shapes, and no pair
+    left out (dropped, a bucket holding fewer pairs than a batch's rows would never be
+    trained on).
 
     Returns:
         `(features, labels)` batches, as `make_dataset` describes them.
@@ -387,8 +377,7 @@ def _batch_by_bucket(
 
     def batch_bucket(bucket: tf.Tensor, window: tf.data.Dataset) -> tf.data.Dataset:
         # Ragged batches (padded_batch refuses them), padded once per batch in `to_features`.
-        drop = config.static_shapes and training
-        return window.batch(tf.gather(batch_sizes, bucket), drop_remainder=drop)
+        return window.batch(tf.gather(batch_sizes, bucket))
 
     def to_features(*element: tf.Tensor) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
         # [b, (s)], [b, (t)], [b, (t)], [b], and for a mix the corpus of each pair, [b]
@@ -422,8 +411,7 @@ def check_learnable(stats: CorpusStats, training: bool) -> None:
     Raises:
         CorpusError: naming the files and the skip counts.
     """
-    left_out = sum(stats.static_remainder) if training else 0  # (evaluation pads instead)
-    if stats.kept - left_out <= 0:  # an empty dataset trains nothing
+    if stats.kept <= 0:  # an empty dataset trains nothing
         raise CorpusError(
             f"{stats.source_path} | {stats.target_path}: no pair to "
             f"{'train' if training else 'validate'} on; {stats.counts()}"
@@ -495,7 +483,6 @@ def _scan(
         config.max_source_length,
         config.max_target_length,
         config.buckets(),
-        config.static_shapes,
         num_shards,
     )
     entry = _SCANS.get(key)
@@ -543,8 +530,6 @@ def _compute_stats(
         tokens += (source_len[kept].sum(), target_len[kept].sum())
     if int(reasons.sum()) != pairs:  # pragma: no cover - would mean TF and Python disagree
         raise RuntimeError(f"scanned {int(reasons.sum())} pairs, but the files have {pairs} lines")
-    sizes = np.array([b.batch_size for b in buckets], np.int64)
-    remainder = (per_bucket % sizes).sum(axis=1) if config.static_shapes else np.zeros(num_shards)
     return CorpusStats(
         source_path=str(source_path),
         target_path=str(target_path),
@@ -559,5 +544,4 @@ def _compute_stats(
         bucket_counts=tuple(int(c) for c in per_bucket.sum(axis=0)),
         num_shards=num_shards,
         kept_per_shard=tuple(int(c) for c in per_bucket.sum(axis=1)),
-        static_remainder=tuple(int(r) for r in remainder),
     )

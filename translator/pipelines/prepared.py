@@ -267,47 +267,32 @@ class PreparedCorpus:
         return dataclasses.replace(config, bucket_boundaries=chosen)
 
     def batch_shapes(self, config: PipelineConfig) -> tuple[tuple[int, int], ...]:
-        """Under static shapes, `(rows, length)` of every bucket an epoch fills a batch of."""
+        """Under static shapes, `(rows, length)` of every bucket holding a pair."""
+        pairs = zip(config.buckets(), self.bucket_counts(config), strict=True)
+        return tuple((bucket.batch_size, bucket.length) for bucket, count in pairs if count)
+
+    def bucket_counts(self, config: PipelineConfig) -> tuple[int, ...]:
+        """Pairs per bucket of `config.buckets()`, in their order."""
         buckets = config.buckets()
-        return tuple((buckets[i].batch_size, buckets[i].length) for i in self._filled(buckets))
-
-    def _filled(self, buckets: tuple[Bucket, ...]) -> list[int]:
-        """The indices of the buckets whose pairs fill at least one batch."""
         counts = np.bincount(self._buckets_of(buckets), minlength=len(buckets))
-        return [i for i, b in enumerate(buckets) if b.batch_size and counts[i] >= b.batch_size]
-
-    def largest_filled_batch_tokens(self, config: PipelineConfig) -> int | None:
-        """The largest of `config.batch_tokens` halved until a bucket's pairs fill a batch.
-
-        None if none does down to one token (static shapes drop incomplete batches).
-        """
-        tokens = config.batch_tokens
-        while tokens >= 1:
-            if self._filled(dataclasses.replace(config, batch_tokens=tokens).buckets()):
-                return tokens
-            tokens //= 2
-        return None
+        return tuple(int(c) for c in counts)
 
     def commonest_bucket(self, config: PipelineConfig) -> Bucket | None:
-        """The bucket holding the most target tokens, of those an epoch fills a batch of.
-
-        None without static shapes, or if no bucket fills one.
-        """
+        """The bucket holding the most target tokens (None without static shapes)."""
         if not config.static_shapes:
             return None
         buckets = config.buckets()
         tokens = np.bincount(
             self._buckets_of(buckets), weights=self.target_lengths, minlength=len(buckets)
         )
-        full = self._filled(buckets)
-        return buckets[max(full, key=lambda i: tokens[i])] if full else None
+        return buckets[int(np.argmax(tokens))]
 
     def epoch(self, config: PipelineConfig, epoch: int) -> list[tuple[Bucket, np.ndarray]]:
         """The batches of one epoch, in order: each its bucket and its pairs' indices.
 
         A pair joins its bucket in the epoch's seeded order, and a bucket's batch is
-        emitted when it fills, as tf.data's `group_by_window` does. Incomplete last
-        batches are dropped under static shapes and emitted at the end otherwise.
+        emitted when it fills, as tf.data's `group_by_window` does; each bucket's
+        incomplete last batch at the end (under static shapes `batches` pads its rows).
         """
         buckets = config.buckets()
         sizes = np.array([b.batch_size for b in buckets])
@@ -327,7 +312,7 @@ class PreparedCorpus:
                 chunk = positions[k * size : (k + 1) * size]
                 ends.append(int(chunk[-1]))
                 batches.append((bucket, order[chunk]))
-            if not config.static_shapes and len(positions) % size:
+            if len(positions) % size:
                 ends.append(self.pairs + index)  # after every full batch, bucket by bucket
                 batches.append((bucket, order[positions[full * size :]]))
         return [batches[i] for i in np.argsort(ends, kind="stable")]
@@ -348,8 +333,8 @@ class PreparedCorpus:
         """Every pair once, in file order within its bucket, bucket after bucket.
 
         As tf.data's evaluation batches: under static shapes a bucket's last batch is
-        padded with rows of padding to the bucket's batch size (no pair left out, the same
-        shapes); otherwise it is shorter.
+        padded with rows of padding to the bucket's batch size (`_batch_of`); otherwise
+        it is shorter.
         """
         buckets = config.buckets()
         bucket_of = self._buckets_of(buckets)  # [pairs]
@@ -357,42 +342,32 @@ class PreparedCorpus:
             rows = np.flatnonzero(bucket_of == index)
             size = max(bucket.batch_size, 1)
             for start in range(0, len(rows), size):
-                length = bucket.length if config.static_shapes else None
-                features, labels = self.batch(rows[start : start + size], length)
-                if config.static_shapes and len(labels) < size:
-                    features, labels = _pad_batch((features, labels), size)
-                yield features, labels
+                yield self._batch_of(rows[start : start + size], bucket, config.static_shapes)
 
     def batches(
         self, config: PipelineConfig, skip: int = 0, only: Bucket | None = None
     ) -> Iterator[Batch]:
         """Endless training batches from the `skip`-th on (epoch after epoch).
 
-        `only`: just that bucket's batches (the planner times one batch shape).
-
-        Raises:
-            CorpusError: no batch can be made (every bucket's pairs too few for a
-                static batch), before the first batch.
+        `only`: just that bucket's batches (the planner times one batch shape). Under
+        static shapes a bucket's last batch of an epoch is padded with rows of padding,
+        as tf.data's training batches are: no pair left out.
         """
-        per_epoch = len(self.epoch(config, 0))
-        if per_epoch == 0:
-            fills = self.largest_filled_batch_tokens(config)
-            remedy = (
-                f"--set data.pipeline.batch_tokens={fills} fills one"
-                if fills
-                else "no batch size fills one"
-            )
-            raise CorpusError(
-                f"{self.path}: no pair to train on; {self.pairs:,} kept pairs fill no "
-                f"batch of {config.batch_tokens:,} tokens with static shapes ({remedy})"
-            )
+        per_epoch = len(self.epoch(config, 0))  # (a prepared corpus holds a pair at least)
         epoch, offset = divmod(skip, per_epoch)
         while True:
             for bucket, rows in self.epoch(config, epoch)[offset:]:
                 if only is not None and bucket != only:
                     continue
-                yield self.batch(rows, bucket.length if config.static_shapes else None)
+                yield self._batch_of(rows, bucket, config.static_shapes)
             epoch, offset = epoch + 1, 0
+
+    def _batch_of(self, rows: np.ndarray, bucket: Bucket, static: bool) -> Batch:
+        """`batch(rows)`; under static shapes the bucket's shape, rows of padding added."""
+        if not static:
+            return self.batch(rows)
+        batch = self.batch(rows, bucket.length)
+        return _pad_batch(batch, bucket.batch_size) if len(rows) < bucket.batch_size else batch
 
     def batch(self, rows: np.ndarray, length: int | None = None) -> Batch:
         """The padded, teacher-forced batch of some pairs.

@@ -339,6 +339,58 @@ def test_compiling_ahead_is_not_charged_to_the_budget_but_bounds_the_timing(tmp_
     )
 
 
+@pytest.mark.parametrize("batch_tokens", [256, 1024])
+def test_under_static_shapes_the_plan_prices_a_padded_batch_as_a_full_one(
+    copy_task, tmp_path, batch_tokens
+):
+    """A prepared corpus under static shapes (every JAX run): the epoch's tokens per
+    update are counted as its real batches hold them, and since a bucket's padded last
+    batch costs a full update's time, the updates bought are the timing's updates per
+    second times the seconds, whatever the padding (the pace in real tokens falls)."""
+    import itertools
+
+    import numpy as np
+
+    from training.config import load_config
+    from training.planning.measure import count_corpus
+    from training.planning.rules import SHAPES, Budget, Given, Speed, make_plan
+    from translator.pipelines.prepare import prepare_corpus
+    from translator.pipelines.prepared import PreparedCorpus
+    from translator.pipelines.vocabulary import load_vocabulary
+
+    config = load_config(write_user_config(tmp_path, copy_task))
+    vocabulary = load_vocabulary(copy_task["vocab"])
+    prepared = tmp_path / "prepared"
+    prepare_corpus(*copy_task["train"], vocabulary, prepared, config.data.pipeline)
+    pipeline = dataclasses.replace(
+        config.data.pipeline, static_shapes=True, batch_tokens=batch_tokens
+    )
+    data = dataclasses.replace(
+        config.data, train_source="", train_target="", prepared=str(prepared), pipeline=pipeline
+    )
+    config = dataclasses.replace(config, data=data)
+    counts = count_corpus(config, vocabulary)
+    corpus = PreparedCorpus(prepared)
+    chosen = corpus.buckets_for(pipeline)
+    batches = len(corpus.epoch(chosen, 0))
+    tokens = sum(
+        int(np.count_nonzero(labels))
+        for _, labels in itertools.islice(corpus.batches(chosen), batches)
+    )
+    assert tokens == counts.target_tokens and counts.static_shapes
+    full = Speed(1000.0, 0.9 * batch_tokens, batch_tokens, measured=True)  # a timing's
+    assert counts.tokens_per_update(full, batch_tokens) == pytest.approx(tokens / batches)
+    assert tokens / batches < full.tokens_per_update  # (the premise: padded batches)
+    budget, shape = Budget(seconds=600.0), SHAPES[0]
+    given = Given(shape=shape, batch_tokens=batch_tokens)
+    plan = make_plan(counts, budget, {shape.name: full}, given=given)
+    timed_updates = 600.0 * full.tokens_per_second / full.tokens_per_update
+    assert plan.updates == int(timed_updates) or plan.updates == int(timed_updates) - 1
+    assert plan.epochs == pytest.approx(plan.updates * (tokens / batches) / tokens, rel=1e-3)
+    dynamic = dataclasses.replace(counts, static_shapes=False)  # the control: cheaper ends
+    assert make_plan(dynamic, budget, {shape.name: full}, given=given).updates > plan.updates
+
+
 def test_a_jax_plan_from_a_prepared_corpus_times_one_bucket_and_reports_its_compiling(
     copy_task, tmp_path
 ):
