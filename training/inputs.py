@@ -74,8 +74,8 @@ def training_dataset(
 def batch_shapes(config: RunConfig, vocabulary: Vocabulary) -> tuple[tuple[int, int], ...]:
     """`(rows, length)` of the training batches under static shapes; () without them.
 
-    Every bucket holding a pair: its last batch of an epoch is padded with rows of
-    padding (`translator.pipelines.dataset`), so each bucket with a pair brings its shape.
+    Every bucket holding a pair: one that fills no batch is one batch padded with rows of
+    padding an epoch (`translator.pipelines.dataset`), so each brings its shape.
     """
     pipeline = config.data.pipeline
     if not pipeline.static_shapes:

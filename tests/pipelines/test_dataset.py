@@ -198,17 +198,31 @@ def test_summary_is_logged_once(multi30k_dir, vocabulary, tmp_path, caplog):
     assert sum(int(labels.shape[0]) for _, labels in dataset) == 2
 
 
-def test_static_shapes(defect_corpus, vocabulary, expected):
-    """Every batch has one of the buckets' fixed shapes, and no pair is left out: a
-    bucket's last batch is padded with rows of padding, in training as in evaluation."""
+@pytest.mark.parametrize("batch_tokens", [CONFIG.batch_tokens, 2**16])
+def test_static_shapes(defect_corpus, vocabulary, expected, batch_tokens):
+    """Every batch has one of the buckets' fixed shapes. Evaluation keeps every pair (a
+    bucket's last batch padded with rows of padding); training leaves exactly the counted
+    remainders of buckets that fill a batch to later epochs, and trains a bucket that
+    fills none as one padded batch (at 2**16 batch tokens no bucket fills one)."""
     pairs, _, _ = expected
-    config = dataclasses.replace(CONFIG, static_shapes=True, bucket_width=16, batch_size_multiple=8)
+    config = dataclasses.replace(
+        CONFIG,
+        static_shapes=True,
+        bucket_width=16,
+        batch_size_multiple=8,
+        batch_tokens=batch_tokens,
+    )
     shapes = {(b.batch_size, b.length) for b in config.buckets()}
     assert all(size % 8 == 0 for size, _ in shapes)
     stats = scan_corpus(defect_corpus[0], defect_corpus[1], vocabulary, config)
     sizes = [b.batch_size for b in config.buckets()]
-    # (the premise: some bucket's pairs do not fill its last batch)
-    assert any(n % size for n, size in zip(stats.bucket_counts, sizes, strict=True))
+    fills = [n >= size for n, size in zip(stats.bucket_counts, sizes, strict=True)]
+    short = any(n and not fill for n, fill in zip(stats.bucket_counts, fills, strict=True))
+    # (the premises: remainders of filling buckets, or buckets that fill no batch)
+    if batch_tokens == CONFIG.batch_tokens:
+        assert sum(stats.static_remainder) > 0 and "static shapes leave" in stats.summary()
+    else:
+        assert not any(fills) and sum(stats.static_remainder) == 0
     for training in (True, False):
         dataset = make_dataset(
             defect_corpus[0], defect_corpus[1], vocabulary, config, training=training
@@ -218,8 +232,10 @@ def test_static_shapes(defect_corpus, vocabulary, expected):
         for source, decoder_input, labels in batches:
             assert source.shape == decoder_input.shape == labels.shape
             assert source.shape in shapes  # one of the buckets' fixed shapes
-        assert produced == pairs  # every kept pair once, nothing produced twice
-        assert padding > 0
+        left_out = sum(stats.static_remainder) if training else 0
+        assert sum(produced.values()) == stats.kept - left_out
+        assert all(count <= pairs[key] for key, count in produced.items())  # none twice
+        assert (padding > 0) is (short or not training)  # training pads short buckets only
 
 
 def test_bad_corpora_fail_before_the_first_batch(vocabulary, tmp_path):

@@ -125,27 +125,34 @@ def test_batches_follow_the_pipelines_bucket_rules(prepared):
 
 
 @pytest.mark.parametrize("batch_tokens", [256, 2**16])
-def test_static_shapes_train_every_pair_each_epoch_padding_short_batches(prepared, batch_tokens):
-    """Under static shapes a bucket's last batch of an epoch is padded with rows of
-    padding, not dropped: every pair once per epoch, even from buckets holding fewer
-    pairs than a batch's rows (at 2**16 batch tokens, all of them), in the bucket's shape.
-    """
+def test_static_shapes_train_a_bucket_that_fills_no_batch_as_one_padded_batch(
+    prepared, batch_tokens
+):
+    """Under static shapes, as tf.data's training batches: a bucket that fills a batch
+    leaves its remainder to a later epoch (a different one each epoch); one holding fewer
+    pairs than a batch's rows is one batch padded with rows of padding, so it is trained
+    on (at 2**16 batch tokens no bucket fills one: every pair, every epoch)."""
     config = prepared.buckets_for(dataclasses.replace(CONFIG, static_shapes=True))
     config = dataclasses.replace(config, batch_tokens=batch_tokens, seed=7)
     counts = dict(zip(config.buckets(), prepared.bucket_counts(config), strict=True))
     assert sum(counts.values()) == prepared.pairs
     held = {(b.batch_size, b.length) for b, n in counts.items() if n}
     assert held == set(prepared.batch_shapes(config))
-    if batch_tokens > 256:  # (the premise: no bucket fills a batch here)
-        assert all(n < b.batch_size for b, n in counts.items())
+    short = {b for b, n in counts.items() if 0 < n < b.batch_size}
+    remainder = sum(n % b.batch_size for b, n in counts.items() if b not in short)
+    assert short if batch_tokens > 256 else remainder  # (the premises)
     trained = collections.Counter()
     for _, labels in itertools.islice(prepared.batches(config), len(prepared.epoch(config, 0))):
         assert labels.shape in held
         trained.update(tuple(row[row != PAD_ID]) for row in labels)
     padding = trained.pop((), 0)
-    assert padding > 0
-    every = prepared.batch(np.arange(prepared.pairs))[1]
-    assert trained == collections.Counter(tuple(row[row != PAD_ID]) for row in every)
+    assert (padding > 0) is bool(short)
+    every = collections.Counter(
+        tuple(row[row != PAD_ID]) for row in prepared.batch(np.arange(prepared.pairs))[1]
+    )
+    assert not trained - every and every.total() - trained.total() == remainder
+    if batch_tokens > 256:
+        assert trained == every
 
 
 def test_epochs_are_seeded_and_a_resume_continues_at_its_batch(prepared):

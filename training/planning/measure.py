@@ -187,14 +187,14 @@ def count_corpus(config: RunConfig, vocabulary: Vocabulary, replicas: int = 1) -
 
     With the pairs per length bucket where an epoch's batches are counted by them: one
     corpus batched anew each epoch, a prepared one or a text one by one replica
-    (`make_dataset(...).repeat()`; `CorpusCounts.tokens_per_update`).
+    (`make_dataset(...).repeat()`), without static shapes (`CorpusCounts.tokens_per_update`).
 
     Raises:
         CorpusError: the training or validation corpus has no pair to learn from (before
             anything is timed), or a file is bad (naming it).
     """
     data = config.data
-    static = data.pipeline.static_shapes
+    counted = not data.pipeline.static_shapes  # (static: full batches, as timed)
     if data.prepared:  # counted when it was prepared (a prepared set has a pair at least)
         from training.inputs import open_prepared
 
@@ -206,9 +206,8 @@ def count_corpus(config: RunConfig, vocabulary: Vocabulary, replicas: int = 1) -
             manifest.pairs,
             manifest.characters,
             manifest.target_tokens,
-            tuple(zip(lengths, prepared.bucket_counts(pipeline), strict=True)),
+            tuple(zip(lengths, prepared.bucket_counts(pipeline), strict=True)) if counted else (),
             pipeline.batch_size_multiple,
-            static,
         )
         if prepared.validation() is not None or not tensorflow_installed():
             return counts  # (no TensorFlow: the text validation set is checked by BLEU)
@@ -226,7 +225,7 @@ def count_corpus(config: RunConfig, vocabulary: Vocabulary, replicas: int = 1) -
     buckets: tuple[tuple[int, int], ...] = ()
     if data.prepared:
         buckets = counts.buckets
-    elif stats is not None and not data.is_mix() and replicas == 1:
+    elif counted and stats is not None and not data.is_mix() and replicas == 1:
         lengths = (bucket.length for bucket in data.pipeline.buckets())
         buckets = tuple(zip(lengths, stats.bucket_counts, strict=True))
     if data.valid_source:
@@ -235,7 +234,7 @@ def count_corpus(config: RunConfig, vocabulary: Vocabulary, replicas: int = 1) -
         )
         check_learnable(valid, training=False)
     return CorpusCounts(
-        pairs, characters, target_tokens, buckets, data.pipeline.batch_size_multiple, static
+        pairs, characters, target_tokens, buckets, data.pipeline.batch_size_multiple
     )
 
 

@@ -216,14 +216,12 @@ class CorpusCounts:
     # vocabulary exists, then estimated from the characters.
     target_tokens: int | None = None
     # Where every epoch ends each length bucket's batch short (one corpus batched anew
-    # each epoch: a text corpus by one replica, or a prepared one): the kept pairs per
-    # bucket, as (bucket length, pairs); () elsewhere (a mix is batched endlessly).
+    # each epoch, a text corpus by one replica or a prepared one, without static shapes):
+    # the kept pairs per bucket, as (bucket length, pairs); () elsewhere (a mix is batched
+    # endlessly; static shapes leave the remainders of buckets that fill a batch).
     buckets: tuple[tuple[int, int], ...] = ()
     # Batch rows are a multiple of this (`data.pipeline.batch_size_multiple`).
     batch_size_multiple: int = 1
-    # Static shapes: a bucket's short batch is padded with rows of padding, so it costs
-    # as much as a full one.
-    static_shapes: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "buckets", tuple(tuple(b) for b in self.buckets))  # (JSON)
@@ -253,23 +251,6 @@ class CorpusCounts:
             for length, pairs in self.buckets
         )
         return self.target_tokens / max(batches, 1)
-
-    def trained_speed(self, speed: Speed, batch_tokens: int) -> Speed:
-        """`speed` in this corpus' real target tokens, at `batch_tokens`.
-
-        Under static shapes every update costs the timed one's time, short or not, so the
-        pace falls with the real tokens an update holds: the timed pace times the
-        epoch's tokens per update over the timing's (under 1 where rows of padding fill
-        the buckets' last batches). Otherwise `speed`: a short batch costs less.
-        """
-        if not (self.static_shapes and self.buckets and speed.tokens_per_update):
-            return speed
-        fill = self.tokens_per_update(speed, batch_tokens) / speed.at_batch(batch_tokens)
-        return dataclasses.replace(
-            speed,
-            tokens_per_second=speed.tokens_per_second * fill,
-            tokens_per_update=speed.tokens_per_update * fill,
-        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -442,7 +423,7 @@ class Plan:
             if speed.compile_seconds:
                 how += f"; {speed.compile_seconds:.0f} s compiling before the clock"
             batch = self.batch_tokens
-            bought = tokens_bought(corpus.trained_speed(speed, batch), self.budget, batch)
+            bought = tokens_bought(speed, self.budget, batch)
             lines.append(
                 f"speed: {name} {speed.tokens_per_second:,.0f} target tokens/s at "
                 f"{speed.batch_tokens:,} batch tokens ({how}; {speed.startup_seconds:.0f} s "
@@ -848,7 +829,6 @@ def make_plan(
     if budget.seconds is not None and (shape.name, batch) in (batch_speeds or {}):
         speed = batch_speeds[shape.name, batch]
         speeds = {**speeds, shape.name: speed}
-    speed = corpus.trained_speed(speed, batch)
     tokens = tokens_bought(speed, budget, batch)
     updates = int(budget.updates or tokens / corpus.tokens_per_update(speed, batch))
     epochs = tokens / corpus.epoch_tokens

@@ -49,9 +49,10 @@ class PipelineConfig(DictConfig):
     # max(max_source_length, max_target_length) is appended when missing.
     bucket_boundaries: tuple[int, ...] = ()
     # Static shapes for TPUs / XLA: pad every batch to its bucket length (source and
-    # target alike) and each bucket's last incomplete batch with rows of padding (no pair
-    # left out; the planner prices such a batch as a full one), so a batch has one of
-    # len(buckets()) shapes.
+    # target alike), so a batch has one of len(buckets()) shapes. In training a bucket
+    # that fills a batch leaves its incomplete last batch to later epochs' shuffles
+    # (counted in CorpusStats); one that fills none is one batch padded with rows of
+    # padding, so no pair is never trained on.
     static_shapes: bool = False
     # Round each bucket's batch size down to a multiple of this (8 suits TPUs and tensor
     # cores).

@@ -66,6 +66,11 @@ class CorpusStats:
     num_shards: int
     # Kept pairs per shard.
     kept_per_shard: tuple[int, ...]
+    # Kept pairs per shard and length bucket: [num_shards][buckets].
+    shard_bucket_counts: tuple[tuple[int, ...], ...]
+    # With static_shapes: kept pairs per shard an epoch leaves to later epochs' shuffles
+    # (the incomplete last batches of buckets that fill a batch).
+    static_remainder: tuple[int, ...]
 
     @property
     def skipped(self) -> int:
@@ -84,6 +89,11 @@ class CorpusStats:
             f"line, {self.too_long:,} longer than {self.max_source_length} source / "
             f"{self.max_target_length} target tokens"
         )
+        if any(self.static_remainder):
+            text += (
+                f"; static shapes leave {sum(self.static_remainder):,} kept pairs to a later "
+                "epoch each epoch (incomplete last batches of buckets that fill a batch)"
+            )
         return text
 
 
@@ -200,7 +210,17 @@ def make_dataset(
     """
     config = config or PipelineConfig()
     pairs = _pairs(source_path, target_path, vocabulary, config, training, input_context, tag)
-    return _batch_by_bucket(pairs, config).prefetch(tf.data.AUTOTUNE)
+    short_kept = None  # every short batch kept: evaluation, or without static shapes
+    if training and config.static_shapes:
+        num_shards = input_context.num_input_pipelines if input_context else 1
+        shard = input_context.input_pipeline_id if input_context else 0
+        stats = scan_corpus(
+            source_path, target_path, vocabulary, config, num_shards=num_shards, tag=tag
+        )
+        sizes = [b.batch_size for b in config.buckets()]
+        counts = stats.shard_bucket_counts[shard]
+        short_kept = [count < size for count, size in zip(counts, sizes, strict=True)]
+    return _batch_by_bucket(pairs, config, short_kept).prefetch(tf.data.AUTOTUNE)
 
 
 def tokenized_corpus(
@@ -357,13 +377,18 @@ def _check_samples(vocabulary: Vocabulary) -> None:
         )
 
 
-def _batch_by_bucket(dataset: tf.data.Dataset, config: PipelineConfig) -> tf.data.Dataset:
+def _batch_by_bucket(
+    dataset: tf.data.Dataset, config: PipelineConfig, short_kept: list[bool] | None = None
+) -> tf.data.Dataset:
     """Pairs `([s], [t], [t], bucket)` -> padded batches of one length bucket each.
 
-    With static shapes, each bucket's incomplete last batch is padded with rows of padding
-    to the bucket's batch size, in training as in evaluation: the same shapes, and no pair
-    left out (dropped, a bucket holding fewer pairs than a batch's rows would never be
-    trained on).
+    With static shapes a bucket's incomplete last batch is padded with rows of padding to
+    the bucket's batch size (the same shapes). `short_kept`, per bucket (training under
+    static shapes): whether its incomplete batch is kept; None: every one is. Training
+    keeps it only for a bucket that fills no batch (else it would never be trained on)
+    and leaves the others' remainders to later epochs, whose shuffles differ: a padded
+    batch costs a full one's time, and padding every remainder lost 1.5 validation BLEU
+    (bench/RESULTS.md, "Static shapes").
 
     Returns:
         `(features, labels)` batches, as `make_dataset` describes them.
@@ -402,6 +427,15 @@ def _batch_by_bucket(dataset: tf.data.Dataset, config: PipelineConfig) -> tf.dat
         reduce_func=batch_bucket,
         window_size_func=lambda bucket: tf.gather(batch_sizes, bucket),
     )  # ([b, (s)], [b, (t)], [b, (t)], [b]) one bucket's pairs
+    if short_kept is not None:
+        kept = tf.constant(short_kept, tf.bool)  # [buckets]
+
+        def full_or_kept(*element: tf.Tensor) -> tf.Tensor:
+            bucket = bucket_of(*element)  # [b]
+            rows = tf.shape(bucket, out_type=tf.int64)[0]
+            return tf.logical_or(rows == tf.gather(batch_sizes, bucket[0]), kept[bucket[0]])
+
+        dataset = dataset.filter(full_or_kept)
     return dataset.map(to_features, num_parallel_calls=tf.data.AUTOTUNE)
 
 
@@ -483,6 +517,7 @@ def _scan(
         config.max_source_length,
         config.max_target_length,
         config.buckets(),
+        config.static_shapes,
         num_shards,
     )
     entry = _SCANS.get(key)
@@ -530,6 +565,11 @@ def _compute_stats(
         tokens += (source_len[kept].sum(), target_len[kept].sum())
     if int(reasons.sum()) != pairs:  # pragma: no cover - would mean TF and Python disagree
         raise RuntimeError(f"scanned {int(reasons.sum())} pairs, but the files have {pairs} lines")
+    sizes = np.array([b.batch_size for b in buckets], np.int64)
+    fills = per_bucket >= sizes  # [shards, buckets]
+    remainder = (
+        (per_bucket % sizes * fills).sum(axis=1) if config.static_shapes else [0] * num_shards
+    )
     return CorpusStats(
         source_path=str(source_path),
         target_path=str(target_path),
@@ -544,4 +584,6 @@ def _compute_stats(
         bucket_counts=tuple(int(c) for c in per_bucket.sum(axis=0)),
         num_shards=num_shards,
         kept_per_shard=tuple(int(c) for c in per_bucket.sum(axis=1)),
+        shard_bucket_counts=tuple(tuple(int(c) for c in row) for row in per_bucket),
+        static_remainder=tuple(int(r) for r in remainder),
     )

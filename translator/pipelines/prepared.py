@@ -292,7 +292,9 @@ class PreparedCorpus:
 
         A pair joins its bucket in the epoch's seeded order, and a bucket's batch is
         emitted when it fills, as tf.data's `group_by_window` does; each bucket's
-        incomplete last batch at the end (under static shapes `batches` pads its rows).
+        incomplete last batch at the end. Under static shapes (`batches` pads its rows)
+        only a bucket that fills no batch keeps it; the others leave theirs to later
+        epochs' shuffles, as tf.data's training batches do (`_batch_by_bucket`).
         """
         buckets = config.buckets()
         sizes = np.array([b.batch_size for b in buckets])
@@ -312,7 +314,7 @@ class PreparedCorpus:
                 chunk = positions[k * size : (k + 1) * size]
                 ends.append(int(chunk[-1]))
                 batches.append((bucket, order[chunk]))
-            if len(positions) % size:
+            if len(positions) % size and not (config.static_shapes and full):
                 ends.append(self.pairs + index)  # after every full batch, bucket by bucket
                 batches.append((bucket, order[positions[full * size :]]))
         return [batches[i] for i in np.argsort(ends, kind="stable")]
@@ -350,8 +352,7 @@ class PreparedCorpus:
         """Endless training batches from the `skip`-th on (epoch after epoch).
 
         `only`: just that bucket's batches (the planner times one batch shape). Under
-        static shapes a bucket's last batch of an epoch is padded with rows of padding,
-        as tf.data's training batches are: no pair left out.
+        static shapes a short batch (`epoch`) is padded with rows of padding.
         """
         per_epoch = len(self.epoch(config, 0))  # (a prepared corpus holds a pair at least)
         epoch, offset = divmod(skip, per_epoch)
