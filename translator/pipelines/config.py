@@ -52,7 +52,7 @@ class PipelineConfig(DictConfig):
     # target alike), so a batch has one of len(buckets()) shapes. In training a bucket
     # that fills a batch leaves its incomplete last batch to later epochs' shuffles
     # (counted in CorpusStats); one that fills none is one batch padded with rows of
-    # padding, so no pair is never trained on.
+    # padding, so every pair is trained on.
     static_shapes: bool = False
     # Round each bucket's batch size down to a multiple of this (8 suits TPUs and tensor
     # cores).
