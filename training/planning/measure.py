@@ -117,6 +117,11 @@ TIMED_UPDATES = 8
 SPLIT_TIMED_UPDATES = 32
 SPLIT_MEASURE_SECONDS = 20.0
 TURN_UPDATES = 4
+# An epoch of at most this many batches (each bucket's last short) is timed whole, after
+# another whole one: a timing's first updates meet new batch shapes, and eight of them
+# read 36% below to 37% above a run's pace on 750 pairs (bench/RESULTS.md, "Vocabulary
+# by the budget").
+EPOCH_TIMED_BATCHES = 32
 ENDLESS = 2**31 - 1  # updates of a timing `fit`: it ends when timed enough
 # The batch tokens a shape is timed at, unless the user set the batch: the middle of what
 # plans on a CPU use (a token costs about the same at the others there).
@@ -392,6 +397,7 @@ def measure_speed(
     warmup: int = WARMUP_UPDATES,
     updates: int = TIMED_UPDATES,
     every_bucket: bool = False,
+    epoch_batches: int = 0,
 ) -> Speed:
     """Trains `shape` for a few updates on the real pipeline and times the steady ones.
 
@@ -417,11 +423,21 @@ def measure_speed(
             few (`training.engines.jax_engine.updates_unseen`).
         updates: Updates timed, at least (and two looks), unless `seconds` pass first.
         every_bucket: Train on the run's own batches, every bucket's (benchmarks).
+        epoch_batches: The batches of the run's epoch where each ends every bucket's batch
+            short (`CorpusCounts.epoch_batches`), else 0. Up to `EPOCH_TIMED_BATCHES`,
+            one whole epoch warms up (every batch shape met once: on a CPU a shape's first
+            update cost up to four times its later ones) and the next is timed whole, its
+            short batches as trained. Above, as many updates as timed are timed again on
+            half batches (the same model and input at half the batch tokens), for the
+            seconds an update costs whatever its tokens (`Speed.fixed_seconds`).
     """
     if strategy.spans_workers():
-        seconds = float("inf")
-    config = with_shape(config, shape, batch_tokens)
-    trainer, data = _timed_trainer(config, vocabulary, strategy, every_bucket=every_bucket)
+        seconds, epoch_batches = float("inf"), 0  # (workers would have to agree)
+    whole_epoch = 0 < epoch_batches <= EPOCH_TIMED_BATCHES
+    if whole_epoch:
+        warmup, updates = epoch_batches, epoch_batches
+    timed_config = with_shape(config, shape, batch_tokens)
+    trainer, data = _timed_trainer(timed_config, vocabulary, strategy, every_bucket=every_bucket)
     clock = _clock(warmup, updates, seconds)
     trainer.fit(
         data,
@@ -431,7 +447,43 @@ def measure_speed(
         callbacks=[clock],
         shuffle=False,  # the pipeline shuffles
     )
-    return _speed(clock, warmup, batch_tokens, strategy, trainer.compiled_seconds)
+    speed = _speed(clock, warmup, batch_tokens, strategy, trainer.compiled_seconds)
+    if whole_epoch or not epoch_batches:
+        return speed
+    from training.inputs import timing_input
+
+    half = with_shape(config, shape, batch_tokens // 2)
+    step = trainer.stepper(timing_input(half, vocabulary, strategy, every_bucket)[0])
+    step(warmup)  # (its input's start)
+    started = time.monotonic()
+    tokens = step(updates)
+    took = time.monotonic() - started
+    full = (speed.tokens_per_update / speed.tokens_per_second, speed.tokens_per_update)
+    fixed = fixed_seconds(full, (took / updates, tokens / updates))
+    log.info(
+        "plan: on half batches %s target tokens an update in %.1f ms, full ones %s in %.1f ms: "
+        "%.1f ms an update whatever its tokens",
+        f"{tokens / updates:,.0f}",
+        1000 * took / updates,
+        f"{full[1]:,.0f}",
+        1000 * full[0],
+        1000 * fixed,
+    )
+    return dataclasses.replace(speed, fixed_seconds=fixed)
+
+
+def fixed_seconds(full: tuple[float, float], half: tuple[float, float]) -> float:
+    """The seconds an update costs whatever its tokens, from two (seconds, tokens) points.
+
+    The line through an update of full batches and one of half batches, at no tokens;
+    within [0, a full update's seconds] (0 where the two batches' tokens are too close to
+    tell a slope: a corpus whose batches are single long rows).
+    """
+    (full_seconds, full_tokens), (half_seconds, half_tokens) = full, half
+    if full_tokens - half_tokens < 0.1 * full_tokens:
+        return 0.0
+    slope = (full_seconds - half_seconds) / (full_tokens - half_tokens)
+    return min(max(full_seconds - slope * full_tokens, 0.0), full_seconds)
 
 
 def _timed_trainer(
@@ -653,6 +705,7 @@ class Timing:
         strategy: Strategy,
         cache: SpeedCache,
         clock: Callable[[], float] = time.monotonic,
+        counts: CorpusCounts | None = None,
     ):
         self.share = MEASURE_SHARE * budget_seconds
         self.wall = MEASURE_WALL_SHARE * budget_seconds
@@ -666,6 +719,8 @@ class Timing:
         self.for_vocabulary = 0.0
         self.clock = clock  # (tests pass a simulated one)
         self.started = clock()
+        # The corpus, whose epochs' batches decide how a speed is timed (`measure_speed`).
+        self.counts = counts
 
     def left(self) -> float:
         """Seconds of the measuring share not yet charged."""
@@ -708,6 +763,7 @@ class Timing:
             self.vocabulary,
             self.strategy,
             max(self.left(), MIN_MEASURE_SECONDS),
+            epoch_batches=self.counts.epoch_batches(batch_tokens) if self.counts else 0,
         )
         self.compiled += speed.compile_seconds
         self.charged += max(self.clock() - started - speed.compile_seconds, 0.0)
@@ -989,7 +1045,11 @@ def _timed_output_cost(
             timing.for_vocabulary,
         )
         # (Its start is warm; a run's own pays the tracing, as the first timing did.)
-        warm = dataclasses.replace(warm, startup_seconds=plan.speeds[shape.name].startup_seconds)
+        # (and the fixed cost of an update, which the turns do not time)
+        timed = plan.speeds[shape.name]
+        warm = dataclasses.replace(
+            warm, startup_seconds=timed.startup_seconds, fixed_seconds=timed.fixed_seconds
+        )
         timing.cache.put(shape, batch, warm)
     built = warm or plan.speeds[shape.name]
     seconds, seconds_small = 1 / built.tokens_per_second, 1 / at_smallest.tokens_per_second
@@ -1013,7 +1073,8 @@ def _timing(
 ) -> Timing:
     """The run's `Timing`, over its speed cache (`speed.json`, and the machine's)."""
     cache = _speed_cache(config, vocabulary, strategy, precision, counts, cache_dir)
-    return Timing(config.train.max_minutes * 60, config, vocabulary, strategy, cache)
+    seconds = config.train.max_minutes * 60
+    return Timing(seconds, config, vocabulary, strategy, cache, counts=counts)
 
 
 def _speed_cache(
@@ -1069,6 +1130,7 @@ def learn_speed(
         tokens_per_update=pace[1],
         batch_tokens=plan.batch_tokens,
         measured=True,
+        fixed_seconds=0.0,  # (the pace is of an epoch's batches, short ones included)
     )
     log.info(
         "plan: the run trained %s at %s target tokens/s, its plan's timing %s; later plans "

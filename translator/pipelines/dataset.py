@@ -209,14 +209,12 @@ def make_dataset(
             skip counts).
     """
     config = config or PipelineConfig()
-    pairs = _pairs(source_path, target_path, vocabulary, config, training, input_context, tag)
+    pairs, stats = _pairs(
+        source_path, target_path, vocabulary, config, training, input_context, tag
+    )
     short_kept = None  # every short batch kept: evaluation, or without static shapes
     if training and config.static_shapes:
-        num_shards = input_context.num_input_pipelines if input_context else 1
         shard = input_context.input_pipeline_id if input_context else 0
-        stats = scan_corpus(
-            source_path, target_path, vocabulary, config, num_shards=num_shards, tag=tag
-        )
         sizes = [b.batch_size for b in config.buckets()]
         counts = stats.shard_bucket_counts[shard]
         short_kept = [count < size for count, size in zip(counts, sizes, strict=True)]
@@ -292,7 +290,7 @@ def make_mixed_dataset(
     for index, corpus in enumerate(corpora):
         if not corpus.weight > 0:
             raise ValueError(f"corpus {index} ({corpus.source_path}): weight must be > 0")
-        pairs = _pairs(
+        pairs, _ = _pairs(
             corpus.source_path,
             corpus.target_path,
             vocabulary,
@@ -333,8 +331,11 @@ def _pairs(
     training: bool,
     input_context: tf.distribute.InputContext | None,
     tag: str,
-) -> tf.data.Dataset:
-    """One checked corpus's kept pairs `([s], [t], [t], bucket)`, shuffled when training."""
+) -> tuple[tf.data.Dataset, CorpusStats]:
+    """One checked corpus's kept pairs `([s], [t], [t], bucket)`, shuffled when training.
+
+    Returns them with the corpus' counts (`scan_corpus`'s, per shard).
+    """
     tag_id = vocabulary.tag_id(tag) if tag else None
     num_shards = input_context.num_input_pipelines if input_context else 1
     shard = input_context.input_pipeline_id if input_context else 0
@@ -365,7 +366,7 @@ def _pairs(
         dataset = dataset.shuffle(
             config.shuffle_buffer_size, seed=config.seed, reshuffle_each_iteration=True
         )
-    return dataset
+    return dataset, stats
 
 
 def _check_samples(vocabulary: Vocabulary) -> None:

@@ -378,6 +378,62 @@ def test_a_prepared_corpus_counts_an_epochs_batches_as_it_makes_them(copy_task, 
         assert tokens / batches < full.tokens_per_update  # (the premise: short batches)
 
 
+@pytest.mark.parametrize("whole_epoch", [True, False])
+def test_a_timing_reads_an_epochs_short_batches_whole_or_by_half_batches(
+    copy_task, tmp_path, whole_epoch
+):
+    """A short epoch is timed whole after a whole one of warm-up: its tokens per update
+    are exactly the epoch's, short batches and all. A longer one times full batches, then
+    as many half ones, for the seconds an update costs whatever its tokens."""
+    from training.config import load_config
+    from training.planning import measure
+    from training.planning.measure import count_corpus, measure_speed
+    from training.run import on_backend
+    from translator.pipelines.vocabulary import load_vocabulary
+
+    config, strategy, _ = on_backend(load_config(write_user_config(tmp_path, copy_task)))
+    vocabulary = load_vocabulary(copy_task["vocab"])
+    counts = count_corpus(config, vocabulary)
+    # (the premise: an epoch of more batches than a timing's eight, up to the bound or
+    # over it; the smaller the batch, the larger the share of an update's fixed cost)
+    short, long = (
+        range(9, measure.EPOCH_TIMED_BATCHES + 1),
+        range(measure.EPOCH_TIMED_BATCHES + 1, 1000),
+    )
+    batch_tokens = next(
+        tokens
+        for tokens in (256, 512, 1024, 2048, 4096)
+        if counts.epoch_batches(tokens) in (short if whole_epoch else long)
+    )
+    batches = counts.epoch_batches(batch_tokens)
+    sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
+    shape = measure.shape_of(config.model.transformer_config(*sizes), config.model.preset)
+    speed = measure_speed(
+        shape, batch_tokens, config, vocabulary, strategy, 60.0, epoch_batches=batches
+    )
+    epoch = counts.target_tokens / batches
+    full_seconds = speed.tokens_per_update / speed.tokens_per_second
+    if whole_epoch:
+        assert speed.tokens_per_update == pytest.approx(epoch) and speed.fixed_seconds == 0
+    else:  # eight updates of full batches, then eight of half ones
+        assert 0 < speed.fixed_seconds <= full_seconds
+
+
+def test_an_updates_fixed_seconds_are_where_the_line_through_two_batches_meets_no_tokens():
+    """Two (seconds, tokens) points of a line give its value at no tokens, within [0, a
+    full update's seconds]; batches too alike to tell a slope give 0 (nothing assumed)."""
+    from training.planning.measure import fixed_seconds
+
+    assert fixed_seconds((0.224, 1838.0), (0.140, 916.0)) == pytest.approx(
+        0.224 - (0.224 - 0.140) / (1838 - 916) * 1838
+    )
+    assert fixed_seconds((0.2, 2000.0), (0.1, 1000.0)) == 0.0  # proportional: none
+    assert fixed_seconds((0.2, 2000.0), (0.12, 1000.0)) == pytest.approx(0.04)
+    assert fixed_seconds((0.2, 2000.0), (0.05, 1000.0)) == 0.0  # (noise below the origin)
+    assert fixed_seconds((0.2, 2000.0), (0.25, 1000.0)) == 0.2  # (half slower: all fixed)
+    assert fixed_seconds((0.2, 2000.0), (0.19, 1900.0)) == 0.0  # (too close to tell)
+
+
 def test_a_jax_plan_from_a_prepared_corpus_times_one_bucket_and_reports_its_compiling(
     copy_task, tmp_path
 ):
@@ -483,6 +539,8 @@ def test_a_trained_run_teaches_later_plans_the_pace_it_trained_at(copy_task, tmp
     overall = record.target_tokens / record.budget_seconds
     assert learned["tokens_per_second"] >= overall
     assert learned["startup_seconds"] == timed.startup_seconds
+    # The pace is of the epoch's batches, short ones included: no fixed cost added again.
+    assert learned["fixed_seconds"] == 0
 
     other = in_process(capsys, "train", "--config", config, "--run-dir", tmp_path / "b", "--plan")
     assert other.returncode == 0, other.stderr[-3000:]

@@ -274,6 +274,48 @@ def test_what_a_budget_buys_comes_from_the_chosen_batchs_own_speed():
     assert other == timed
 
 
+def test_an_epochs_short_batches_cost_each_update_its_fixed_seconds():
+    """An update costs `fixed_seconds` whatever its tokens, plus a full batch's other
+    seconds in proportion to its tokens: the plan's updates are the budget over an epoch's
+    seconds so counted batch by batch. Without short batches (no buckets counted: full
+    batches only) the fixed cost changes nothing; with none timed, the tokens decide."""
+    import math
+
+    from translator.pipelines.config import bucket_batch_size
+
+    # 1,500 pairs in buckets of 4 pieces: about half an epoch's batches are a bucket's last.
+    buckets = ((8, 300), (12, 500), (16, 400), (20, 200), (28, 80), (40, 20))
+    tokens = sum(length // 2 * pairs for length, pairs in buckets)
+    small = CorpusCounts(1500, 196_000, tokens, buckets)
+    timed = Speed(8000.0, 1800.0, 2048, True, 10.0)
+    fixed = dataclasses.replace(timed, fixed_seconds=0.06)
+    budget = Budget(seconds=300)
+
+    # The oracle: each batch of an epoch, its tokens, its seconds.
+    seconds = batches = 0
+    full_seconds = 1800.0 / 8000.0
+    for length, pairs in buckets:
+        rows = bucket_batch_size(2048, length, 1)
+        for start in range(0, pairs, rows):
+            batch_tokens = min(rows, pairs - start) * (length // 2)
+            seconds += 0.06 + (full_seconds - 0.06) * batch_tokens / 1800.0
+            batches += 1
+    assert batches == sum(math.ceil(p / bucket_batch_size(2048, n, 1)) for n, p in buckets)
+    planned = make_plan(small, budget, {"narrow": fixed}, given=Given(shape=SHAPES[0]))
+    assert planned.updates == int((300 - 10) / (seconds / batches))
+    assert planned.tokens == pytest.approx((300 - 10) / (seconds / batches) * tokens / batches)
+    assert any("60 ms an update whatever its tokens" in line for line in planned.describe())
+    # Controls: no fixed cost timed, the tokens alone; full batches only, no change.
+    alone = make_plan(small, budget, {"narrow": timed}, given=Given(shape=SHAPES[0]))
+    assert alone.updates == int(8000.0 * 290 / (tokens / batches)) > planned.updates
+    mix = dataclasses.replace(small, buckets=())
+    assert (
+        make_plan(mix, budget, {"narrow": fixed}, given=Given(shape=SHAPES[0])).updates
+        == make_plan(mix, budget, {"narrow": timed}, given=Given(shape=SHAPES[0])).updates
+        == int(8000.0 * 290 / 1800.0)
+    )
+
+
 @pytest.mark.parametrize("minutes", [5.0, 60.0])
 def test_fine_tuning_continues_a_trained_model_gently_and_validates_through_the_run(minutes):
     """The model's shape is kept; a tenth of the rate, the shortest warmup, dropout >= 0.1,
