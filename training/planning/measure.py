@@ -447,7 +447,7 @@ def measure_speed(
         callbacks=[clock],
         shuffle=False,  # the pipeline shuffles
     )
-    speed = _speed(clock, warmup, batch_tokens, strategy, trainer.compiled_seconds)
+    speed = _speed(clock, clock.warmup, batch_tokens, strategy, trainer.compiled_seconds)
     if whole_epoch or not epoch_batches:
         return speed
     from training.inputs import timing_input
@@ -606,7 +606,10 @@ def _clock(warmup: int, updates: int, seconds: float):
     """A callback that looks at the clock after each batch, and stops the timing.
 
     Its `marks` are (time, target tokens, updates) per look; `begun` holds when `fit`'s
-    clock started (after compiling ahead, if any).
+    clock started (after compiling ahead, if any). A warm-up longer than
+    `WARMUP_UPDATES` (an epoch's) ends early once `seconds` have passed: its `warmup` is
+    then `WARMUP_UPDATES`, the looks since are timed, and the timing stops (a slow
+    machine's timing stays bounded).
     """
     import keras
 
@@ -619,6 +622,7 @@ def _clock(warmup: int, updates: int, seconds: float):
             super().__init__()
             self.marks: list[tuple[float, float, int]] = []
             self.begun: list[float] = []
+            self.warmup = warmup  # looks before the timed ones
 
         def on_train_begin(self, logs=None):
             self.begun.append(time.monotonic())
@@ -626,10 +630,13 @@ def _clock(warmup: int, updates: int, seconds: float):
         def on_train_batch_end(self, batch, logs=None):
             tokens = float((logs or {}).get("tokens", 0.0))
             self.marks.append((time.monotonic(), tokens, self.model.updates_done()))
-            if len(self.marks) - warmup < 2:
+            late = time.monotonic() - self.begun[0] > seconds
+            if late and self.warmup > WARMUP_UPDATES:
+                self.warmup = WARMUP_UPDATES  # (an epoch's warm-up cut short)
+            if len(self.marks) - self.warmup < 2:
                 return  # (at least two looks timed)
-            timed = self.marks[-1][2] - self.marks[warmup - 1][2]
-            if timed >= updates or time.monotonic() - self.begun[0] > seconds:
+            timed = self.marks[-1][2] - self.marks[self.warmup - 1][2]
+            if timed >= updates or late:
                 self.model.stop_training = True
 
     return Clock()

@@ -276,7 +276,8 @@ class Speed:
     compile_seconds: float = 0.0
     # Seconds an update costs whatever its tokens (the optimizer's pass over every weight,
     # the step's dispatch), timed on half batches where an epoch's short batches count
-    # (`CorpusCounts.buckets`); 0: not timed, or a run's own pace (short batches included).
+    # (`CorpusCounts.buckets`); 0: not timed, or a speed of an epoch's own batches, short
+    # ones included (an epoch timed whole, a run's pace).
     fixed_seconds: float = 0.0
 
     def at_batch(self, batch_tokens: int) -> float:

@@ -419,6 +419,30 @@ def test_a_timing_reads_an_epochs_short_batches_whole_or_by_half_batches(
         assert 0 < speed.fixed_seconds <= full_seconds
 
 
+@pytest.mark.parametrize("seconds", [float("inf"), 0.0])
+def test_an_epochs_warm_up_ends_early_when_the_timings_seconds_pass(seconds):
+    """A whole epoch's warm-up and timing take their updates while time allows; past the
+    timing's seconds the warm-up is the usual two looks and the timing stops at once."""
+    from training.planning.measure import WARMUP_UPDATES, _clock
+
+    class Model:
+        stop_training, updates = False, 0
+
+        def updates_done(self):
+            return self.updates
+
+    model, clock = Model(), _clock(20, 20, seconds)
+    clock.set_model(model)
+    clock.on_train_begin()
+    while not model.stop_training:
+        model.updates += 1
+        clock.on_train_batch_end(model.updates, {"tokens": 100.0 * model.updates})
+    if seconds:
+        assert model.updates == 40 and clock.warmup == 20
+    else:
+        assert model.updates == WARMUP_UPDATES + 2 and clock.warmup == WARMUP_UPDATES
+
+
 def test_an_updates_fixed_seconds_are_where_the_line_through_two_batches_meets_no_tokens():
     """Two (seconds, tokens) points of a line give its value at no tokens, within [0, a
     full update's seconds]; batches too alike to tell a slope give 0 (nothing assumed)."""
