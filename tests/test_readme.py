@@ -41,7 +41,7 @@ SENTENCES = {
 }
 # A distillation's budget covers the students' timing and the teacher's translation too:
 # a README distillation gets these minutes and translates this many pairs.
-DISTILL_BUDGET, DISTILL_PAIRS = "2", " --distill-pairs 300"
+DISTILL_BUDGET, DISTILL_PAIRS = "2.5", " --distill-pairs 300"
 # The folders whose first two parts name a line's work: its chain.
 WORK_FOLDERS = ("runs/", "data/", "exports/", "reports/")
 # What a line reads without naming it: `translator train --run-dir` without a config reads
