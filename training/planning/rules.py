@@ -432,9 +432,7 @@ class Plan:
                 how += f"; {speed.compile_seconds:.0f} s compiling before the clock"
             if speed.fixed_seconds:
                 how += f"; {speed.fixed_seconds * 1000:.0f} ms an update whatever its tokens"
-            batch = self.batch_tokens
-            updates = updates_bought(corpus, speed, self.budget, batch)
-            bought = updates * corpus.tokens_per_update(speed, batch)
+            updates, bought = purchase(corpus, speed, self.budget, self.batch_tokens)
             lines.append(
                 f"speed: {name} {speed.tokens_per_second:,.0f} target tokens/s at "
                 f"{speed.batch_tokens:,} batch tokens ({how}; {speed.startup_seconds:.0f} s "
@@ -522,6 +520,22 @@ def updates_bought(corpus: CorpusCounts, speed: Speed, budget: Budget, batch_tok
     fixed = min(speed.fixed_seconds, full_seconds)
     seconds = fixed + (full_seconds - fixed) * min(per_update / full, 1.0)
     return max(budget.seconds - speed.startup_seconds, 0.0) / seconds
+
+
+def purchase(
+    corpus: CorpusCounts, speed: Speed, budget: Budget, batch_tokens: int
+) -> tuple[float, float]:
+    """The updates and the target tokens a budget buys on `corpus` at `speed`.
+
+    Under a time budget, the updates of `updates_bought` and their tokens; under an update
+    budget (or with nothing timed) the tokens of `tokens_bought`, and the updates they fill.
+    """
+    per_update = corpus.tokens_per_update(speed, batch_tokens)
+    if budget.seconds is not None and speed.tokens_per_second:
+        updates = updates_bought(corpus, speed, budget, batch_tokens)
+        return updates, updates * per_update
+    tokens = tokens_bought(speed, budget, batch_tokens)
+    return float(budget.updates or tokens / per_update), tokens
 
 
 def choose_shape(
@@ -859,11 +873,8 @@ def make_plan(
     if budget.seconds is not None and (shape.name, batch) in (batch_speeds or {}):
         speed = batch_speeds[shape.name, batch]
         speeds = {**speeds, shape.name: speed}
-    tokens = tokens_bought(speed, budget, batch)
-    if budget.seconds is not None and speed.tokens_per_second:  # (else nothing timed: 0)
-        bought = updates_bought(corpus, speed, budget, batch)
-        tokens = bought * corpus.tokens_per_update(speed, batch)
-    updates = int(budget.updates or tokens / corpus.tokens_per_update(speed, batch))
+    bought, tokens = purchase(corpus, speed, budget, batch)
+    updates = int(bought)
     epochs = tokens / corpus.epoch_tokens
     choices = (
         shape_choice,
