@@ -547,10 +547,12 @@ def test_a_trained_run_teaches_later_plans_the_pace_it_trained_at(copy_task, tmp
     from training.planning.measure import SpeedCache
     from training.record import RunRecord
 
-    # (A minute: on a 2-core AVX2 CPU the timing and the start took 34 s of it.) The batch
-    # is the user's: a pace slower than the timing's may choose another batch, which the
-    # next plan would time (CI of 7db6337: 17,238 target tokens/s against 20,598).
-    config = write_user_config(tmp_path, copy_task, max_minutes=1.0)
+    # The run ends at its 60th update, well inside its budget (enough looks for a steady
+    # pace): a budget of one minute ran out after one update in the CI of be580b1, whose
+    # first update (tracing) took most of it beside the other worker. The batch is the
+    # user's: a pace slower than the timing's may choose another batch, which the next
+    # plan would time (CI of 7db6337: 17,238 target tokens/s against 20,598).
+    config = write_user_config(tmp_path, copy_task, max_minutes=3.0, max_steps=60)
     raw = yaml.safe_load(config.read_text())
     raw["data"]["pipeline"]["batch_tokens"] = 2048
     config.write_text(yaml.safe_dump(raw))
