@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -298,13 +299,18 @@ def test_a_distilled_student_trains_evaluates_beside_its_teacher_and_exports(
     _assert_cut_from(work / "student-init", teacher_dir, block=1)
     run = yaml.safe_load((work / "run" / "config.yaml").read_text())
     assert run["train"]["init_from"] == str(work / "student-init")
-    # The job's stages up to the student's training within the budget less what it holds
-    # back for the export: the training stage ends by its deadline. (The evaluation and
-    # export themselves are timed by the benchmark, bench/RESULTS.md: on a 2-core AVX2 CPU
-    # beside another test the export took 99 s of this 150-s job, against 15 s held.)
+    # The student's training gets what the stages before it and the reserve leave of the
+    # budget, and its loop ends by that deadline. (The whole job's seconds, the work after
+    # the last update included, are the benchmark's, bench/RESULTS.md: beside another
+    # worker in CI that work alone took 45 s of this 150-s job, against 10 s held.)
     seconds = report["seconds"]
-    before_export = sum(seconds.values()) - seconds["evaluation"] - seconds["export"]
-    assert before_export <= 1.05 * (150 - distillation.EXPORT_SECONDS), str(seconds)
+    before = sum(seconds[stage] for stage in ("data", "vocabulary", "timing", "cut"))
+    before += seconds["translation"]
+    held = int(re.search(r"(\d+) s held back for evaluation and export", result.stdout)[1])
+    planned = json.loads((work / "run" / "plan.json").read_text())["budget"]["seconds"]
+    assert planned <= 150 - before - held + 1, (planned, seconds, held)  # (+1: rounding)
+    loop = json.loads((work / "run" / "model" / "metadata.json").read_text())["budget_seconds"]
+    assert loop <= 1.05 * planned, (loop, planned)
     # The export's own seconds are kept for the next job's reserve on this machine.
     assert "no export measured here yet" in result.stdout
     learned, measured = distillation._export_seconds()
