@@ -31,6 +31,7 @@ from training.recipe import distill, distillation
 from training.recipe.corpus import RecipeCorpus
 from training.recipe.settings import RecipePaths, TrainFiles
 from training.recipe.teacher import find_teacher
+from training.record import RunRecord
 from translator.config import TransformerConfig
 from translator.io import machine_cache_dir, read_lines
 
@@ -309,7 +310,7 @@ def test_a_distilled_student_trains_evaluates_beside_its_teacher_and_exports(
     held = int(re.search(r"(\d+) s held back for evaluation and export", result.stdout)[1])
     planned = json.loads((work / "run" / "plan.json").read_text())["budget"]["seconds"]
     assert planned <= 150 - before - held + 1, (planned, seconds, held)  # (+1: rounding)
-    loop = json.loads((work / "run" / "model" / "metadata.json").read_text())["budget_seconds"]
+    loop = RunRecord.read(work / "run" / "model").budget_seconds
     assert loop <= 1.05 * planned, (loop, planned)
     # The export's own seconds are kept for the next job's reserve on this machine.
     assert "no export measured here yet" in result.stdout
