@@ -30,7 +30,10 @@
    (`training.planning.vocabulary`): the output layer's share of a step's time, measured.
 
 A run that trains its plan reports its steady pace (`learn_speed`), which replaces the
-plan's timing in the caches: a timing is a few updates, taken once and then reused.
+plan's timing in the caches: a timing is a few updates, taken once and then reused. It
+also records the share of its timing's pace the run sustained (`sustained.json`): later
+plans on the machine count every fresh timing at the median share of its last runs
+(`sustained_share`), since a few seconds of updates read faster than minutes of them.
 
 Under an update budget nothing is timed: the tokens an update buys are `TARGET_FILL`
 of its batch tokens.
@@ -43,6 +46,7 @@ import json
 import logging
 import os
 import platform
+import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -81,6 +85,7 @@ from training.planning.rules import (
     compute_limit,
     data_limit,
     make_plan,
+    seconds_per_update,
     speed_decides_something,
     tokens_bought,
 )
@@ -101,6 +106,13 @@ T = TypeVar("T")
 
 PLAN_FILE = "plan.json"
 SPEED_FILE = "speed.json"
+# The shares of their timings' pace that runs sustained, by machine (`sustained_share`).
+SUSTAINED_FILE = "sustained.json"
+# The last runs whose median share a plan takes (one run's share moves with its timing's
+# noise: fresh processes' timings differ by up to 22% here, bench/RESULTS.md).
+SUSTAINED_RUNS = 5
+# The signature's entries that are the corpus' and the vocabulary's, not the machine's.
+CORPUS_SIGNATURE = ("vocabulary_sizes", "mean_target_length", "max_lengths")
 # Why a run's vocabulary is kept by default: `translator train` is given one.
 RUN_VOCABULARY = "the run's (data.vocabulary)"
 # The most of a time budget spent timing shapes.
@@ -287,6 +299,40 @@ def _processor() -> str:
 def machine_cache_path() -> Path:
     """Where speeds are shared across work directories on this machine (`speed.json`)."""
     return machine_cache_dir() / SPEED_FILE
+
+
+def _machine_key(signature: dict) -> str:
+    """A speed's signature less its corpus and vocabulary: what a sustained share depends on."""
+    machine = {name: value for name, value in signature.items() if name not in CORPUS_SIGNATURE}
+    return json.dumps(machine, sort_keys=True)
+
+
+def sustained_share(signature: dict) -> tuple[float, int]:
+    """The share of their timings' pace that runs here trained at, and over how many runs.
+
+    The median of the last `SUSTAINED_RUNS` runs of the machine, precision and strategy of
+    `signature` (any corpus: `learn_speed` records them); (1.0, 0) before any.
+    """
+    shares = _read_json(machine_cache_dir() / SUSTAINED_FILE).get(_machine_key(signature), [])
+    if not isinstance(shares, list):
+        shares = []
+    shares = [share for share in shares if isinstance(share, int | float) and share > 0]
+    shares = shares[-SUSTAINED_RUNS:]
+    return (float(statistics.median(shares)), len(shares)) if shares else (1.0, 0)
+
+
+def _record_sustained(signature: dict, share: float) -> None:
+    """Adds a run's sustained share to the machine's (`sustained_share`), the last few kept."""
+    path = machine_cache_dir() / SUSTAINED_FILE
+    try:  # a cache that cannot be written (read-only home) only leaves timings as read
+        shares = _read_json(path)
+        kept = shares.get(_machine_key(signature))
+        kept = kept if isinstance(kept, list) else []
+        shares[_machine_key(signature)] = [*kept, round(share, 4)][-SUSTAINED_RUNS:]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps(shares, indent=2))
+    except OSError as error:
+        log.warning("plan: cannot write %s: %s", path, error)
 
 
 class SpeedCache:
@@ -972,6 +1018,7 @@ def plan_run(
             Budget(seconds=minutes * 60) if minutes > 0 else Budget(updates=config.train.max_steps)
         )
 
+    share = _sustained(timing, strategy)
     length = counts.epoch_tokens / max(counts.pairs, 1)
     ratio = vocabulary.source_vocab_size / vocabulary.target_vocab_size
     trade = VocabularyTrade(
@@ -983,10 +1030,12 @@ def plan_run(
     def planned(batch_speeds=None, trade: VocabularyTrade = trade) -> Plan:
         spent, compiled = (0.0, 0.0) if timing is None else _agreed(timing)
         spent += measured_before if timing is not None else 0.0
+        if batch_speeds is not None:
+            batch_speeds = {key: speed.sustain(share) for key, speed in batch_speeds.items()}
         return make_plan(
             counts,
             budget if timing is None else _net_budget(config, spent),
-            speeds,
+            {name: speed.sustain(share) for name, speed in speeds.items()},
             given=given,
             memory_batch_tokens=memory,
             measuring_seconds=spent,
@@ -1025,6 +1074,26 @@ def plan_run(
     return planned(batch_speeds, trade)
 
 
+def _sustained(timing: Timing | None, strategy: Strategy) -> float:
+    """The share of a timing's pace this plan counts (`sustained_share`), said in the log.
+
+    1 under an update budget (nothing timed), and across workers, which would each read
+    their own machine's.
+    """
+    if timing is None or strategy.spans_workers():
+        return 1.0
+    share, runs = sustained_share(timing.cache.signature)
+    if runs:
+        log.info(
+            "plan: runs on this machine trained at %.2f of their timings' pace (the median of "
+            "the last %d): a timing counts at that pace (%s)",
+            share,
+            runs,
+            machine_cache_dir() / SUSTAINED_FILE,
+        )
+    return share
+
+
 def _timed_output_cost(
     timing: Timing, plan: Plan, trade: VocabularyTrade, time: bool = True
 ) -> tuple[VocabularyTrade, Speed | None] | None:
@@ -1059,7 +1128,9 @@ def _timed_output_cost(
         )
         timing.cache.put(shape, batch, warm)
     built = warm or plan.speeds[shape.name]
-    seconds, seconds_small = 1 / built.tokens_per_second, 1 / at_smallest.tokens_per_second
+    # (Both as timed: the plan's speed is cut to what runs sustain, the cached one is not.)
+    seconds = built.sustained / built.tokens_per_second
+    seconds_small = at_smallest.sustained / at_smallest.tokens_per_second
     slope = max((seconds - seconds_small) / (trade.size - smallest), 0.0)  # (noise: >= 0)
     base = seconds - slope * trade.size
     measured = dataclasses.replace(
@@ -1138,13 +1209,24 @@ def learn_speed(
         batch_tokens=plan.batch_tokens,
         measured=True,
         fixed_seconds=0.0,  # (the pace is of an epoch's batches, short ones included)
+        sustained=1.0,
+        learned=True,
     )
+    said = ""
+    if not timed.learned and timed.measured:
+        # An update's seconds as the timing read them (before `Speed.sustain`), over the
+        # run's own: the share of the timing's pace the run sustained.
+        predicted = seconds_per_update(plan.corpus, timed, plan.batch_tokens) * timed.sustained
+        _record_sustained(cache.signature, predicted * pace[0] / pace[1])
+        share, runs = sustained_share(cache.signature)
+        said = f"; runs here: {share:.2f} of their timings' pace, the median of {runs}"
     log.info(
-        "plan: the run trained %s at %s target tokens/s, its plan's timing %s; later plans "
+        "plan: the run trained %s at %s target tokens/s, its plan's timing %s%s; later plans "
         "on this machine use the run's (%s)",
         plan.shape.name,
         f"{pace[0]:,.0f}",
-        f"{timed.tokens_per_second:,.0f}",
+        f"{timed.tokens_per_second / timed.sustained:,.0f}",
+        said,
         cache.path,
     )
     cache.put(plan.shape, plan.batch_tokens, learned)

@@ -279,10 +279,32 @@ class Speed:
     # (`CorpusCounts.buckets`); 0: not timed, or a speed of an epoch's own batches, short
     # ones included (an epoch timed whole, a run's pace).
     fixed_seconds: float = 0.0
+    # The share of its timing's pace this speed was cut to (`sustain`): what runs on this
+    # machine trained at, over their plans' timings. 1: not cut (none learned yet).
+    sustained: float = 1.0
+    # A trained run's steady pace (`training.planning.measure.learn_speed`), not a timing:
+    # runs sustain it, so it is never cut.
+    learned: bool = False
 
     def at_batch(self, batch_tokens: int) -> float:
         """Real target tokens per update at another batch size (proportional)."""
         return self.tokens_per_update * batch_tokens / self.batch_tokens
+
+    def sustain(self, share: float) -> Speed:
+        """This timing at `share` of its pace, as runs here trained (a run's pace, as is).
+
+        A timing is a few seconds of updates; a run on the same machine trained slower
+        over its minutes (bench/RESULTS.md, "Vocabulary by the budget": 8 to 10% on the
+        2-core Xeon), so every second of an update is longer by 1 / `share`.
+        """
+        if self.learned or self.sustained != 1.0 or share == 1.0:
+            return self
+        return dataclasses.replace(
+            self,
+            tokens_per_second=self.tokens_per_second * share,
+            fixed_seconds=self.fixed_seconds / share,
+            sustained=share,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -432,6 +454,11 @@ class Plan:
                 how += f"; {speed.compile_seconds:.0f} s compiling before the clock"
             if speed.fixed_seconds:
                 how += f"; {speed.fixed_seconds * 1000:.0f} ms an update whatever its tokens"
+            if speed.learned:
+                how += "; a trained run's pace"
+            elif speed.sustained != 1.0:
+                timed = speed.tokens_per_second / speed.sustained
+                how += f"; {speed.sustained:.2f} x its timing's {timed:,.0f}, as runs here trained"
             updates, bought = purchase(corpus, speed, self.budget, self.batch_tokens)
             lines.append(
                 f"speed: {name} {speed.tokens_per_second:,.0f} target tokens/s at "
@@ -514,12 +541,17 @@ def updates_bought(corpus: CorpusCounts, speed: Speed, budget: Budget, batch_tok
     """
     if budget.seconds is None:
         return float(budget.updates)
+    seconds = seconds_per_update(corpus, speed, batch_tokens)
+    return max(budget.seconds - speed.startup_seconds, 0.0) / seconds
+
+
+def seconds_per_update(corpus: CorpusCounts, speed: Speed, batch_tokens: int) -> float:
+    """An update's seconds on `corpus`'s batches, its epochs' short ones counted."""
     per_update = corpus.tokens_per_update(speed, batch_tokens)
     full = speed.at_batch(batch_tokens)
     full_seconds = full / max(speed.tokens_per_second, 1e-9)
     fixed = min(speed.fixed_seconds, full_seconds)
-    seconds = fixed + (full_seconds - fixed) * min(per_update / full, 1.0)
-    return max(budget.seconds - speed.startup_seconds, 0.0) / seconds
+    return fixed + (full_seconds - fixed) * min(per_update / full, 1.0)
 
 
 def purchase(

@@ -3,6 +3,7 @@ speeds measured on the real pipeline and cached."""
 
 import dataclasses
 import json
+import re
 
 import pytest
 import yaml
@@ -573,10 +574,58 @@ def test_a_trained_run_teaches_later_plans_the_pace_it_trained_at(copy_task, tmp
     # The pace is of the epoch's batches, short ones included: no fixed cost added again.
     assert learned["fixed_seconds"] == 0
 
+    # It also leaves the share of its timing's pace it sustained, for this machine's plans:
+    # an update's seconds as the timing predicted them, over the run's own.
+    from training.planning.measure import sustained_share
+    from training.planning.rules import seconds_per_update
+
+    signature = json.loads((run_dir / "speed.json").read_text())["signature"]
+    share, runs = sustained_share(signature)
+    predicted = seconds_per_update(plan.corpus, timed, plan.batch_tokens)
+    run_seconds = learned["tokens_per_update"] / learned["tokens_per_second"]
+    assert runs == 1 and share == pytest.approx(predicted / run_seconds, rel=1e-3)
+
+    # The next plan of this corpus buys at the run's pace, not cut again by the share.
     other = in_process(capsys, "train", "--config", config, "--run-dir", tmp_path / "b", "--plan")
     assert other.returncode == 0, other.stderr[-3000:]
     assert "plan: timing" not in other.stderr
     assert f"yours {learned['tokens_per_second']:,.0f} target tokens/s" in other.stdout
+    assert "a trained run's pace" in other.stdout
+    # A plan of another corpus (other length limits: another signature, the same machine)
+    # times afresh, and counts its timing at the share runs here sustained.
+    args = ["--set", "data.pipeline.max_target_length=100", "--plan"]
+    third = in_process(capsys, "train", "--config", config, "--run-dir", tmp_path / "c", *args)
+    assert third.returncode == 0, third.stderr[-3000:]
+    assert "plan: timing" in third.stderr
+    assert f"runs on this machine trained at {share:.2f} of their timings' pace" in third.stderr
+    line = next(line for line in third.stdout.splitlines() if "speed: yours" in line)
+    cut = re.search(r"yours ([\d,]+) target tokens/s .*; ([\d.]+) x its timing's ([\d,]+)", line)
+    assert cut and float(cut[2]) == round(share, 2), line
+    rate, timed_rate = (float(cut[i].replace(",", "")) for i in (1, 3))
+    assert rate == pytest.approx(share * timed_rate, abs=1.0), line
+
+
+@pytest.mark.parametrize("broken", [None, "not json", '{"x": 1}'])
+def test_a_machines_sustained_share_is_the_median_of_its_last_runs_of_any_corpus(
+    tmp_path, monkeypatch, broken
+):
+    """`sustained_share`: the median of the last `SUSTAINED_RUNS` shares recorded under the
+    same machine, precision and strategy, whatever the corpus; (1.0, 0) before any run, and
+    from a file that cannot be read."""
+    from training.planning import measure
+
+    monkeypatch.setenv("TRANSLATOR_CACHE_DIR", str(tmp_path))
+    signature = {"processor": "cpu x2", "precision": "float32", "vocabulary_sizes": [8000, 8000]}
+    if broken is not None:
+        (tmp_path / measure.SUSTAINED_FILE).write_text(broken)
+    assert measure.sustained_share(signature) == (1.0, 0)
+    for share in (0.5, 0.95, 0.9, 0.8, 0.92, 0.85):
+        other_corpus = {**signature, "vocabulary_sizes": [2000, 2000], "mean_target_length": 9}
+        measure._record_sustained(other_corpus, share)
+    assert measure.SUSTAINED_RUNS == 5  # (0.5, the oldest, is out)
+    assert measure.sustained_share(signature) == (0.9, 5)
+    # Another precision is another machine's.
+    assert measure.sustained_share({**signature, "precision": "mixed_bfloat16"}) == (1.0, 0)
 
 
 def test_the_vocabulary_split_is_timed_in_turn_and_outside_the_budget(tmp_path, monkeypatch):

@@ -351,3 +351,25 @@ def test_fine_tuning_continues_a_trained_model_gently_and_validates_through_the_
     assert cut_rate == pytest.approx(3 * rate, rel=0.05)
     assert "cut from a larger one" in " ".join(choice.reason for choice in cut.choices)
     assert cut.value("optimizer.warmup_fraction") == 0.05
+
+
+def test_a_timing_cut_to_what_runs_sustained_buys_that_share_of_the_updates():
+    """`Speed.sustain(share)`: every second of an update longer by 1 / share, the fixed
+    ones too, so a plan buys `share` of the updates; a run's own pace, and a speed cut
+    already, stay as they are (no second cut)."""
+    budget = Budget(seconds=300)
+    timed = Speed(8000.0, 1800.0, 2048, True, 10.0, fixed_seconds=0.06)
+    cut = timed.sustain(0.9)
+    assert (cut.tokens_per_second, cut.fixed_seconds) == (pytest.approx(7200.0), 0.06 / 0.9)
+    assert cut.sustained == 0.9 and cut.tokens_per_update == timed.tokens_per_update
+    given = Given(shape=SHAPES[0])
+    full = make_plan(MULTI30K, budget, {"narrow": timed}, given=given)
+    sustained = make_plan(MULTI30K, budget, {"narrow": cut}, given=given)
+    assert sustained.updates == pytest.approx(0.9 * full.updates, abs=1)
+    line = next(line for line in sustained.describe() if line.startswith("speed: narrow"))
+    assert "7,200 target tokens/s" in line and "0.90 x its timing's 8,000" in line
+    assert cut.sustain(0.5) == cut and timed.sustain(1.0) == timed
+    pace = dataclasses.replace(timed, learned=True)
+    assert pace.sustain(0.9) == pace
+    line = make_plan(MULTI30K, budget, {"narrow": pace}, given=given).describe()
+    assert any("a trained run's pace" in text for text in line)
