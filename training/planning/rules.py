@@ -293,9 +293,9 @@ class Speed:
     def sustain(self, share: float) -> Speed:
         """This timing at `share` of its pace, as runs here trained (a run's pace, as is).
 
-        A timing is a few seconds of updates; a run on the same machine trained slower
-        over its minutes (bench/RESULTS.md, "Vocabulary by the budget": 8 to 10% on the
-        2-core Xeon), so every second of an update is longer by 1 / `share`.
+        A timing is a process's first seconds of updates; runs on the same machine trained
+        slower over their minutes (bench/RESULTS.md, "Vocabulary by the budget"), so every
+        second of an update is longer by 1 / `share`.
         """
         if self.learned or self.sustained != 1.0 or share == 1.0:
             return self
