@@ -325,10 +325,10 @@ def _record_sustained(signature: dict, share: float) -> None:
     """Adds a run's sustained share to the machine's (`sustained_share`), the last few kept."""
     path = machine_cache_dir() / SUSTAINED_FILE
     try:  # a cache that cannot be written (read-only home) only leaves timings as read
-        shares = _read_json(path)
-        kept = shares.get(_machine_key(signature))
+        shares, key = _read_json(path), _machine_key(signature)
+        kept = shares.get(key)
         kept = kept if isinstance(kept, list) else []
-        shares[_machine_key(signature)] = [*kept, round(share, 4)][-SUSTAINED_RUNS:]
+        shares[key] = [*kept, round(share, 4)][-SUSTAINED_RUNS:]
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, json.dumps(shares, indent=2))
     except OSError as error:
