@@ -66,6 +66,10 @@ class Budget(keras.callbacks.Callback):
     since), so the schedule reaches its end value when the time runs out; with a step
     budget only, the end is `max_steps`.
 
+    A validation period that ends with less of the budget left than the last validation
+    took ends the run there: the budget would run out during the validation, and one
+    more update would only buy a second validation and checkpoint past the budget's end.
+
     The wall time spent so far lives in `elapsed_seconds`, a variable saved with the
     checkpoints: a resumed run spends only what is left of the budget, and its schedule
     goes on along the same curve. `target_tokens` counts what the budget bought: the real
@@ -122,6 +126,9 @@ class Budget(keras.callbacks.Callback):
         self.steady_seconds = self.steady_tokens = 0.0
         self.steady_updates = 0
         self._last_look: tuple[float, int] | None = None  # (time, step), this epoch
+        # Seconds from an epoch's last update to the next epoch's start, last measured:
+        # what a validation period's end costs (validation, checkpoint, summaries).
+        self.epoch_end_seconds: float | None = None
 
     def steady_speed(self) -> tuple[float, float] | None:
         """This process' steady pace: (target tokens per second, per update).
@@ -145,7 +152,7 @@ class Budget(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         self._started = self.clock()
         self._elapsed_before = float(self.elapsed_seconds.numpy())
-        self._first = None
+        self._first = self._last_look = None  # (a new fit's start is no epoch end)
         self.reason = ""
         if self.deadline is not None:
             # (at least a millisecond: 0 would read as no time limit)
@@ -155,8 +162,23 @@ class Budget(keras.callbacks.Callback):
             self.schedule.total_updates.assign(float(self.max_steps))
 
     def on_epoch_begin(self, epoch, logs=None):
+        if self._last_look is not None:
+            self.epoch_end_seconds = self.clock() - self._last_look[0]
         self._epoch_tokens = 0.0
         self._last_look = None
+
+    def on_epoch_end(self, epoch, logs=None):
+        # (Before the validation callbacks: it runs early in the list.)
+        if not self.max_seconds or self.reason or self.epoch_end_seconds is None:
+            return
+        elapsed = float(self.elapsed_seconds.numpy())  # at the last update, agreed
+        _, cost = self.agree(elapsed, self.epoch_end_seconds)
+        if self.max_seconds - elapsed < cost:
+            self.reason = (
+                f"time budget of {self.max_seconds / 60:.1f} minutes used "
+                f"(its last {self.max_seconds - elapsed:.0f} s go to this validation)"
+            )
+            self.model.stop_training = True
 
     def on_train_batch_end(self, batch, logs=None):
         now, step = self.clock(), update_step(self.model)

@@ -66,7 +66,7 @@ def training_dataset(
             ).repeat()
         if id_limit is not None:
             dataset = dataset.map(lambda ids, labels: _ids_folded((ids, labels), id_limit))
-        return dataset.skip(skip).prefetch(tf.data.AUTOTUNE)
+        return _untuned(dataset.skip(skip).prefetch(tf.data.AUTOTUNE))
 
     return strategy.distribute_datasets_from_function(dataset_fn)
 
@@ -184,7 +184,7 @@ def _prepared_dataset(
         dataset = tf.data.Dataset.from_generator(
             lambda: batches(shard, shards), output_signature=signature
         )
-        return dataset.prefetch(tf.data.AUTOTUNE)
+        return _untuned(dataset.prefetch(tf.data.AUTOTUNE))
 
     return strategy.distribute_datasets_from_function(dataset_fn)
 
@@ -229,14 +229,13 @@ def validation_dataset(config: RunConfig, vocabulary: Vocabulary, strategy) -> I
                 config.data.prepared,
             )
             return None
-    import tensorflow as tf
 
     from translator.pipelines.dataset import make_dataset
 
     data = config.data
 
     def dataset_fn(context: tf.distribute.InputContext | None) -> tf.data.Dataset:
-        return make_dataset(
+        dataset = make_dataset(
             data.valid_source,
             data.valid_target,
             vocabulary,
@@ -244,9 +243,26 @@ def validation_dataset(config: RunConfig, vocabulary: Vocabulary, strategy) -> I
             training=False,
             input_context=context,
             tag=data.valid_tag,
-        ).prefetch(tf.data.AUTOTUNE)
+        )
+        return _untuned(dataset)
 
     return strategy.distribute_datasets_from_function(dataset_fn)
+
+
+def _untuned(dataset):
+    """`dataset` (a `tf.data.Dataset`) without tf.data's autotuning.
+
+    Keras deletes the validation iterator at every validation and the training one when
+    `fit` returns, and deleting an autotuned iterator can first wait out its tuner's
+    sleep, up to a minute: 5 to 60 s stalls, inside the time budget or after it. Without
+    the tuner, parallel maps run on the CPU's cores and prefetching still grows its buffer
+    as it needs; training is as fast (bench/RESULTS.md, "The test suite's time").
+    """
+    import tensorflow as tf
+
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return dataset.with_options(options)
 
 
 def _shard(batches: list[Batch], context) -> Iterable[Batch]:

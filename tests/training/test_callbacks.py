@@ -140,3 +140,39 @@ def test_a_deadline_ends_training_by_it_whatever_is_left_of_the_minutes(
     drive(Progress(budget, every_steps=0, clock=run.clock), budget, run, 1000)
     assert run.updates_done() == updates and run.stop_training
     assert budget.reason.startswith("time budget of ")
+
+
+@pytest.mark.parametrize(
+    ("validation_seconds", "updates", "elapsed"),
+    [
+        # 20 s of updates, 15 s of validation, 20 s more: 5 s left, less than a
+        # validation, so the run ends at this one, within the minute.
+        (15.0, 80, 55.0),
+        # The control: 4 s of validation leaves 16 s, which buy 24 more updates.
+        (4.0, 104, 60.0),
+    ],
+)
+def test_a_validation_that_would_use_the_rest_of_the_budget_ends_the_run(
+    validation_seconds, updates, elapsed
+):
+    run = FakeRun()
+    budget = Budget(max_steps=10_000, max_minutes=1.0, clock=run.clock)
+    budget.set_model(run)
+    budget.on_train_begin()
+    step = 0
+    for epoch in range(10):  # validation periods of 40 updates of 0.5 s
+        budget.on_epoch_begin(epoch)
+        for _ in range(40):
+            run.now += 0.5
+            step += 1
+            run.optimizer.iterations.assign(step)
+            budget.on_train_batch_end(step - 1, {"loss": 1.0, "tokens": 100.0 * step})
+            if run.stop_training:
+                break
+        budget.on_epoch_end(epoch)
+        if run.stop_training:
+            break
+        run.now += validation_seconds  # the validation callbacks after the budget's
+    assert run.updates_done() == updates and run.stop_training
+    assert float(budget.elapsed_seconds.numpy()) == pytest.approx(elapsed)
+    assert budget.reason.startswith("time budget of 1.0 minutes used")
