@@ -32,8 +32,7 @@ import json, os, sys
 os.environ["KERAS_BACKEND"] = "jax"
 from bench.accelerator.run import Batches, Session, measure
 from training.config import RunConfig
-from training.planning.rules import SHAPES
-from training.planning.measure import with_shape
+from training.planning import SHAPES, with_shape  # (one module there, a package here)
 batches_file, vocab_size, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 shape = next(s for s in SHAPES if s.name == "{SHAPE}")
 session = Session.of(with_shape(RunConfig(), shape, {BATCH_TOKENS}), vocab_size, 1e4)

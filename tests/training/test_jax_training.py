@@ -374,6 +374,50 @@ def test_the_jax_loop_reads_nothing_from_the_device_between_its_looks(copy_task,
     assert "Disallowed device-to-host transfer" in result["control"], result["control"]
 
 
+def test_the_jax_loop_dispatches_no_more_than_a_second_of_the_devices_work_unseen(monkeypatch):
+    """Dispatch runs ahead of a slow device: the host looks once the updates queued since
+    its last look are `MAX_SECONDS_UNSEEN` of work at the pace its looks measured (the
+    first look after one update), not after `MAX_UPDATES_UNSEEN`, so the clock, the
+    budget's and a timing's, is read within about that time of the device's progress.
+    Here a simulated device takes 50 ms an update and dispatch takes none."""
+    import types
+
+    import jax
+
+    from training.engines import jax_engine
+
+    seconds_per_update, unseen = 0.05, 0.2
+    monkeypatch.setattr(jax_engine, "MAX_SECONDS_UNSEEN", unseen)
+    looked_at = []  # the updates each look read
+
+    def device_get(results):  # the device finishes what was queued, then answers
+        looked_at.append(len(results))
+        jax_engine.time.sleep(seconds_per_update * len(results))
+        return [(1.0, 10.0) for _ in results]
+
+    monkeypatch.setattr(jax, "device_get", device_get)
+
+    class Loop:
+        _epoch = jax_engine._Loop._epoch
+        every, backlog, updates, total = jax_engine.MAX_UPDATES_UNSEEN, 1, 0, None
+        trainer = types.SimpleNamespace(stop_training=False)
+        callbacks = types.SimpleNamespace(on_train_batch_end=lambda index, logs: None)
+        place = staticmethod(lambda batch: batch)
+
+        def update(self, batch):
+            self.updates += 1
+            return types.SimpleNamespace(loss_sum=1.0, tokens=10.0)
+
+    Loop.backlog = jax_engine.backlog(None)
+    logs = Loop()._epoch(iter(range(40)), 40)
+    assert logs["tokens"] == 400.0 and sum(looked_at) == 40
+    # A look after the first update, then about 0.2 s of updates (4) at a time.
+    assert looked_at[0] == 1 and max(looked_at) <= 5 and len(looked_at) >= 8, looked_at
+    assert jax_engine.backlog(seconds_per_update) == 4  # (at that pace)
+    assert jax_engine.backlog(1e-4) == jax_engine.MAX_UPDATES_UNSEEN  # a fast device's
+    assert jax_engine.backlog(10.0) == 1
+
+
 # A process as a JAX-only accelerator machine gives one: importing TensorFlow raises.
 NO_TENSORFLOW = {"TRANSLATOR_TEST_NO_TENSORFLOW": "1"}
 

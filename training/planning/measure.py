@@ -125,9 +125,11 @@ TIMED_UPDATES = 8
 # ~0%), of both models in turn (two timings one after the other drift apart as the
 # machine does; bench/RESULTS.md, "Vocabulary by the budget"): this many updates each,
 # in turns of `TURN_UPDATES`, for at most this many seconds each (outside the budget,
-# as the vocabulary's cost).
+# as the vocabulary's cost), and at most this share of the budget each: a budget of
+# seconds is not to wait twice its length for its vocabulary (two turns each at least).
 SPLIT_TIMED_UPDATES = 32
 SPLIT_MEASURE_SECONDS = 20.0
+SPLIT_BUDGET_SHARE = 0.10
 TURN_UPDATES = 4
 # An epoch of at most this many batches (each bucket's last short) is timed whole, after
 # another whole one: a timing's first updates meet new batch shapes, and eight of them
@@ -762,6 +764,7 @@ class Timing:
     ):
         self.share = MEASURE_SHARE * budget_seconds
         self.wall = MEASURE_WALL_SHARE * budget_seconds
+        self.split_seconds = min(SPLIT_MEASURE_SECONDS, SPLIT_BUDGET_SHARE * budget_seconds)
         self.config, self.vocabulary, self.strategy, self.cache = (
             config, vocabulary, strategy, cache,
         )  # fmt: skip
@@ -826,9 +829,9 @@ class Timing:
     def split(self, shape: Shape, batch_tokens: int, output: int) -> tuple[Speed, Speed]:
         """The shape's speeds under the run's vocabulary and under `output` entries.
 
-        Timed in turn (`measure_in_turn`), whatever the share left, and not charged to
-        the budget: the vocabulary's cost (`for_vocabulary`). The smaller one is cached
-        here; the run's, the caller's to keep.
+        Timed in turn (`measure_in_turn`) for `split_seconds` each, whatever the share
+        left, and not charged to the budget: the vocabulary's cost (`for_vocabulary`).
+        The smaller one is cached here; the run's, the caller's to keep.
         """
         log.info(
             "plan: timing %s at %d batch tokens under %s and %s vocabulary entries, in turn",
@@ -845,7 +848,7 @@ class Timing:
             self.vocabulary,
             self.strategy,
             output,
-            2 * SPLIT_MEASURE_SECONDS,
+            2 * self.split_seconds,
         )
         compiled = full.compile_seconds + small.compile_seconds
         self.compiled += compiled

@@ -628,11 +628,15 @@ def test_a_machines_sustained_share_is_the_median_of_its_last_runs_of_any_corpus
     assert measure.sustained_share({**signature, "precision": "mixed_bfloat16"}) == (1.0, 0)
 
 
-def test_the_vocabulary_split_is_timed_in_turn_and_outside_the_budget(tmp_path, monkeypatch):
+@pytest.mark.parametrize("budget, split_seconds", [(300.0, 20.0), (60.0, 6.0)])
+def test_the_vocabulary_split_is_timed_in_turn_and_outside_the_budget(
+    tmp_path, monkeypatch, budget, split_seconds
+):
     """Under few epochs the chosen shape is timed under its vocabulary and half of it, in
     turn: a token's cost is the line through those two, the run's speed so timed (warm)
     is what the budget buys, and the timing is not charged to the budget (the
-    vocabulary's cost, as building it is). From the cache nothing is timed again."""
+    vocabulary's cost, as building it is), for at most 20 s or a tenth of the budget
+    each. From the cache nothing is timed again."""
     from training.planning import measure as planning
     from training.planning.rules import SHAPES, Budget, CorpusCounts, Speed, make_plan
     from training.planning.vocabulary import VocabularyTrade
@@ -646,7 +650,7 @@ def test_the_vocabulary_split_is_timed_in_turn_and_outside_the_budget(tmp_path, 
 
     def in_turn(shape, batch, config, vocabulary, strategy, output, seconds):
         timed.append(("in turn", output))
-        assert seconds == 2 * planning.SPLIT_MEASURE_SECONDS
+        assert seconds == 2 * split_seconds
         now[0] += 25.0
         return (
             Speed(7000.0, 1700.0, batch, measured=True, compile_seconds=2.0),
@@ -655,13 +659,13 @@ def test_the_vocabulary_split_is_timed_in_turn_and_outside_the_budget(tmp_path, 
 
     monkeypatch.setattr(planning, "measure_speed", measure)
     monkeypatch.setattr(planning, "measure_in_turn", in_turn)
-    timing = _timing(tmp_path, "cpu", 300.0, _Accelerator(), clock=lambda: now[0])
+    timing = _timing(tmp_path, "cpu", budget, _Accelerator(), clock=lambda: now[0])
     cold = timing.speed(SHAPES[0], 2048, always=True)
     charged = timing.charged
     assert charged == 10.0
     counts = CorpusCounts(29_000, 3_820_000, 474_000)
     trade = VocabularyTrade(32_000, lambda shape, size: float(size))
-    plan = make_plan(counts, Budget(seconds=300.0), {SHAPES[0].name: cold}, vocabulary=trade)
+    plan = make_plan(counts, Budget(seconds=budget), {SHAPES[0].name: cold}, vocabulary=trade)
     measured, warm = planning._timed_output_cost(timing, plan, trade)
     assert timed == [None, ("in turn", 16_000)]  # the run's size, then both in turn
     # Not charged; compiling (JAX) apart, as a run's own is.
@@ -674,7 +678,7 @@ def test_the_vocabulary_split_is_timed_in_turn_and_outside_the_budget(tmp_path, 
     assert measured.timed and measured.basis == "timed at 32,000 and 16,000 entries, in turn"
     # Cached, the warm speed as the run's: the same question times nothing, and from
     # the cache alone it is answered.
-    assert timing.speed(SHAPES[0], 2048) == warm
+    assert timing.speed(SHAPES[0], plan.batch_tokens) == warm
     again = planning._timed_output_cost(timing, plan, trade, time=False)
     assert timed == [None, ("in turn", 16_000)] and again[1] is None
     assert again[0].cost(SHAPES[0], 16_000) == pytest.approx(1 / 9000)
