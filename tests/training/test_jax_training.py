@@ -399,7 +399,8 @@ def test_the_jax_loop_dispatches_no_more_than_a_second_of_the_devices_work_unsee
 
     class Loop:
         _epoch = jax_engine._Loop._epoch
-        every, backlog, updates, total = jax_engine.MAX_UPDATES_UNSEEN, 1, 0, None
+        every, updates, total = jax_engine.MAX_UPDATES_UNSEEN, 0, None
+        backlog = jax_engine.backlog(None)  # (read after MAX_SECONDS_UNSEEN is set)
         trainer = types.SimpleNamespace(stop_training=False)
         callbacks = types.SimpleNamespace(on_train_batch_end=lambda index, logs: None)
         place = staticmethod(lambda batch: batch)
@@ -408,7 +409,6 @@ def test_the_jax_loop_dispatches_no_more_than_a_second_of_the_devices_work_unsee
             self.updates += 1
             return types.SimpleNamespace(loss_sum=1.0, tokens=10.0)
 
-    Loop.backlog = jax_engine.backlog(None)
     logs = Loop()._epoch(iter(range(40)), 40)
     assert logs["tokens"] == 400.0 and sum(looked_at) == 40
     # A look after the first update, then about 0.2 s of updates (4) at a time.
