@@ -241,6 +241,31 @@ def test_export_layout_signatures_and_assets(exported):
     assert not {op for op in ops if op.startswith("Xla") or "PyFunc" in op}
 
 
+def test_each_signature_is_traced_once(exported):
+    """The graph holds one trace of each exported function: the save traces what it saves.
+
+    A concrete function taken before `tf.saved_model.save` is keyed outside its save
+    context, so the save traced the search again and wrote both traces (twice the graph:
+    more seconds to export and to load).
+    """
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved_model = saved_model_pb2.SavedModel()
+    saved_model.ParseFromString((exported.version_dir / "saved_model.pb").read_bytes())
+    graph = saved_model.meta_graphs[0]
+    nodes = graph.object_graph_def.nodes
+    # The module's own functions (the root's children), as "__inference_<name>_<number>".
+    traced = [
+        name.rsplit("_", 1)[0]
+        for child in nodes[0].children
+        if nodes[child.node_id].WhichOneof("kind") == "function"
+        for name in nodes[child.node_id].function.concrete_functions
+    ]
+    assert len(traced) == 7  # one per signature (test_export_layout_signatures_and_assets)
+    library = [f.signature.name.rsplit("_", 1)[0] for f in graph.graph_def.library.function]
+    assert {stem: library.count(stem) for stem in traced} == dict.fromkeys(traced, 1)
+
+
 def test_export_command_errors_are_clean(exported, tmp_path, capsys):
     # An existing version is never overwritten by accident (checked before any work).
     code = cli_main(

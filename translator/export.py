@@ -152,21 +152,24 @@ class TranslationModule(tf.Module):
                 self._translate_tagged_n_best, input_signature=[spec, tags], autograph=False
             )
 
-    def signatures(self) -> dict[str, Any]:
-        """The concrete functions to save as signatures, by signature name."""
+    def signatures(self) -> dict[str, tf.types.experimental.PolymorphicFunction]:
+        """The functions to save as signatures, by signature name.
+
+        The functions, not their concrete functions: `tf.saved_model.save` traces them
+        inside its save context, whose tracing key differs from outside it, so a concrete
+        function taken here would be traced a second time there.
+        """
         signatures = {
-            SERVING_SIGNATURE: self.translate.get_concrete_function(),
-            N_BEST_SIGNATURE: self.translate_n_best.get_concrete_function(),
+            SERVING_SIGNATURE: self.translate,
+            N_BEST_SIGNATURE: self.translate_n_best,
         }
         if self.tags:
-            signatures[TAGGED_SIGNATURE] = self.translate_tagged.get_concrete_function()
-            signatures[TAGGED_N_BEST_SIGNATURE] = (
-                self.translate_tagged_n_best.get_concrete_function()
-            )
-        signatures[PREFIXED_SIGNATURE] = self.translate_prefixed.get_concrete_function()
-        signatures[ALIGNED_SIGNATURE] = self.translate_aligned.get_concrete_function()
+            signatures[TAGGED_SIGNATURE] = self.translate_tagged
+            signatures[TAGGED_N_BEST_SIGNATURE] = self.translate_tagged_n_best
+        signatures[PREFIXED_SIGNATURE] = self.translate_prefixed
+        signatures[ALIGNED_SIGNATURE] = self.translate_aligned
         if self.sample_config is not None:
-            signatures[SAMPLE_SIGNATURE] = self.sample.get_concrete_function()
+            signatures[SAMPLE_SIGNATURE] = self.sample
         return signatures
 
     def _translate_best(self, inputs: tf.Tensor) -> dict[str, tf.Tensor]:

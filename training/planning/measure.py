@@ -33,7 +33,8 @@ A run that trains its plan reports its steady pace (`learn_speed`), which replac
 plan's timing in the caches: a timing is a few updates, taken once and then reused. It
 also records the share of its timing's pace the run sustained (`sustained.json`): later
 plans on the machine count every fresh timing at the median share of its last runs
-(`sustained_share`), since a few seconds of updates read faster than minutes of them.
+(`sustained_share`), since a few seconds of updates read faster than minutes of them;
+one share for a shape's own timings, one for the vocabulary's warm timings in turn.
 
 Under an update budget nothing is timed: the tokens an update buys are `TARGET_FILL`
 of its batch tokens.
@@ -288,14 +289,41 @@ def machine_signature(
 
 
 def _processor() -> str:
+    """The CPU as its speeds depend on it (`describe_processor` of /proc/cpuinfo)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return f"{line.split(':', 1)[1].strip()} x{os.cpu_count()}"
+            text = cpuinfo.read()
     except OSError:
-        pass
-    return f"{platform.processor() or platform.machine()} x{os.cpu_count()}"
+        text = ""
+    described = describe_processor(text, os.environ.get("ONEDNN_MAX_CPU_ISA", ""))
+    return f"{described or platform.processor() or platform.machine()} x{os.cpu_count()}"
+
+
+def describe_processor(cpuinfo: str, isa_cap: str = "") -> str:
+    """The first CPU of a /proc/cpuinfo text: its name, family, model and widest vectors.
+
+    A virtual machine's name alone can hide its generation ("AMD EPYC" for a CPU with
+    AVX2 only and for one with AVX-512, 4x apart in training speed): a speed cached on
+    one must not be read on the other. A cap on oneDNN's instructions (its
+    `ONEDNN_MAX_CPU_ISA`) is another machine too. "" where the text names no CPU.
+    """
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            break  # the first processor's block only
+        name, _, value = line.partition(":")
+        fields.setdefault(name.strip(), value.strip())
+    if "model name" not in fields:
+        return ""
+    flags = set(fields.get("flags", "").split())
+    widest = next((isa for isa in ("avx512f", "avx2", "avx") if isa in flags), "")
+    details = [
+        f"family {fields['cpu family']} model {fields['model']}" if "cpu family" in fields else "",
+        {"avx512f": "AVX-512"}.get(widest, widest.upper()),
+        f"oneDNN capped at {isa_cap}" if isa_cap else "",
+    ]
+    details = [detail for detail in details if detail]
+    return fields["model name"] + (f" ({', '.join(details)})" if details else "")
 
 
 def machine_cache_path() -> Path:
@@ -303,19 +331,29 @@ def machine_cache_path() -> Path:
     return machine_cache_dir() / SPEED_FILE
 
 
-def _machine_key(signature: dict) -> str:
-    """A speed's signature less its corpus and vocabulary: what a sustained share depends on."""
+def _machine_key(signature: dict, in_turn: bool = False) -> str:
+    """A speed's signature less its corpus and vocabulary: what a sustained share depends on.
+
+    With the kind of timing: a shape's own (the key of the shares recorded before kinds)
+    or one in turn (`Speed.in_turn`).
+    """
     machine = {name: value for name, value in signature.items() if name not in CORPUS_SIGNATURE}
+    if in_turn:
+        machine["timing"] = "in turn"
     return json.dumps(machine, sort_keys=True)
 
 
-def sustained_share(signature: dict) -> tuple[float, int]:
+def sustained_share(signature: dict, in_turn: bool = False) -> tuple[float, int]:
     """The share of their timings' pace that runs here trained at, and over how many runs.
 
     The median of the last `SUSTAINED_RUNS` runs of the machine, precision and strategy of
-    `signature` (any corpus: `learn_speed` records them); (1.0, 0) before any.
+    `signature` (any corpus: `learn_speed` records them) whose plans counted the same kind
+    of timing (`in_turn`: the vocabulary's split, warm; else a shape's own, cold); (1.0, 0)
+    before any.
     """
-    shares = _read_json(machine_cache_dir() / SUSTAINED_FILE).get(_machine_key(signature), [])
+    shares = _read_json(machine_cache_dir() / SUSTAINED_FILE).get(
+        _machine_key(signature, in_turn), []
+    )
     if not isinstance(shares, list):
         shares = []
     shares = [share for share in shares if isinstance(share, int | float) and share > 0]
@@ -323,11 +361,11 @@ def sustained_share(signature: dict) -> tuple[float, int]:
     return (float(statistics.median(shares)), len(shares)) if shares else (1.0, 0)
 
 
-def _record_sustained(signature: dict, share: float) -> None:
+def _record_sustained(signature: dict, share: float, in_turn: bool = False) -> None:
     """Adds a run's sustained share to the machine's (`sustained_share`), the last few kept."""
     path = machine_cache_dir() / SUSTAINED_FILE
     try:  # a cache that cannot be written (read-only home) only leaves timings as read
-        shares, key = _read_json(path), _machine_key(signature)
+        shares, key = _read_json(path), _machine_key(signature, in_turn)
         kept = shares.get(key)
         kept = kept if isinstance(kept, list) else []
         shares[key] = [*kept, round(share, 4)][-SUSTAINED_RUNS:]
@@ -640,6 +678,7 @@ def measure_in_turn(
             batch_tokens,
             measured=True,
             compile_seconds=compiled / 2,
+            in_turn=True,
         )
         for m in (0, 1)
     )
@@ -1021,7 +1060,7 @@ def plan_run(
             Budget(seconds=minutes * 60) if minutes > 0 else Budget(updates=config.train.max_steps)
         )
 
-    share = _sustained(timing, strategy)
+    sustain = _sustained(timing, strategy)
     length = counts.epoch_tokens / max(counts.pairs, 1)
     ratio = vocabulary.source_vocab_size / vocabulary.target_vocab_size
     trade = VocabularyTrade(
@@ -1034,11 +1073,11 @@ def plan_run(
         spent, compiled = (0.0, 0.0) if timing is None else _agreed(timing)
         spent += measured_before if timing is not None else 0.0
         if batch_speeds is not None:
-            batch_speeds = {key: speed.sustain(share) for key, speed in batch_speeds.items()}
+            batch_speeds = {key: sustain(speed) for key, speed in batch_speeds.items()}
         return make_plan(
             counts,
             budget if timing is None else _net_budget(config, spent),
-            {name: speed.sustain(share) for name, speed in speeds.items()},
+            {name: sustain(speed) for name, speed in speeds.items()},
             given=given,
             memory_batch_tokens=memory,
             measuring_seconds=spent,
@@ -1077,24 +1116,36 @@ def plan_run(
     return planned(batch_speeds, trade)
 
 
-def _sustained(timing: Timing | None, strategy: Strategy) -> float:
-    """The share of a timing's pace this plan counts (`sustained_share`), said in the log.
+def _sustained(timing: Timing | None, strategy: Strategy) -> Callable[[Speed], Speed]:
+    """A speed at the share of its timing's pace this plan counts, said in the log.
 
-    1 under an update budget (nothing timed), and across workers, which would each read
-    their own machine's.
+    Each kind's `sustained_share` (`Speed.in_turn`); a timing in turn where no run planned
+    on one yet, the shape timings' (before kinds, one share served both). 1 under an
+    update budget (nothing timed), and across workers, which would each read their own
+    machine's.
     """
     if timing is None or strategy.spans_workers():
-        return 1.0
-    share, runs = sustained_share(timing.cache.signature)
+        return lambda speed: speed
+    signature, where = timing.cache.signature, machine_cache_dir() / SUSTAINED_FILE
+    share, runs = sustained_share(signature)
+    in_turn, runs_in_turn = sustained_share(signature, in_turn=True)
     if runs:
         log.info(
-            "plan: runs on this machine trained at %.2f of their timings' pace (the median of "
-            "the last %d): a timing counts at that pace (%s)",
+            "plan: runs on this machine trained at %.2f of their timings' pace (the median "
+            "of the last %d): a timing counts at that pace (%s)",
             share,
             runs,
-            machine_cache_dir() / SUSTAINED_FILE,
+            where,
         )
-    return share
+    if runs_in_turn:
+        log.info(
+            "plan: runs planned on timings in turn (the vocabulary's sizes) trained at %.2f "
+            "of their pace (the median of the last %d): such a timing counts at that pace",
+            in_turn,
+            runs_in_turn,
+        )
+    shares = {False: share, True: in_turn if runs_in_turn else share}
+    return lambda speed: speed.sustain(shares[speed.in_turn])
 
 
 def _timed_output_cost(
@@ -1220,9 +1271,10 @@ def learn_speed(
         # An update's seconds as the timing read them (before `Speed.sustain`), over the
         # run's own: the share of the timing's pace the run sustained.
         predicted = seconds_per_update(plan.corpus, timed, plan.batch_tokens) * timed.sustained
-        _record_sustained(cache.signature, predicted * pace[0] / pace[1])
-        share, runs = sustained_share(cache.signature)
-        said = f"; runs here: {share:.2f} of their timings' pace, the median of {runs}"
+        _record_sustained(cache.signature, predicted * pace[0] / pace[1], timed.in_turn)
+        share, runs = sustained_share(cache.signature, timed.in_turn)
+        kind = "timings in turn" if timed.in_turn else "timings"
+        said = f"; runs here: {share:.2f} of their {kind}' pace, the median of {runs}"
     log.info(
         "plan: the run trained %s at %s target tokens/s, its plan's timing %s%s; later plans "
         "on this machine use the run's (%s)",

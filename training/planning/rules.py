@@ -285,6 +285,10 @@ class Speed:
     # A trained run's steady pace (`training.planning.measure.learn_speed`), not a timing:
     # runs sustain it, so it is never cut.
     learned: bool = False
+    # Timed in turn with a smaller vocabulary's model, warm (`measure_in_turn`), not as a
+    # shape's own first timing: runs sustain less of such a timing's pace, so each kind
+    # has its own share (`training.planning.measure.sustained_share`).
+    in_turn: bool = False
 
     def at_batch(self, batch_tokens: int) -> float:
         """Real target tokens per update at another batch size (proportional)."""
@@ -458,7 +462,8 @@ class Plan:
                 how += "; a trained run's pace"
             elif speed.sustained != 1.0:
                 timed = speed.tokens_per_second / speed.sustained
-                how += f"; {speed.sustained:.2f} x its timing's {timed:,.0f}, as runs here trained"
+                kind = "timing in turn" if speed.in_turn else "timing"
+                how += f"; {speed.sustained:.2f} x its {kind}'s {timed:,.0f}, as runs here trained"
             updates, bought = purchase(corpus, speed, self.budget, self.batch_tokens)
             lines.append(
                 f"speed: {name} {speed.tokens_per_second:,.0f} target tokens/s at "

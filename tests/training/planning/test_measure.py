@@ -628,6 +628,74 @@ def test_a_machines_sustained_share_is_the_median_of_its_last_runs_of_any_corpus
     assert measure.sustained_share({**signature, "precision": "mixed_bfloat16"}) == (1.0, 0)
 
 
+def test_each_kind_of_timing_counts_at_the_share_runs_planned_on_it_sustained(
+    tmp_path, monkeypatch
+):
+    """A shape's own timing (cold) and the vocabulary's in turn (warm) stand apart from
+    what their runs sustain (about 0.99 and 0.92 on one machine: bench/RESULTS.md,
+    "Vocabulary by the budget"), so each kind has its own share; a timing in turn before
+    any run planned on one counts at the shape timings' share, and a run's pace at none."""
+    from training.planning import measure
+    from training.planning.rules import Speed
+
+    monkeypatch.setenv("TRANSLATOR_CACHE_DIR", str(tmp_path))
+    timing = _timing(tmp_path, "cpu", 300.0, _Accelerator())
+    signature = timing.cache.signature
+    cold = Speed(1000.0, 900.0, 2048, measured=True)
+    warm = dataclasses.replace(cold, in_turn=True)
+    learned = dataclasses.replace(cold, learned=True)
+
+    def rates():
+        sustain = measure._sustained(timing, _Accelerator())
+        return [round(sustain(speed).tokens_per_second) for speed in (cold, warm, learned)]
+
+    assert rates() == [1000, 1000, 1000]  # no run yet
+    measure._record_sustained(signature, 0.9)
+    assert rates() == [900, 900, 1000]  # none in turn yet: the shapes' share
+    measure._record_sustained(signature, 0.6, in_turn=True)
+    assert rates() == [900, 600, 1000]
+    assert measure.sustained_share(signature) == (0.9, 1)
+    assert measure.sustained_share(signature, in_turn=True) == (0.6, 1)
+
+    # A run records its share under its plan's kind of timing.
+    from training.planning.rules import (
+        SHAPES,
+        Budget,
+        CorpusCounts,
+        make_plan,
+        seconds_per_update,
+    )
+
+    monkeypatch.setattr(measure, "_speed_cache", lambda *args: timing.cache)
+    counts = CorpusCounts(29_000, 3_820_000, 474_000)
+    for speed, in_turn, before in ((warm, True, 0.6), (cold, False, 0.9)):
+        plan = make_plan(counts, Budget(seconds=300.0), {SHAPES[0].name: speed})
+        # The run's updates took twice the seconds its timing said: it sustained 0.5.
+        seconds = seconds_per_update(counts, speed, plan.batch_tokens)
+        pace = (speed.tokens_per_second, 2 * seconds * speed.tokens_per_second)
+        measure.learn_speed(plan, pace, None, None, _Accelerator(), "float32", tmp_path)
+        assert measure.sustained_share(signature, in_turn) == (pytest.approx((before + 0.5) / 2), 2)
+
+
+def test_a_cpu_hidden_behind_one_name_is_told_apart_by_its_generation():
+    """Two virtual CPUs both called "AMD EPYC" (AVX2 only, and AVX-512: 4x apart in
+    training speed here) get their own speed caches, as does a cap on oneDNN's
+    instructions; the same CPU gets the same."""
+    from training.planning.measure import describe_processor
+
+    def cpuinfo(family: int, model: int, flags: str) -> str:
+        block = f"processor\t: {{}}\nmodel name\t: AMD EPYC\ncpu family\t: {family}\n"
+        block += f"model\t\t: {model}\nflags\t\t: fpu sse2 {flags}\n"
+        return "\n".join(block.format(n) for n in range(2))
+
+    zen2 = describe_processor(cpuinfo(23, 1, "avx avx2 fma"))
+    zen4 = describe_processor(cpuinfo(25, 17, "avx avx2 avx512f avx512bw"))
+    assert zen2 == "AMD EPYC (family 23 model 1, AVX2)"
+    assert zen4 == "AMD EPYC (family 25 model 17, AVX-512)"
+    assert describe_processor(cpuinfo(25, 17, "avx avx2 avx512f"), "AVX2") != zen4
+    assert describe_processor("") == ""  # (no /proc/cpuinfo: the platform's name)
+
+
 @pytest.mark.parametrize("budget, split_seconds", [(300.0, 20.0), (60.0, 6.0)])
 def test_the_vocabulary_split_is_timed_in_turn_and_outside_the_budget(
     tmp_path, monkeypatch, budget, split_seconds
@@ -730,6 +798,7 @@ def test_turns_alternate_abba_and_the_drift_falls_on_both_models(copy_task, tmp_
     assert order == [None, 10] + [None, 10, 10, None] * 2  # warm-up turns, then ABBA
     assert full.tokens_per_update == small.tokens_per_update == 1000.0
     assert full.compile_seconds + small.compile_seconds == 1.0
+    assert full.in_turn and small.in_turn  # (runs sustain their own share of such timings)
     assert small.tokens_per_second / full.tokens_per_second == pytest.approx(2.0, rel=0.01)
 
 
