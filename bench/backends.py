@@ -1,7 +1,7 @@
 """Keras' JAX backend against TensorFlow on this CPU: a fresh process per backend and
 round, taking turns; each figure the best round's (a report, no target). Training: each
 backend's own training of the product, timed as the planner times a shape
-(`training.planning.measure.measure_speed`) on Multi30k prepared once; decoding: one model's
+(`training.planning.timing.measure_speed`) on Multi30k prepared once; decoding: one model's
 beam 4 over test_2016_flickr, `Decoder` against `JaxDecoder`. Without --model, a random
 `tiny` model. Figures: bench/RESULTS.md.
 """
@@ -67,8 +67,8 @@ def child(backend: str, work: Path, info: dict, seconds: float) -> dict:
 def _training(backend: str, work: Path, info: dict, seconds: float) -> float:
     """Target tokens/s of the product's training of `SHAPE` on this backend, in float32."""
     from training.config import DEFAULT_CONFIG, load_config
-    from training.planning.measure import measure_speed
     from training.planning.rules import SHAPES
+    from training.planning.timing import measure_speed
     from training.run import on_backend
     from translator.pipelines.vocabulary import load_vocabulary
 

@@ -65,8 +65,8 @@ def _in_base(base: Path, code: str, *arguments: str) -> str:
 def product_speed(work: Path, seconds: float) -> dict:
     """The product's loop, timed by the planner's `measure_speed` (a child process)."""
     from training.config import DEFAULT_CONFIG, load_config
-    from training.planning.measure import measure_speed
     from training.planning.rules import SHAPES
+    from training.planning.timing import measure_speed
     from training.run import on_backend
     from translator.pipelines.vocabulary import load_vocabulary
 

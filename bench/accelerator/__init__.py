@@ -16,7 +16,7 @@
 
 There, `python -m bench.accelerator speeds --out DIR --plan DIR/plan.json` times the shapes
 the run's plan timed, each at the batch the plan timed it at, as a run trains them (the
-planner's own `training.planning.measure.measure_speed` on every bucket of the prepared corpus,
+planner's own `training.planning.timing.measure_speed` on every bucket of the prepared corpus,
 where the plan timed one) into DIR/speeds.json, beside the bf16 matmul rate (MFU); without
 `--plan`, every planner shape at `--batch-tokens`. `publish --speeds` puts them beside the
 plan's.

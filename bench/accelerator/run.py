@@ -165,8 +165,8 @@ def shape_speeds(
     """
     from training.config import DEFAULT_CONFIG, read_config
     from training.engines.backend import choose_backend
-    from training.planning.measure import flops_per_token, measure_speed
     from training.planning.rules import SHAPES
+    from training.planning.timing import flops_per_token, measure_speed
     from training.recipe.corpus import prepare_data
     from training.recipe.run_config import run_request
     from training.recipe.settings import RecipePaths, RecipeSettings

@@ -238,7 +238,7 @@ class JaxTranslationTrainer(TranslationTrainer):
     def stepper(self, data) -> Callable[[int], float]:
         """Updates on `data` outside `fit`, a few at a time: the loop's own step.
 
-        The planner times two models in turn with it (`training.planning.measure.
+        The planner times two models in turn with it (`training.planning.timing.
         measure_in_turn`). The batch shapes are compiled first (`expect_shapes`), as
         `fit` does before its clock; the state stays on the devices between calls, and
         `sync_state` writes it back (until the next `fit`).

@@ -157,7 +157,7 @@ class TranslationTrainer(keras.Model):
     def stepper(self, data) -> Callable[[int], float]:
         """Updates on `data` outside `fit`, a few at a time: `fit`'s own step function.
 
-        The planner times two models in turn with it (`training.planning.measure.
+        The planner times two models in turn with it (`training.planning.timing.
         measure_in_turn`), which `fit`, one model's loop to its end, cannot do.
 
         Args:

@@ -41,7 +41,7 @@ class PlanRequest:
     # charged to the budget.
     measured_seconds: float = 0.0
     # Speeds known without a timing, by speed-cache entry (a vocabulary built again at
-    # the size that plan chose: `training.planning.measure.resized_speeds`).
+    # the size that plan chose: `training.planning.speed_cache.resized_speeds`).
     known_speeds: tuple[tuple[str, Speed], ...] = ()
 
 

@@ -40,8 +40,8 @@ The constants were fit on validation BLEU, never a test set (decision D18). Noth
 looked up by minutes: a 10x faster machine buys 10x the tokens and gets the plan of those
 tokens.
 
-This module is pure Python (no TensorFlow): `training.planning.measure` measures the machine and
-counts the corpus, then calls `make_plan`.
+This module is pure Python (no TensorFlow): `training.planning.measure` counts the corpus
+and times the machine (`training.planning.timing`), then calls `make_plan`.
 """
 
 from __future__ import annotations
@@ -287,7 +287,7 @@ class Speed:
     learned: bool = False
     # Timed in turn with a smaller vocabulary's model, warm (`measure_in_turn`), not as a
     # shape's own first timing: runs sustain less of such a timing's pace, so each kind
-    # has its own share (`training.planning.measure.sustained_share`).
+    # has its own share (`training.planning.speed_cache.sustained_share`).
     in_turn: bool = False
 
     def at_batch(self, batch_tokens: int) -> float:

@@ -16,7 +16,7 @@ Two limits, as the model's size has (`training.planning.rules.choose_shape`):
   buys `VOCAB_MIN_GAIN` more epochs than the data limit's (none: it keeps that). A size's
   speed: a step's time is linear in the size, so the chosen shape is timed at its own
   size and at the smallest candidate's, on the same batches, the two models in turn (the
-  machine's drift falls on both), outside the budget (`training.planning.measure`), and
+  machine's drift falls on both), outside the budget (`training.planning.timing`), and
   training's plan on the size built reads its speed from them (`resized_speeds`); where
   workers would have to agree on it, scaled by FLOPs instead. The output layer's share
   of the time can be far from its share of the FLOPs: on a CPU with AMX the matrix

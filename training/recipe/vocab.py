@@ -20,8 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from training.finetune import find_init_model
-from training.planning.measure import PLAN_FILE, resized_speeds
+from training.planning.measure import PLAN_FILE
 from training.planning.rules import Plan, Speed
+from training.planning.speed_cache import resized_speeds
 from training.planning.vocabulary import VocabularyChoice, choose_vocab_size, vocab_size_reason
 from training.recipe.corpus import RecipeCorpus
 from training.recipe.settings import RecipePaths, RecipeSettings

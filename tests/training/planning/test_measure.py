@@ -241,12 +241,13 @@ class _Accelerator:
 def _timing(tmp_path, name: str, seconds: float, strategy, clock=None):
     """A `Timing` over a fresh cache, for a vocabulary of 32,000 a side."""
     from training.config import RunConfig
-    from training.planning import measure as planning
+    from training.planning.speed_cache import SpeedCache
+    from training.planning.timing import Timing
 
     vocabulary = type("V", (), {"source_vocab_size": 32000, "target_vocab_size": 32000})()
-    cache = planning.SpeedCache(tmp_path / f"{name}.json", {"machine": name})
+    cache = SpeedCache(tmp_path / f"{name}.json", {"machine": name})
     clock = {} if clock is None else {"clock": clock}
-    return planning.Timing(seconds, RunConfig(), vocabulary, strategy, cache, **clock)
+    return Timing(seconds, RunConfig(), vocabulary, strategy, cache, **clock)
 
 
 def test_on_an_accelerator_each_shape_is_timed_at_its_own_batch_and_none_is_scaled(
@@ -257,8 +258,8 @@ def test_on_an_accelerator_each_shape_is_timed_at_its_own_batch_and_none_is_scal
     then at the batch that speed would buy, and the next from where the last settled; the
     plan weighs those. On a CPU the larger shapes are scaled from the smallest instead
     (the control)."""
-    from training.planning import measure as planning
-    from training.planning.rules import SHAPES, CorpusCounts, Speed, make_plan
+    from training.planning import timing as planning
+    from training.planning.rules import SHAPES, Budget, CorpusCounts, Speed, make_plan
 
     timed: list[tuple[str, int]] = []
 
@@ -280,7 +281,7 @@ def test_on_an_accelerator_each_shape_is_timed_at_its_own_batch_and_none_is_scal
     settled = [speeds[shape.name].batch_tokens for shape in SHAPES]
     assert first[0] == 2048 and settled[0] > 2048  # the timing batch, then its own
     assert first[1:] == settled[:-1]  # each next shape starts where the last settled
-    plan = make_plan(counts, planning.Budget(seconds=seconds), speeds, memory_batch_tokens=memory)
+    plan = make_plan(counts, Budget(seconds=seconds), speeds, memory_batch_tokens=memory)
     assert plan.shape.name != SHAPES[0].name  # fast enough for a larger shape
     assert plan.batch_tokens == speeds[plan.shape.name].batch_tokens
     # Cached: a second plan times nothing.
@@ -303,8 +304,8 @@ def test_compiling_ahead_is_not_charged_to_the_budget_but_bounds_the_timing(tmp_
     is reported beside it, and no timing starts once half the budget has gone by in wall
     time. (Charging the compiling, the control, leaves a 3-minute run a fraction of its
     minutes: the first H200 run's plan spent 135 s of 180 this way.)"""
-    from training.planning import measure as planning
-    from training.planning.rules import SHAPES, CorpusCounts, Speed
+    from training.planning import timing as planning
+    from training.planning.rules import SHAPES, Budget, CorpusCounts, Speed, make_plan
 
     now = [0.0]
     timed: list[tuple[str, int]] = []
@@ -325,9 +326,9 @@ def test_compiling_ahead_is_not_charged_to_the_budget_but_bounds_the_timing(tmp_
     assert len(timed) == 3 and now[0] == 96.0
     assert timing.charged == 3 * 2.0 and timing.compiled == 3 * 30.0
     assert speeds and all(speed.measured for speed in speeds.values())
-    plan = planning.make_plan(
+    plan = make_plan(
         counts,
-        planning.Budget(seconds=seconds - timing.charged),
+        Budget(seconds=seconds - timing.charged),
         speeds,
         memory_batch_tokens=memory,
         measuring_seconds=timing.charged,
@@ -387,8 +388,9 @@ def test_a_timing_reads_an_epochs_short_batches_whole_or_by_half_batches(
     are exactly the epoch's, short batches and all. A longer one times full batches, then
     as many half ones, for the seconds an update costs whatever its tokens."""
     from training.config import load_config
-    from training.planning import measure
-    from training.planning.measure import count_corpus, measure_speed
+    from training.planning import measure, timing
+    from training.planning.measure import count_corpus
+    from training.planning.timing import measure_speed
     from training.run import on_backend
     from translator.pipelines.vocabulary import load_vocabulary
 
@@ -398,8 +400,8 @@ def test_a_timing_reads_an_epochs_short_batches_whole_or_by_half_batches(
     # (the premise: an epoch of more batches than a timing's eight, up to the bound or
     # over it; the smaller the batch, the larger the share of an update's fixed cost)
     short, long = (
-        range(9, measure.EPOCH_TIMED_BATCHES + 1),
-        range(measure.EPOCH_TIMED_BATCHES + 1, 1000),
+        range(9, timing.EPOCH_TIMED_BATCHES + 1),
+        range(timing.EPOCH_TIMED_BATCHES + 1, 1000),
     )
     batch_tokens = next(
         tokens
@@ -424,7 +426,7 @@ def test_a_timing_reads_an_epochs_short_batches_whole_or_by_half_batches(
 def test_an_epochs_warm_up_ends_early_when_the_timings_seconds_pass(seconds):
     """A whole epoch's warm-up and timing take their updates while time allows; past the
     timing's seconds the warm-up is the usual two looks and the timing stops at once."""
-    from training.planning.measure import WARMUP_UPDATES, _clock
+    from training.planning.timing import WARMUP_UPDATES, _clock
 
     class Model:
         stop_training, updates = False, 0
@@ -447,7 +449,7 @@ def test_an_epochs_warm_up_ends_early_when_the_timings_seconds_pass(seconds):
 def test_an_updates_fixed_seconds_are_where_the_line_through_two_batches_meets_no_tokens():
     """Two (seconds, tokens) points of a line give its value at no tokens, within [0, a
     full update's seconds]; batches too alike to tell a slope give 0 (nothing assumed)."""
-    from training.planning.measure import fixed_seconds
+    from training.planning.timing import fixed_seconds
 
     assert fixed_seconds((0.224, 1838.0), (0.140, 916.0)) == pytest.approx(
         0.224 - (0.224 - 0.140) / (1838 - 916) * 1838
@@ -505,8 +507,9 @@ def test_a_smaller_vocabulary_is_timed_on_the_same_batches_their_ids_folded_into
 
     from training.config import load_config
     from training.inputs import timing_input
-    from training.planning.measure import SpeedCache, Timing
     from training.planning.rules import SHAPES
+    from training.planning.speed_cache import SpeedCache
+    from training.planning.timing import Timing
     from training.run import on_backend
     from translator.pipelines.vocabulary import load_vocabulary
 
@@ -545,7 +548,7 @@ def test_a_smaller_vocabulary_is_timed_on_the_same_batches_their_ids_folded_into
 def test_a_trained_run_teaches_later_plans_the_pace_it_trained_at(copy_task, tmp_path, capsys):
     """A timing is a few updates; the run's steady pace, over all its updates, replaces
     it in the caches, and the next plan on this machine buys at that pace."""
-    from training.planning.measure import SpeedCache
+    from training.planning.speed_cache import SpeedCache
     from training.record import RunRecord
 
     # The run ends at its 60th update, well inside its budget (enough looks for a steady
@@ -576,8 +579,8 @@ def test_a_trained_run_teaches_later_plans_the_pace_it_trained_at(copy_task, tmp
 
     # It also leaves the share of its timing's pace it sustained, for this machine's plans:
     # an update's seconds as the timing predicted them, over the run's own.
-    from training.planning.measure import sustained_share
     from training.planning.rules import seconds_per_update
+    from training.planning.speed_cache import sustained_share
 
     signature = json.loads((run_dir / "speed.json").read_text())["signature"]
     share, runs = sustained_share(signature)
@@ -612,20 +615,20 @@ def test_a_machines_sustained_share_is_the_median_of_its_last_runs_of_any_corpus
     """`sustained_share`: the median of the last `SUSTAINED_RUNS` shares recorded under the
     same machine, precision and strategy, whatever the corpus; (1.0, 0) before any run, and
     from a file that cannot be read."""
-    from training.planning import measure
+    from training.planning import speed_cache
 
     monkeypatch.setenv("TRANSLATOR_CACHE_DIR", str(tmp_path))
     signature = {"processor": "cpu x2", "precision": "float32", "vocabulary_sizes": [8000, 8000]}
     if broken is not None:
-        (tmp_path / measure.SUSTAINED_FILE).write_text(broken)
-    assert measure.sustained_share(signature) == (1.0, 0)
+        (tmp_path / speed_cache.SUSTAINED_FILE).write_text(broken)
+    assert speed_cache.sustained_share(signature) == (1.0, 0)
     for share in (0.5, 0.95, 0.9, 0.8, 0.92, 0.85):
         other_corpus = {**signature, "vocabulary_sizes": [2000, 2000], "mean_target_length": 9}
-        measure._record_sustained(other_corpus, share)
-    assert measure.SUSTAINED_RUNS == 5  # (0.5, the oldest, is out)
-    assert measure.sustained_share(signature) == (0.9, 5)
+        speed_cache.record_sustained(other_corpus, share)
+    assert speed_cache.SUSTAINED_RUNS == 5  # (0.5, the oldest, is out)
+    assert speed_cache.sustained_share(signature) == (0.9, 5)
     # Another precision is another machine's.
-    assert measure.sustained_share({**signature, "precision": "mixed_bfloat16"}) == (1.0, 0)
+    assert speed_cache.sustained_share({**signature, "precision": "mixed_bfloat16"}) == (1.0, 0)
 
 
 def test_each_kind_of_timing_counts_at_the_share_runs_planned_on_it_sustained(
@@ -635,7 +638,7 @@ def test_each_kind_of_timing_counts_at_the_share_runs_planned_on_it_sustained(
     what their runs sustain (about 0.99 and 0.92 on one machine: bench/RESULTS.md,
     "Vocabulary by the budget"), so each kind has its own share; a timing in turn before
     any run planned on one counts at the shape timings' share, and a run's pace at none."""
-    from training.planning import measure
+    from training.planning import measure, speed_cache
     from training.planning.rules import Speed
 
     monkeypatch.setenv("TRANSLATOR_CACHE_DIR", str(tmp_path))
@@ -650,12 +653,12 @@ def test_each_kind_of_timing_counts_at_the_share_runs_planned_on_it_sustained(
         return [round(sustain(speed).tokens_per_second) for speed in (cold, warm, learned)]
 
     assert rates() == [1000, 1000, 1000]  # no run yet
-    measure._record_sustained(signature, 0.9)
+    speed_cache.record_sustained(signature, 0.9)
     assert rates() == [900, 900, 1000]  # none in turn yet: the shapes' share
-    measure._record_sustained(signature, 0.6, in_turn=True)
+    speed_cache.record_sustained(signature, 0.6, in_turn=True)
     assert rates() == [900, 600, 1000]
-    assert measure.sustained_share(signature) == (0.9, 1)
-    assert measure.sustained_share(signature, in_turn=True) == (0.6, 1)
+    assert speed_cache.sustained_share(signature) == (0.9, 1)
+    assert speed_cache.sustained_share(signature, in_turn=True) == (0.6, 1)
 
     # A run records its share under its plan's kind of timing.
     from training.planning.rules import (
@@ -674,14 +677,15 @@ def test_each_kind_of_timing_counts_at_the_share_runs_planned_on_it_sustained(
         seconds = seconds_per_update(counts, speed, plan.batch_tokens)
         pace = (speed.tokens_per_second, 2 * seconds * speed.tokens_per_second)
         measure.learn_speed(plan, pace, None, None, _Accelerator(), "float32", tmp_path)
-        assert measure.sustained_share(signature, in_turn) == (pytest.approx((before + 0.5) / 2), 2)
+        share = speed_cache.sustained_share(signature, in_turn)
+        assert share == (pytest.approx((before + 0.5) / 2), 2)
 
 
 def test_a_cpu_hidden_behind_one_name_is_told_apart_by_its_generation():
     """Two virtual CPUs both called "AMD EPYC" (AVX2 only, and AVX-512: 4x apart in
     training speed here) get their own speed caches, as does a cap on oneDNN's
     instructions; the same CPU gets the same."""
-    from training.planning.measure import describe_processor
+    from training.planning.speed_cache import describe_processor
 
     def cpuinfo(family: int, model: int, flags: str) -> str:
         block = f"processor\t: {{}}\nmodel name\t: AMD EPYC\ncpu family\t: {family}\n"
@@ -706,6 +710,7 @@ def test_the_vocabulary_split_is_timed_in_turn_and_outside_the_budget(
     vocabulary's cost, as building it is), for at most 20 s or a tenth of the budget
     each. From the cache nothing is timed again."""
     from training.planning import measure as planning
+    from training.planning import timing
     from training.planning.rules import SHAPES, Budget, CorpusCounts, Speed, make_plan
     from training.planning.vocabulary import VocabularyTrade
 
@@ -725,8 +730,8 @@ def test_the_vocabulary_split_is_timed_in_turn_and_outside_the_budget(
             Speed(9000.0, 1700.0, batch, measured=True, compile_seconds=2.0),
         )
 
-    monkeypatch.setattr(planning, "measure_speed", measure)
-    monkeypatch.setattr(planning, "measure_in_turn", in_turn)
+    monkeypatch.setattr(timing, "measure_speed", measure)
+    monkeypatch.setattr(timing, "measure_in_turn", in_turn)
     timing = _timing(tmp_path, "cpu", budget, _Accelerator(), clock=lambda: now[0])
     cold = timing.speed(SHAPES[0], 2048, always=True)
     charged = timing.charged
@@ -757,7 +762,7 @@ def test_turns_alternate_abba_and_the_drift_falls_on_both_models(copy_task, tmp_
     own: on a machine that slows steadily through the timing, the two speeds' ratio is
     the models' own (turns A B A B... read it 6% apart here)."""
     from training.config import load_config
-    from training.planning import measure as planning
+    from training.planning import timing as planning
     from training.planning.rules import SHAPES
     from training.run import on_backend
     from translator.pipelines.vocabulary import load_vocabulary
@@ -806,8 +811,9 @@ def test_speeds_known_from_the_vocabulary_stage_are_not_timed_again(tmp_path, mo
     """Training's plan on a vocabulary built again takes the chosen shape's speeds the
     plan that sized it timed (`resized_speeds`): nothing is timed for them, and a speed
     cached under the new signature (measured here) is kept over them."""
-    from training.planning import measure as planning
+    from training.planning import timing as planning
     from training.planning.rules import SHAPES, Speed
+    from training.planning.speed_cache import SpeedCache
 
     timed = []
 
@@ -817,8 +823,8 @@ def test_speeds_known_from_the_vocabulary_stage_are_not_timed_again(tmp_path, mo
 
     monkeypatch.setattr(planning, "measure_speed", measure)
     known = (
-        (planning.SpeedCache.key(SHAPES[0], 2048), Speed(1500.0, 900.0, 2048, measured=True)),
-        (planning.SpeedCache.key(SHAPES[0], 1024), Speed(1400.0, 900.0, 1024, measured=True)),
+        (SpeedCache.key(SHAPES[0], 2048), Speed(1500.0, 900.0, 2048, measured=True)),
+        (SpeedCache.key(SHAPES[0], 1024), Speed(1400.0, 900.0, 1024, measured=True)),
     )
     timing = _timing(tmp_path, "cpu", 300.0, _Accelerator())
     timing.cache.put(SHAPES[0], 1024, Speed(1300.0, 900.0, 1024, measured=True))

@@ -483,8 +483,8 @@ def test_the_budget_rebuilds_a_smaller_vocabulary_once_and_training_plans_on_it(
     and training's plan keeps it and charges the timing already spent."""
     from types import SimpleNamespace
 
-    from training.planning.measure import SpeedCache
     from training.planning.rules import SHAPES, Speed
+    from training.planning.speed_cache import SpeedCache
     from training.planning.vocabulary import VocabularyChoice
     from training.recipe.vocab import BUDGET_FILE, size_by_budget
     from translator.pipelines.vocabulary import load_vocabulary
