@@ -153,6 +153,10 @@ def _register(serialized: bytes) -> tuple[bytes, bool]:
     signature = function.signature
     if (len(signature.input_arg), len(signature.output_arg)) != (INPUTS, OUTPUTS):
         raise ValueError(f"not a search's graph: {signature.name}")
+    # A file cut between two of its nodes still parses: its outputs' returns, written after
+    # every node, are then missing (and TensorFlow would fail only when it is called).
+    if not function.node_def or any(arg.name not in function.ret for arg in signature.output_arg):
+        raise ValueError(f"not a whole search graph: {signature.name} lacks its returns")
     optimized = function.attr[_OPTIMIZED].b
     del function.attr[_OPTIMIZED]
     signature.name = "translator_search_" + hashlib.sha256(serialized).hexdigest()[:16]
