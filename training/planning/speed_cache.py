@@ -11,6 +11,7 @@ same signature. Beside them, the share of their timing's pace that runs sustaine
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import logging
 import os
@@ -67,11 +68,13 @@ def machine_signature(
 
 def _processor() -> str:
     """The CPU as its speeds depend on it (`describe_processor` of /proc/cpuinfo)."""
-    try:
+    lines = []
+    try:  # the first CPU's block only: the kernel writes the file a CPU at a time, as read
         with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            text = cpuinfo.read()
+            lines = list(itertools.takewhile(str.strip, cpuinfo))
     except OSError:
-        text = ""
+        pass
+    text = "".join(lines)
     described = describe_processor(text, os.environ.get("ONEDNN_MAX_CPU_ISA", ""))
     return f"{described or platform.processor() or platform.machine()} x{os.cpu_count()}"
 
