@@ -9,8 +9,11 @@ output layer. So the candidates keep an encoder at least as deep as the decoder 
 encoder and some of its decoder blocks, weights and all (`teacher_blocks`), which learn
 the teacher's translations faster than random weights do; the last candidate halves the
 width, and starts from random weights with a deeper encoder. The rule takes the largest
-candidate whose decoding, timed beside the teacher's, is at least the asked-for times
-faster. Pure Python: the timing is `training.recipe.teacher`'s.
+student cut from the teacher whose decoding, timed beside the teacher's, is at least the
+asked-for times faster, else the fastest cut one: a student from random weights is taken
+by name only, since in every job measured it lost more BLEU to its teacher than a cut
+one did (bench/RESULTS.md, "Students for CPU serving").
+Pure Python: the timing is `training.recipe.teacher`'s.
 """
 
 from __future__ import annotations
@@ -77,31 +80,51 @@ def teacher_blocks(teacher: TransformerConfig, student: Shape) -> tuple[int, ...
 
 
 def choose_student(
-    candidates: tuple[Shape, ...], speedups: Mapping[str, float], wanted: float
+    teacher: TransformerConfig,
+    candidates: tuple[Shape, ...],
+    speedups: Mapping[str, float],
+    wanted: float,
 ) -> StudentChoice:
-    """The largest candidate decoding at least `wanted` times the teacher's speed.
+    """The largest student cut from the teacher decoding at least `wanted` times its speed.
+
+    Only the students cut from the teacher compete (`teacher_blocks`); a faster one from
+    random weights is named in the reason, with how to take it.
 
     Args:
+        teacher: The teacher's architecture (which candidates are cut from it).
         candidates: Largest first (`student_shapes`).
         speedups: Each candidate's timed decoding speed over the teacher's.
         wanted: The speed-up asked for (`--student-speedup`).
 
     Returns:
-        The choice; when none is fast enough, the fastest, and the reason says so.
+        The choice; when no cut student is fast enough, the fastest cut one, and the
+        reason says so.
     """
     timed = ", ".join(f"{shape.name} {speedups[shape.name]:.2f}x" for shape in candidates)
-    for shape in candidates:
+    cut = tuple(shape for shape in candidates if teacher_blocks(teacher, shape)) or candidates
+    for shape in cut:
         if speedups[shape.name] >= wanted:
             reason = (
-                f"the largest student decoding >= {wanted:g}x the teacher's speed "
-                f"(beam search timed beside it at equal lengths: {timed})"
+                f"the largest student cut from the teacher decoding >= {wanted:g}x its "
+                f"speed (beam search timed beside it at equal lengths: {timed})"
             )
             return StudentChoice(shape, dict(speedups), reason)
-    fastest = max(candidates, key=lambda shape: speedups[shape.name])
+    fastest = max(cut, key=lambda shape: speedups[shape.name])
     reason = (
-        f"no student decodes {wanted:g}x the teacher's speed here, so the fastest "
-        f"(beam search timed beside it at equal lengths: {timed})"
+        f"no student cut from the teacher decodes {wanted:g}x its speed here, so the "
+        f"fastest of them (beam search timed beside it at equal lengths: {timed})"
     )
+    faster = [
+        shape
+        for shape in candidates
+        if shape not in cut and speedups[shape.name] > speedups[fastest.name]
+    ]
+    if faster:
+        other = max(faster, key=lambda shape: speedups[shape.name])
+        reason += (
+            f"; {other.name} is faster but starts from random weights, which lost more "
+            f"BLEU than a cut student in every job measured: --student {other.name} takes it"
+        )
     return StudentChoice(fastest, dict(speedups), reason)
 
 

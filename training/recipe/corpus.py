@@ -13,7 +13,7 @@ import random
 import re
 from pathlib import Path
 
-from training.recipe.settings import RecipePaths, RecipeSettings, TrainFiles
+from training.recipe.settings import RecipePaths, RecipeSettings, TrainFiles, start_stage
 from training.recipe.workdir import check_record
 from translator.errors import ConfigError
 from translator.io import atomic_file, write_atomic
@@ -104,7 +104,7 @@ def languages(settings: RecipeSettings) -> tuple[str, str]:
 def prepare_data(paths: RecipePaths, settings: RecipeSettings) -> RecipeCorpus:
     """Stage 1: the corpus files in place, checked; the validation slice held out."""
     source_lang, target_lang = languages(settings)
-    print(f"[1/5] data ({source_lang}->{target_lang}) -> {paths.data}", flush=True)
+    start_stage(settings, "data", f"data ({source_lang}->{target_lang}) -> {paths.data}")
     check_record(paths, settings, (source_lang, target_lang))
     if not settings.train:
         return _multi30k(paths, settings, source_lang, target_lang)

@@ -11,7 +11,7 @@ import shutil
 import time
 
 from training.recipe.corpus import RecipeCorpus
-from training.recipe.settings import RecipePaths
+from training.recipe.settings import RecipePaths, RecipeSettings, start_stage
 from translator.io import read_lines, write_atomic
 
 # The compute types the student's export is timed at (the faster is kept), on this many
@@ -30,7 +30,7 @@ def ctranslate2_exported(paths: RecipePaths) -> bool:
 
 
 def export_fastest_ctranslate2(
-    paths: RecipePaths, beam_size: int, corpus: RecipeCorpus
+    paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus
 ) -> dict[str, float]:
     """Stage 7's second half: the student for CTranslate2, at its fastest compute type.
 
@@ -39,7 +39,7 @@ def export_fastest_ctranslate2(
     `WORKDIR/export-ct2`. Returns target tokens/s per compute type ({}: not installed).
     """
     out = paths.workdir / CT2_DIR
-    print(f"[7/7] CTranslate2 -> {out}", flush=True)
+    start_stage(settings, "export", f"CTranslate2 -> {out}")
     info = out / CT2_INFO_FILE
     if ctranslate2_exported(paths):
         print("  already exported")
@@ -57,7 +57,7 @@ def export_fastest_ctranslate2(
 
     trained = load_model_dir(paths.run / "model")
     sample = read_lines(corpus.reports[0].source, CT2_TIMED_LINES)
-    search = SearchConfig(beam_size=beam_size)
+    search = SearchConfig(beam_size=settings.beam_size)
     speeds = {}
     for compute_type in CT2_COMPUTE_TYPES:
         directory = export_ctranslate2(trained, out.with_name(f".ct2-{compute_type}"), compute_type)

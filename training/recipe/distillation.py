@@ -8,9 +8,10 @@ The stages, all within `--minutes` (the whole job, not only training):
    vocabulary's coverage of the corpus: one error line, nothing written);
 2. the teacher's vocabulary, which the student keeps;
 3. the student's shape: each candidate of `training.planning.students` is timed beside
-   the teacher, and the largest that decodes `--student-speedup` times faster is taken
-   (or `--student NAME`); one at the teacher's width is cut from the teacher
-   (`WORKDIR/student-init`: its encoder and some decoder blocks, weights and all);
+   the teacher, and the largest cut from the teacher that decodes `--student-speedup`
+   times faster is taken, else the fastest cut one (or `--student NAME`); it is cut from
+   the teacher (`WORKDIR/student-init`: its encoder and some decoder blocks, weights and
+   all);
 4. the teacher translates the training sources with beam search (`distill`: chunked,
    resumable, kept), unless the student learns the references (`--student-data
    original`, the control); if that would take over half the budget the job stops first
@@ -53,7 +54,7 @@ from training.recipe.ct2_stage import (
 )
 from training.recipe.distill import Distilled, distilled_corpora
 from training.recipe.reports import RecipeSummary, evaluate_sets, summarize
-from training.recipe.settings import RecipePaths, RecipeSettings
+from training.recipe.settings import RecipePaths, RecipeSettings, start_stage
 from training.recipe.stages import export_model, train_model
 from training.recipe.teacher import (
     DecodeTiming,
@@ -137,7 +138,7 @@ def run_distillation(paths: RecipePaths, settings: RecipeSettings) -> RecipeSumm
     if sample_files(settings, langs) is None:
         check_coverage(teacher, corpus.train[0].files)
     clock.lap("data")
-    _copy_vocabulary(paths, teacher)
+    _copy_vocabulary(paths, settings, teacher)
     clock.lap("vocabulary")
     choice, timing = _student(paths, settings, teacher, corpus)
     clock.lap("timing")
@@ -171,7 +172,7 @@ def run_distillation(paths: RecipePaths, settings: RecipeSettings) -> RecipeSumm
     clock.lap("evaluation")
     exported = _exported(paths)
     export_model(paths, student, corpus)
-    ctranslate2 = export_fastest_ctranslate2(paths, settings.beam_size, corpus)
+    ctranslate2 = export_fastest_ctranslate2(paths, settings, corpus)
     clock.lap("export")
     if not exported:  # not a resumed job's (it exported nothing)
         timed = _ctranslate2_timing(corpus, timing, choice) if ctranslate2 else 0.0
@@ -209,9 +210,9 @@ def _checked_teacher(
     return teacher
 
 
-def _copy_vocabulary(paths: RecipePaths, teacher: Teacher) -> None:
+def _copy_vocabulary(paths: RecipePaths, settings: RecipeSettings, teacher: Teacher) -> None:
     """Stage 2: the student keeps the teacher's vocabulary (a copy)."""
-    print(f"[2/7] vocabulary -> {paths.vocabulary}", flush=True)
+    start_stage(settings, "vocabulary", f"vocabulary -> {paths.vocabulary}")
     if (paths.vocabulary / "vocab.json").is_file():
         print("  already there")
         return
@@ -225,7 +226,7 @@ def _student(
 ) -> tuple[StudentChoice, DecodeTiming]:
     """Stage 3: every candidate timed beside the teacher; the rule's choice, or --student."""
     candidates = student_shapes(teacher.config, settings.config.config.model.preset)
-    print(f"[3/7] student shape ({', '.join(s.name for s in candidates)})", flush=True)
+    start_stage(settings, "student", f"student shape ({', '.join(s.name for s in candidates)})")
     saved = paths.workdir / "student.json"
     if saved.is_file():  # a resumed job keeps its student (and its timing)
         data = json.loads(saved.read_text("utf-8"))
@@ -242,7 +243,7 @@ def _student(
             raise ConfigError(str(error)) from None
         choice = StudentChoice(shape, speedups, f"--student {shape.name}")
     else:
-        choice = choose_student(candidates, speedups, settings.student_speedup)
+        choice = choose_student(teacher.config, candidates, speedups, settings.student_speedup)
     print(f"  {choice.shape.describe()}: {choice.reason}", flush=True)
     return choice, timing
 
@@ -282,7 +283,8 @@ def _translated(
     seconds_left: float,
 ) -> tuple[Distilled, ...]:
     """Stage 4: the teacher's translations of the training sources (none for the control)."""
-    print(f"[4/7] the teacher's translations -> {paths.workdir / 'distilled'}", flush=True)
+    out = paths.workdir / "distilled"
+    start_stage(settings, "translation", f"the teacher's translations -> {out}")
     if settings.student_data == "original":
         print("  none: the student learns the references (--student-data original)")
         return ()

@@ -13,7 +13,7 @@ from pathlib import Path
 from training.planning.measure import load_plan
 from training.planning.rules import Plan
 from training.recipe.corpus import RecipeCorpus
-from training.recipe.settings import RecipePaths, RecipeSettings
+from training.recipe.settings import RecipePaths, RecipeSettings, start_stage
 from training.record import RunRecord
 from training.summaries import CURVES_FILE
 from translator.engines.base import InferenceOptions
@@ -44,7 +44,8 @@ def evaluate_sets(
     """
     for test in corpus.reports:
         report = (out / test.name) if out is not None else paths.report(test.name)
-        print(f"[4/5] {test.name} with beam {settings.beam_size} -> {report}", flush=True)
+        beam = settings.beam_size
+        start_stage(settings, "evaluation", f"{test.name} with beam {beam} -> {report}")
         if (report / "report.json").is_file():
             print("  already evaluated")
             continue

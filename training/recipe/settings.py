@@ -15,6 +15,13 @@ MULTI30K_PAIRS = ("en-de", "de-en")
 # The SavedModel version the export stage writes.
 EXPORT_VERSION = 1
 
+# The stages' progress lines, numbered in this order: the recipe's, and a distillation's
+# (`training.recipe.distillation`), whose student needs three more.
+RECIPE_STAGES = ("data", "vocabulary", "training", "evaluation", "export")
+DISTILL_STAGES = (
+    "data", "vocabulary", "student", "translation", "training", "evaluation", "export"
+)  # fmt: skip
+
 
 @dataclasses.dataclass(frozen=True)
 class TrainFiles:
@@ -147,3 +154,9 @@ class RecipePaths:
     def export_version(self) -> Path:
         """The SavedModel the export stage writes (`export/1`)."""
         return self.export / str(EXPORT_VERSION)
+
+
+def start_stage(settings: RecipeSettings, stage: str, text: str) -> None:
+    """Prints `[3/5] text`: where `stage` stands among the job's (a distillation has seven)."""
+    stages = DISTILL_STAGES if settings.distill_from is not None else RECIPE_STAGES
+    print(f"[{stages.index(stage) + 1}/{len(stages)}] {text}", flush=True)

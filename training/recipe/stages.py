@@ -30,7 +30,7 @@ from training.recipe.prepared import fixed_vocabulary, prepared_corpus
 from training.recipe.pretrained import with_imported_init
 from training.recipe.reports import RecipeSummary, evaluate_sets, summarize
 from training.recipe.run_config import run_request
-from training.recipe.settings import EXPORT_VERSION, RecipePaths, RecipeSettings
+from training.recipe.settings import EXPORT_VERSION, RecipePaths, RecipeSettings, start_stage
 from training.recipe.vocab import build_vocab, size_by_budget
 from training.record import summary_line
 from training.run import preview_plan, train
@@ -92,7 +92,7 @@ def train_model(
     `deadline`: a `time.monotonic()` value training ends by, whatever is left of
     `settings.minutes` (a distillation's, whose minutes are the whole job's).
     """
-    print(f"[3/5] training ({settings.minutes:.4g} minutes) -> {paths.run}", flush=True)
+    start_stage(settings, "training", f"training ({settings.minutes:.4g} minutes) -> {paths.run}")
     if (paths.run / RUN_MODEL_DIR / MODEL_FILE).is_file():
         print(f"  already trained: {paths.run / 'model'}")
         return
@@ -111,7 +111,7 @@ def export_model(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCor
     ones, written when there are tags, take any of them per sentence.
     """
     version = paths.export_version
-    print(f"[5/5] SavedModel -> {version}", flush=True)
+    start_stage(settings, "export", f"SavedModel -> {version}")
     if (version / "saved_model.pb").is_file():
         print("  already exported")
         return

@@ -25,7 +25,7 @@ from training.planning.rules import Plan, Speed
 from training.planning.speed_cache import resized_speeds
 from training.planning.vocabulary import VocabularyChoice, choose_vocab_size, vocab_size_reason
 from training.recipe.corpus import RecipeCorpus
-from training.recipe.settings import RecipePaths, RecipeSettings
+from training.recipe.settings import RecipePaths, RecipeSettings, start_stage
 from translator.errors import ConfigError
 from translator.io import atomic_directory, count_characters, write_atomic
 from translator.pipelines import VocabularyError, build_vocabulary
@@ -37,7 +37,7 @@ BUDGET_FILE = "budget.json"
 
 def build_vocab(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus) -> None:
     """Stage 2: the joint SentencePiece vocabulary of the training data, of planned size."""
-    print(f"[2/5] vocabulary -> {paths.vocabulary}", flush=True)
+    start_stage(settings, "vocabulary", f"vocabulary -> {paths.vocabulary}")
     if (paths.vocabulary / "vocab.json").is_file():
         print("  already built")
         return

@@ -166,7 +166,7 @@ def _greek(path: Path, lines: int) -> Path:
         ("languages", "translates xx->yy, but the corpus is aa->yy"),
         ("script", "its vocabulary does not cover"),
         ("vocab-size", "keeps the teacher's vocabulary"),
-        ("shape", "leave out --set model.*"),
+        ("shape", "of --set model.*, only its dropout may be given"),
     ],
 )
 def test_a_bad_teacher_is_one_error_line_and_nothing_is_written(
@@ -247,13 +247,20 @@ def test_students_at_the_teachers_width_are_cut_from_it():
     assert one.name == "student-1" and teacher_blocks(shallow, one) == (1,)
 
 
-def test_the_largest_student_fast_enough_is_chosen_else_the_fastest():
-    candidates = student_shapes(TransformerConfig.preset("small", vocab_size=8000), "small")
+def test_the_largest_cut_student_fast_enough_is_chosen_else_the_fastest_cut_one():
+    teacher = TransformerConfig.preset("small", vocab_size=8000)
+    candidates = student_shapes(teacher, "small")
     speeds = {"student-2": 1.6, "student-1": 2.3, "student-1-half": 3.5}
-    assert choose_student(candidates, speeds, 2.0).shape.name == "student-1"
-    assert choose_student(candidates, speeds, 1.5).shape.name == "student-2"
-    slow = choose_student(candidates, speeds, 5.0)
-    assert slow.shape.name == "student-1-half" and "no student decodes 5x" in slow.reason
+    assert choose_student(teacher, candidates, speeds, 2.0).shape.name == "student-1"
+    assert choose_student(teacher, candidates, speeds, 1.5).shape.name == "student-2"
+    # The half-width student from random weights is faster, but taken by name only.
+    slow = choose_student(teacher, candidates, speeds, 3.0)
+    assert slow.shape.name == "student-1" and "no student cut from the teacher" in slow.reason
+    assert "--student student-1-half takes it" in slow.reason
+    # Where the fastest is a cut one, nothing else is offered.
+    speeds = {"student-2": 1.2, "student-1": 1.7, "student-1-half": 1.5}
+    cut = choose_student(teacher, candidates, speeds, 2.0)
+    assert cut.shape.name == "student-1" and "takes it" not in cut.reason
     assert named_student(candidates, "student-2") is candidates[0]
     with pytest.raises(ValueError, match="one of student-2, student-1, student-1-half"):
         named_student(candidates, "tiny")
@@ -291,11 +298,15 @@ def test_a_distilled_student_trains_evaluates_beside_its_teacher_and_exports(
     work = tmp_path / "work"
     args = ["recipe", "--workdir", work, "--minutes", "2.5", "--train", *corpus_files]
     args += ["--test", *test, "--distill-from", teacher_dir, "--student", "student-1"]
-    args += ["--set", "eval.max_sentences=20"]
+    args += ["--set", "eval.max_sentences=20", "--set", "model.overrides.dropout=0.05"]
     result = in_process(capsys, *args)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((work / "distill.json").read_text())
     assert report["student"].startswith("student-1 (2+1 x 32")
+    # The student's dropout is the one given, not the planner's.
+    from translator.artifacts import load_model_dir
+
+    assert load_model_dir(work / "run" / "model").model.config.dropout == 0.05
     # Cut from the teacher: its encoder and last decoder block, and trained from there.
     _assert_cut_from(work / "student-init", teacher_dir, block=1)
     run = yaml.safe_load((work / "run" / "config.yaml").read_text())
@@ -319,6 +330,10 @@ def test_a_distilled_student_trains_evaluates_beside_its_teacher_and_exports(
     plan = json.loads((work / "run" / "plan.json").read_text())
     assert (plan["shape"]["encoder_layers"], plan["shape"]["decoder_layers"]) == (2, 1)
     out = result.stdout
+    # The progress lines count the job's seven stages, in order.
+    stages = [int(number) for number, total in re.findall(r"^\[(\d)/(\d)\] ", out, re.M)]
+    assert stages == sorted(stages) and set(stages) == set(range(1, 8)), stages
+    assert re.findall(r"^\[\d/(\d)\] ", out, re.M) == ["7"] * len(stages)
     assert "vs teacher:  news: BLEU " in out and "minutes:     " in out
     assert (work / "eval-teacher" / "news" / "report.json").is_file()
     student_report = json.loads((work / "eval" / "news" / "report.json").read_text())
