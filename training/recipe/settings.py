@@ -16,7 +16,7 @@ MULTI30K_PAIRS = ("en-de", "de-en")
 EXPORT_VERSION = 1
 
 # The stages' progress lines, numbered in this order: the recipe's, and a distillation's
-# (`training.recipe.distillation`), whose student needs three more.
+# (`training.recipe.distillation`), with two more: the student's shape, the teacher's translations.
 RECIPE_STAGES = ("data", "vocabulary", "training", "evaluation", "export")
 DISTILL_STAGES = (
     "data", "vocabulary", "student", "translation", "training", "evaluation", "export"
