@@ -254,7 +254,7 @@ def plan_run(
     vocab_sizes = (vocabulary.source_vocab_size, vocabulary.target_vocab_size)
     given = given_settings(config, keys, vocab_sizes)
     if shape is not None:
-        given = dataclasses.replace(given, shape=shape[0], shape_reason=shape[1])
+        given = dataclasses.replace(given, shape=shape[0], shape_reason=shape[1], student=True)
     candidates = (given.shape,) if given.shape else SHAPES
     batch = given.batch_tokens or TIMED_BATCH_TOKENS
     settled = not speed_decides_something(given)

@@ -17,7 +17,8 @@ depends on them, by a few small rules, each a documented function below:
   critical batch size grows as training goes on; McCandlish et al. 2018); a power of
   two, bounded by the memory the machine has.
 - **Dropout** (`choose_dropout`): a function of the epochs the budget buys. Near one
-  epoch there is nothing to overfit; after tens of epochs, regularize hard.
+  epoch there is nothing to overfit; after tens of epochs, regularize hard. A
+  distillation's student takes at most `STUDENT_MAX_DROPOUT`.
 - **Subword sampling** (`_sampling_choices`): off. It is a regularizer of many epochs,
   as dropout is, and beside the epochs' dropout it gained nothing at any corpus size or
   budget tried; a user who sets it gets `SAMPLING_ALPHA` unless they set that too.
@@ -131,6 +132,11 @@ FINE_TUNING_LEARNING_RATE_SCALE = 0.1
 CUT_MODEL_LEARNING_RATE_SCALE = 0.3
 FINE_TUNING_WARMUP_FRACTION = 0.05
 FINE_TUNING_MIN_DROPOUT = 0.1
+# A distillation's student learns its teacher's translations, one output per source and
+# simpler than references (Kim & Rush 2016): it needs less regularizing than the epochs
+# rule gives a model learning references. Set on validation (bench/RESULTS.md, "A
+# student's dropout").
+STUDENT_MAX_DROPOUT = 0.1
 FINE_TUNING_VALIDATIONS = 4
 # Characters per piece of an 8,000-piece vocabulary (for a piece count before one exists).
 CHARACTERS_PER_PIECE = 4.0
@@ -353,6 +359,9 @@ class Given:
     fine_tuning: bool = False
     # That model was cut from a larger one (a distillation's student): a higher rate.
     cut: bool = False
+    # A distillation's student (its shape chosen before planning): dropout at most
+    # `STUDENT_MAX_DROPOUT`.
+    student: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -770,8 +779,9 @@ def _training_choices(
         _choice(
             DROPOUT,
             given.dropout,
-            choose_dropout(epochs),
-            f"{epochs:,.1f} epochs: 0.1 from 2 to 20 epochs, up to 0.3 at 80, down to 0 below 2",
+            _student_dropout(given, choose_dropout(epochs)),
+            f"{epochs:,.1f} epochs: 0.1 from 2 to 20 epochs, up to 0.3 at 80, down to 0 below 2"
+            + (_STUDENT_DROPOUT_WHY if given.student else ""),
         ),
         *_sampling_choices(given),
         _choice(
@@ -794,6 +804,17 @@ def _training_choices(
             "validate once at the end under 20 minutes, else about 8 times",
         ),
     )
+
+
+_STUDENT_DROPOUT_WHY = (
+    f"; a student, at most {STUDENT_MAX_DROPOUT} (its teacher's translations need less "
+    "regularizing than references)"
+)
+
+
+def _student_dropout(given: Given, dropout: float) -> float:
+    """`dropout`, at most `STUDENT_MAX_DROPOUT` for a distillation's student."""
+    return min(dropout, STUDENT_MAX_DROPOUT) if given.student else dropout
 
 
 def _sampling_choices(given: Given) -> tuple[Choice, ...]:
@@ -829,14 +850,15 @@ def _fine_tuning_choices(
         if given.cut
         else "a converged model continues near the end of its schedule"
     )
-    dropout = max(choose_dropout(epochs), FINE_TUNING_MIN_DROPOUT)
+    dropout = _student_dropout(given, max(choose_dropout(epochs), FINE_TUNING_MIN_DROPOUT))
     return (
         _choice(
             DROPOUT,
             given.dropout,
             dropout,
             f"fine-tuning, {epochs:,.1f} epochs: the epochs rule, at least "
-            f"{FINE_TUNING_MIN_DROPOUT} (pretraining's usual rate)",
+            f"{FINE_TUNING_MIN_DROPOUT} (pretraining's usual rate)"
+            + (_STUDENT_DROPOUT_WHY if given.student else ""),
         ),
         *_sampling_choices(given),
         _choice(

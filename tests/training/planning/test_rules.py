@@ -7,6 +7,7 @@ import pytest
 from training.config import (
     CHECKPOINT_EVERY_STEPS,
     DEFAULT_CONFIG,
+    DROPOUT,
     PEAK_LEARNING_RATE,
     SUBWORD_ALPHA,
     SUBWORD_NBEST,
@@ -19,6 +20,7 @@ from training.planning.rules import (
     CHECKPOINT_SECONDS,
     MIN_CHECKPOINT_UPDATES,
     SHAPES,
+    STUDENT_MAX_DROPOUT,
     Budget,
     CorpusCounts,
     Given,
@@ -314,6 +316,26 @@ def test_an_epochs_short_batches_cost_each_update_its_fixed_seconds():
         == make_plan(mix, budget, {"narrow": timed}, given=Given(shape=SHAPES[0])).updates
         == int(8000.0 * 290 / 1800.0)
     )
+
+
+def test_a_students_dropout_is_at_most_its_cap_from_random_weights_or_cut():
+    """Many epochs give a model learning references 0.3; a distillation's student 0.1."""
+    shape = dataclasses.replace(SHAPES[0], name="student-1")
+    speeds, small = {"student-1": CPU[SHAPES[0].name]}, corpus(1000)
+    for cut in ({}, {"fine_tuning": True, "cut": True}):
+        learner = plan(small, 60, speeds, shape=shape, **cut)
+        student = plan(small, 60, speeds, shape=shape, student=True, **cut)
+        assert learner.value("model.overrides.dropout") == 0.3
+        assert student.value("model.overrides.dropout") == STUDENT_MAX_DROPOUT
+        (why,) = [c.reason for c in student.choices if c.key == DROPOUT]
+        assert "a student, at most 0.1" in why
+        # Fewer epochs than the cap's: the epochs rule's own, and the user's value wins.
+        assert (
+            plan(small, 0.05, speeds, shape=shape, student=True).value("model.overrides.dropout")
+            < STUDENT_MAX_DROPOUT
+        )
+        given = plan(small, 60, speeds, shape=shape, student=True, dropout=0.25, **cut)
+        assert given.value("model.overrides.dropout") == 0.25
 
 
 @pytest.mark.parametrize("minutes", [5.0, 60.0])

@@ -384,6 +384,9 @@ def test_on_jax_the_teacher_translates_as_on_tensorflow_and_its_cut_student_trai
     _assert_cut_from(work / "student-init", teacher_dir, block=1)
     plan = json.loads((work / "run" / "plan.json").read_text())
     assert (plan["shape"]["encoder_layers"], plan["shape"]["decoder_layers"]) == (2, 1)
+    # A student's dropout: the epochs rule's, at most the students' cap.
+    (dropout,) = [c for c in plan["choices"] if c["key"] == "model.overrides.dropout"]
+    assert dropout["value"] <= 0.1 and "a student, at most 0.1" in dropout["reason"], dropout
     assert sorted((work / "run" / "checkpoints").glob("ckpt-*.npz"))  # the JAX loop's
     assert "vs teacher:  news: BLEU " in done.stdout
     assert (work / "eval" / "news" / "report.json").is_file()
