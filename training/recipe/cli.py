@@ -185,7 +185,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "fit the budget (the job says how many fit)",
     )
     parser.add_argument(
-        "--vocab-size", type=int, help="joint vocabulary size (default: planned from the corpus)"
+        "--vocab-size",
+        type=int,
+        help="joint vocabulary size (default: planned from the corpus and the budget); a work "
+        "directory built at another size is built again, until a run has planned on it",
     )
     parser.add_argument(
         "--beam-size", type=int, default=4, help="beam of the test reports and export (default: 4)"
@@ -265,6 +268,10 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--minutes must be positive, got {args.minutes:g}")
     if not args.train and (args.valid or args.test or args.langs or args.clean):
         raise ConfigError("--valid, --test, --langs and --clean need --train (Multi30k: --pair)")
+    if args.init_from is not None and args.vocab_size is not None:
+        raise ConfigError(
+            "--init-from: fine-tuning keeps the model's vocabulary; leave out --vocab-size"
+        )
     paths = RecipePaths(args.workdir)
     settings = RecipeSettings(
         minutes=args.minutes,

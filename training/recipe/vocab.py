@@ -25,6 +25,7 @@ from training.planning.rules import Plan, Speed
 from training.planning.speed_cache import resized_speeds
 from training.planning.vocabulary import VocabularyChoice, choose_vocab_size, vocab_size_reason
 from training.recipe.corpus import RecipeCorpus
+from training.recipe.prepared import fixed_vocabulary
 from training.recipe.settings import RecipePaths, RecipeSettings, start_stage
 from translator.errors import ConfigError
 from translator.io import atomic_directory, count_characters, write_atomic
@@ -38,7 +39,7 @@ BUDGET_FILE = "budget.json"
 def build_vocab(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorpus) -> None:
     """Stage 2: the joint SentencePiece vocabulary of the training data, of planned size."""
     start_stage(settings, "vocabulary", f"vocabulary -> {paths.vocabulary}")
-    if (paths.vocabulary / "vocab.json").is_file():
+    if (paths.vocabulary / "vocab.json").is_file() and not _given_size_differs(paths, settings):
         print("  already built")
         return
     if settings.init_from is not None:
@@ -63,6 +64,31 @@ def build_vocab(paths: RecipePaths, settings: RecipeSettings, corpus: RecipeCorp
         print(f"  {size:,} pieces: all that the corpus supports", flush=True)
         _build(paths, corpus, size)
     print(f"  built in {time.monotonic() - started:.1f} s", flush=True)
+
+
+def _given_size_differs(paths: RecipePaths, settings: RecipeSettings) -> bool:
+    """Whether `--vocab-size` asks for another size than the one built (built again then).
+
+    Raises:
+        ConfigError: it does, and the vocabulary cannot change: a run planned on it, or a
+            corpus prepared on it that cannot be prepared again here.
+    """
+    built = load_vocabulary(paths.vocabulary).target_vocab_size
+    if settings.vocab_size is None or settings.vocab_size == built:
+        return False
+    held = f"--vocab-size {settings.vocab_size:,}: {paths.vocabulary} holds {built:,} pieces"
+    if (paths.run / PLAN_FILE).is_file():
+        raise ConfigError(
+            f"{held}, and the run in {paths.run} planned on them; use a new work directory"
+        )
+    fixed = fixed_vocabulary()
+    if fixed is not None:
+        raise ConfigError(
+            f"{held}, and {fixed}: build it where TensorFlow is (this recipe with "
+            f"--vocab-size {settings.vocab_size} --plan) and carry the work directory here"
+        )
+    print(f"  built before at {built:,} pieces: built again at the size given", flush=True)
+    return True
 
 
 def _build(paths: RecipePaths, corpus: RecipeCorpus, size: int) -> None:
@@ -90,15 +116,16 @@ def size_by_budget(
     why: a corpus prepared on it that cannot be prepared again, say). A `preview`
     (`--plan`) says what a run here would take and changes nothing: the size follows
     the speed of the machine that trains, and a work directory planned here may train
-    on another (README, a GPU without TensorFlow).
+    on another (README, a GPU without TensorFlow). Where the size is fixed, only a
+    preview weighs it, and says how to build the size it would take where it can be.
     """
     record = paths.vocabulary / BUDGET_FILE
     if settings.vocab_size is not None or settings.init_from is not None:
         return
     if record.is_file() or (paths.run / PLAN_FILE).is_file():
         return
-    if fixed_by is not None:
-        print(f"  by the budget: kept ({fixed_by})", flush=True)
+    if fixed_by is not None and not preview:
+        print(f"  by the budget: kept ({fixed_by}); --plan says what it would take", flush=True)
         return
     plan = plan_on()
     choice = plan.vocabulary
@@ -106,7 +133,14 @@ def size_by_budget(
     built = load_vocabulary(paths.vocabulary).target_vocab_size
     if preview:
         taken = f"{choice.size:,} pieces" if choice.size < built else "kept"
-        print(f"  by the budget, a run here: {taken} ({choice.reason}); --plan builds nothing")
+        how = "--plan builds nothing"
+        if fixed_by is not None and choice.size < built:
+            how = (
+                f"{fixed_by}: to train at that size, run this recipe with --vocab-size "
+                f"{choice.size} --plan where TensorFlow is, carry the work directory here, and "
+                f"train with --vocab-size {choice.size}"
+            )
+        print(f"  by the budget, a run here: {taken} ({choice.reason}); {how}")
         return
     if choice.size < built:
         print(f"  by the budget: {choice.size:,} pieces ({choice.reason})", flush=True)

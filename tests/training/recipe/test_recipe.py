@@ -477,7 +477,7 @@ def test_on_jax_without_tensorflow_the_whole_recipe_runs_and_only_the_export_wai
     assert "TensorFlow is not installed here; run this recipe" in errors[0]
 
 
-def test_the_budget_rebuilds_a_smaller_vocabulary_once_and_training_plans_on_it(tmp_path):
+def test_the_budget_rebuilds_a_smaller_vocabulary_once_and_training_plans_on_it(tmp_path, capsys):
     """Stage 2's second half: where the plan on the data limit's vocabulary takes a
     smaller size, the vocabulary is built again at it (tags kept), the choice recorded,
     and training's plan keeps it and charges the timing already spent."""
@@ -516,9 +516,20 @@ def test_the_budget_rebuilds_a_smaller_vocabulary_once_and_training_plans_on_it(
     timed.put(shape, 1024, Speed(3000.0, 900.0, 1024, measured=True), output=30)
     timed.put(SHAPES[1], 2048, Speed(500.0, 900.0, 2048, measured=True))
 
-    # Where it cannot change (no TensorFlow to prepare the corpus again), it is not weighed.
+    # Where it cannot change (no TensorFlow to prepare the corpus again), a run does not
+    # weigh it; a preview does, and says how to build the size it would take.
     size_by_budget(paths, settings, corpus, plan_on(10), fixed_by="no TensorFlow")
     assert not plans and not (paths.vocabulary / BUDGET_FILE).exists()
+    assert "kept (no TensorFlow); --plan says what it would take" in capsys.readouterr().out
+    size_by_budget(paths, settings, corpus, plan_on(10), fixed_by="no TensorFlow", preview=True)
+    said = "a run here: 10 pieces (the compute limit: 10); no TensorFlow: to train at that size, "
+    said += "run this recipe with --vocab-size 10 --plan where TensorFlow is"
+    assert plans == [10] and said in capsys.readouterr().out
+    assert load_vocabulary(paths.vocabulary).target_sha256 == built.target_sha256
+    size_by_budget(paths, settings, corpus, plan_on(built.target_vocab_size), "no TF", preview=True)
+    assert "a run here: kept (the compute limit: " in capsys.readouterr().out
+    assert not (paths.vocabulary / BUDGET_FILE).exists()
+    plans.clear()
     # A preview (`--plan`) asks, and changes nothing: the run may be on another machine.
     size_by_budget(paths, settings, corpus, plan_on(built.target_vocab_size - 5), preview=True)
     assert plans == [built.target_vocab_size - 5] and not (paths.vocabulary / BUDGET_FILE).exists()
@@ -549,3 +560,57 @@ def test_the_budget_rebuilds_a_smaller_vocabulary_once_and_training_plans_on_it(
     # A size the user gave is theirs: never weighed.
     given = dataclasses.replace(settings, vocab_size=built.target_vocab_size)
     assert run_request(paths, given, corpus)[1].vocabulary == "--vocab-size"
+
+
+def test_a_given_vocab_size_builds_that_size_or_says_why_it_cannot(tmp_path, monkeypatch, capsys):
+    """`--vocab-size` on a work directory whose vocabulary has another size: built again
+    at the size given while nothing has planned on it yet; refused in one line naming
+    the work directory once a run has, and where the corpus prepared on it cannot be
+    prepared again (no TensorFlow). The same size keeps what is built; fine-tuning keeps
+    its model's, so the two are one error line."""
+    import training.recipe.vocab as vocab_stage
+    from training.planning.measure import PLAN_FILE
+    from translator.pipelines.vocabulary import load_vocabulary
+
+    files = write_copy_corpus(tmp_path / "c", 400, seed=15)
+    args = recipe_args("--workdir", tmp_path / "work", "--langs", "xx-yy", "--train", *files)
+    settings = RecipeSettings(2, None, None, langs="xx-yy", **settings_files(args))
+    paths = RecipePaths(tmp_path / "work")
+    corpus = prepare_data(paths, settings)
+    build_vocab(paths, settings, corpus)
+    built = load_vocabulary(paths.vocabulary)
+    smaller = built.target_vocab_size - 8
+    given = dataclasses.replace(settings, vocab_size=smaller)
+
+    build_vocab(paths, given, corpus)
+    assert load_vocabulary(paths.vocabulary).target_vocab_size == smaller
+    same = load_vocabulary(paths.vocabulary).target_sha256
+    build_vocab(paths, given, corpus)  # the size it holds: kept
+    assert load_vocabulary(paths.vocabulary).target_sha256 == same
+
+    again = dataclasses.replace(settings, vocab_size=smaller - 4)
+    monkeypatch.setattr(vocab_stage, "fixed_vocabulary", lambda: "no TensorFlow")
+    held = rf"--vocab-size {smaller - 4:,}: {paths.vocabulary} holds {smaller:,} pieces"
+    with pytest.raises(ConfigError, match=rf"{held}, and no TensorFlow"):
+        build_vocab(paths, again, corpus)
+    monkeypatch.undo()
+    paths.run.mkdir(parents=True)
+    (paths.run / PLAN_FILE).write_text("{}")
+    with pytest.raises(ConfigError, match=rf"{held}, and the run in {paths.run} planned on "):
+        build_vocab(paths, again, corpus)
+    assert load_vocabulary(paths.vocabulary).target_sha256 == same
+    refused = in_process(
+        capsys,
+        "recipe",
+        "--workdir",
+        tmp_path / "w",
+        "--vocab-size",
+        "100",
+        "--init-from",
+        tmp_path / "model",
+    )
+    errors = [line for line in refused.stderr.splitlines() if "error:" in line]
+    assert refused.returncode == 2 and errors == [
+        "translator recipe: error: --init-from: fine-tuning keeps the model's vocabulary; "
+        "leave out --vocab-size"
+    ]
