@@ -135,7 +135,8 @@ FINE_TUNING_MIN_DROPOUT = 0.1
 # A distillation's student learns its teacher's translations, one output per source and
 # simpler than references (Kim & Rush 2016): it needs less regularizing than the epochs
 # rule gives a model learning references. Set on validation (bench/RESULTS.md, "A
-# student's dropout").
+# student's dropout"). A control student trained on the references (`--student-data
+# original`) takes it too, so that it differs from the distilled one in its data alone.
 STUDENT_MAX_DROPOUT = 0.1
 FINE_TUNING_VALIDATIONS = 4
 # Characters per piece of an 8,000-piece vocabulary (for a piece count before one exists).
@@ -807,8 +808,8 @@ def _training_choices(
 
 
 _STUDENT_DROPOUT_WHY = (
-    f"; a student, at most {STUDENT_MAX_DROPOUT} (its teacher's translations need less "
-    "regularizing than references)"
+    f"; a student, at most {STUDENT_MAX_DROPOUT} (a teacher's translations need less "
+    "regularizing than references; a control on the references keeps it: only its data differ)"
 )
 
 

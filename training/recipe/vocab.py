@@ -73,8 +73,10 @@ def _given_size_differs(paths: RecipePaths, settings: RecipeSettings) -> bool:
         ConfigError: it does, and the vocabulary cannot change: a run planned on it, or a
             corpus prepared on it that cannot be prepared again here.
     """
+    if settings.vocab_size is None:
+        return False
     built = load_vocabulary(paths.vocabulary).target_vocab_size
-    if settings.vocab_size is None or settings.vocab_size == built:
+    if settings.vocab_size == built:
         return False
     held = f"--vocab-size {settings.vocab_size:,}: {paths.vocabulary} holds {built:,} pieces"
     if (paths.run / PLAN_FILE).is_file():

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -590,13 +591,14 @@ def test_a_given_vocab_size_builds_that_size_or_says_why_it_cannot(tmp_path, mon
 
     again = dataclasses.replace(settings, vocab_size=smaller - 4)
     monkeypatch.setattr(vocab_stage, "fixed_vocabulary", lambda: "no TensorFlow")
-    held = rf"--vocab-size {smaller - 4:,}: {paths.vocabulary} holds {smaller:,} pieces"
-    with pytest.raises(ConfigError, match=rf"{held}, and no TensorFlow"):
+    held = f"--vocab-size {smaller - 4:,}: {paths.vocabulary} holds {smaller:,} pieces"
+    with pytest.raises(ConfigError, match=re.escape(f"{held}, and no TensorFlow")):
         build_vocab(paths, again, corpus)
     monkeypatch.undo()
     paths.run.mkdir(parents=True)
     (paths.run / PLAN_FILE).write_text("{}")
-    with pytest.raises(ConfigError, match=rf"{held}, and the run in {paths.run} planned on "):
+    planned = f"{held}, and the run in {paths.run} planned on them; use a new work directory"
+    with pytest.raises(ConfigError, match=re.escape(planned)):
         build_vocab(paths, again, corpus)
     assert load_vocabulary(paths.vocabulary).target_sha256 == same
     refused = in_process(
