@@ -780,9 +780,12 @@ def _training_choices(
         _choice(
             DROPOUT,
             given.dropout,
-            _student_dropout(given, choose_dropout(epochs)),
-            f"{epochs:,.1f} epochs: 0.1 from 2 to 20 epochs, up to 0.3 at 80, down to 0 below 2"
-            + (_STUDENT_DROPOUT_WHY if given.student else ""),
+            *_student_dropout(
+                given,
+                choose_dropout(epochs),
+                f"{epochs:,.1f} epochs: 0.1 from 2 to 20 epochs, up to 0.3 at 80, down to 0 "
+                "below 2",
+            ),
         ),
         *_sampling_choices(given),
         _choice(
@@ -807,15 +810,15 @@ def _training_choices(
     )
 
 
-_STUDENT_DROPOUT_WHY = (
-    f"; a student, at most {STUDENT_MAX_DROPOUT} (a teacher's translations need less "
-    "regularizing than references; a control on the references keeps it: only its data differ)"
-)
-
-
-def _student_dropout(given: Given, dropout: float) -> float:
-    """`dropout`, at most `STUDENT_MAX_DROPOUT` for a distillation's student."""
-    return min(dropout, STUDENT_MAX_DROPOUT) if given.student else dropout
+def _student_dropout(given: Given, dropout: float, why: str) -> tuple[float, str]:
+    """`dropout` and `why`; for a distillation's student, at most `STUDENT_MAX_DROPOUT`."""
+    if not given.student:
+        return dropout, why
+    return min(dropout, STUDENT_MAX_DROPOUT), (
+        f"{why}; a student, at most {STUDENT_MAX_DROPOUT} (a teacher's translations need less "
+        "regularizing than references; a control on the references keeps it: only its data "
+        "differ)"
+    )
 
 
 def _sampling_choices(given: Given) -> tuple[Choice, ...]:
@@ -851,16 +854,14 @@ def _fine_tuning_choices(
         if given.cut
         else "a converged model continues near the end of its schedule"
     )
-    dropout = _student_dropout(given, max(choose_dropout(epochs), FINE_TUNING_MIN_DROPOUT))
+    dropout, dropout_why = _student_dropout(
+        given,
+        max(choose_dropout(epochs), FINE_TUNING_MIN_DROPOUT),
+        f"fine-tuning, {epochs:,.1f} epochs: the epochs rule, at least "
+        f"{FINE_TUNING_MIN_DROPOUT} (pretraining's usual rate)",
+    )
     return (
-        _choice(
-            DROPOUT,
-            given.dropout,
-            dropout,
-            f"fine-tuning, {epochs:,.1f} epochs: the epochs rule, at least "
-            f"{FINE_TUNING_MIN_DROPOUT} (pretraining's usual rate)"
-            + (_STUDENT_DROPOUT_WHY if given.student else ""),
-        ),
+        _choice(DROPOUT, given.dropout, dropout, dropout_why),
         *_sampling_choices(given),
         _choice(
             PEAK_LEARNING_RATE,

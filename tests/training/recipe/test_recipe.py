@@ -15,7 +15,7 @@ from tests.support.images import assert_png
 from tests.support.missing import need_multi30k
 from training.config import DATA_PREPARED, DEFAULT_CONFIG, read_config
 from training.recipe.cli import settings_files
-from training.recipe.corpus import held_out_size, hold_out, languages, prepare_data
+from training.recipe.corpus import RecipeCorpus, held_out_size, hold_out, languages, prepare_data
 from training.recipe.run_config import run_request
 from training.recipe.settings import RecipePaths, RecipeSettings, TrainFiles
 from training.recipe.vocab import build_vocab
@@ -478,6 +478,17 @@ def test_on_jax_without_tensorflow_the_whole_recipe_runs_and_only_the_export_wai
     assert "TensorFlow is not installed here; run this recipe" in errors[0]
 
 
+def built_workdir(tmp_path: Path, seed: int) -> tuple[RecipeSettings, RecipePaths, RecipeCorpus]:
+    """A recipe's work directory on a 400-pair copy corpus, its vocabulary built (stage 2)."""
+    files = write_copy_corpus(tmp_path / "c", 400, seed=seed)
+    args = recipe_args("--workdir", tmp_path / "work", "--langs", "xx-yy", "--train", *files)
+    settings = RecipeSettings(2, None, None, langs="xx-yy", **settings_files(args))
+    paths = RecipePaths(tmp_path / "work")
+    corpus = prepare_data(paths, settings)
+    build_vocab(paths, settings, corpus)
+    return settings, paths, corpus
+
+
 def test_the_budget_rebuilds_a_smaller_vocabulary_once_and_training_plans_on_it(tmp_path, capsys):
     """Stage 2's second half: where the plan on the data limit's vocabulary takes a
     smaller size, the vocabulary is built again at it (tags kept), the choice recorded,
@@ -490,12 +501,7 @@ def test_the_budget_rebuilds_a_smaller_vocabulary_once_and_training_plans_on_it(
     from training.recipe.vocab import BUDGET_FILE, size_by_budget
     from translator.pipelines.vocabulary import load_vocabulary
 
-    files = write_copy_corpus(tmp_path / "c", 400, seed=14)
-    args = recipe_args("--workdir", tmp_path / "work", "--langs", "xx-yy", "--train", *files)
-    settings = RecipeSettings(2, None, None, langs="xx-yy", **settings_files(args))
-    paths = RecipePaths(tmp_path / "work")
-    corpus = prepare_data(paths, settings)
-    build_vocab(paths, settings, corpus)
+    settings, paths, corpus = built_workdir(tmp_path, seed=14)
     built = load_vocabulary(paths.vocabulary)
     plans = []
 
@@ -573,12 +579,7 @@ def test_a_given_vocab_size_builds_that_size_or_says_why_it_cannot(tmp_path, mon
     from training.planning.measure import PLAN_FILE
     from translator.pipelines.vocabulary import load_vocabulary
 
-    files = write_copy_corpus(tmp_path / "c", 400, seed=15)
-    args = recipe_args("--workdir", tmp_path / "work", "--langs", "xx-yy", "--train", *files)
-    settings = RecipeSettings(2, None, None, langs="xx-yy", **settings_files(args))
-    paths = RecipePaths(tmp_path / "work")
-    corpus = prepare_data(paths, settings)
-    build_vocab(paths, settings, corpus)
+    settings, paths, corpus = built_workdir(tmp_path, seed=15)
     built = load_vocabulary(paths.vocabulary)
     smaller = built.target_vocab_size - 8
     given = dataclasses.replace(settings, vocab_size=smaller)
